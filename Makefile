@@ -1,0 +1,33 @@
+# tunefarm — the two commands of the Quick start, and the pieces they are made of.
+BUILD_DIR ?= build
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+CTEST_JOBS ?= 2
+
+.PHONY: all deps configure build test demo bench clean
+
+all: build
+
+deps:
+	bash deploy/install-deps.sh
+
+$(BUILD_DIR)/build.ninja:
+	cmake -S . -B $(BUILD_DIR) -G Ninja $(CMAKE_FLAGS)
+
+configure: $(BUILD_DIR)/build.ninja
+
+build: configure
+	cmake --build $(BUILD_DIR)
+
+test: deps
+	$(MAKE) build
+	cd $(BUILD_DIR) && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j $(CTEST_JOBS)
+
+demo: deps
+	$(MAKE) build
+	BUILD_DIR=$(BUILD_DIR) bash deploy/demo.sh
+
+bench: build
+	BUILD_DIR=$(BUILD_DIR) bash bench/run.sh
+
+clean:
+	rm -rf $(BUILD_DIR)

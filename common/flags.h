@@ -1,0 +1,23 @@
+// Command-line and config-file handling shared by the daemons and tools: every program gets
+// --log-level and, for daemons, --config FILE (TOML; keys are the long flag names, and flags given
+// on the command line win over the file).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace tunefarm {
+
+struct CommonFlags {
+  std::string log_level;
+};
+
+// Adds --log-level; with `with_config_file`, also --config (a TOML file).
+void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_config_file);
+
+// Parses argv. On --help prints help and returns 0 through `exit_code`; on a bad command line
+// prints one line naming the problem and returns 2. Returns true when the program should run.
+bool parse_command_line(CLI::App& app, int argc, char** argv, int& exit_code);
+
+}  // namespace tunefarm

@@ -1,0 +1,84 @@
+#include "common/wire.h"
+
+#include <fmt/format.h>
+
+namespace tunefarm {
+
+v1::DType to_proto(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return v1::FLOAT32;
+    case DType::kFloat16: return v1::FLOAT16;
+    case DType::kFloat64: return v1::FLOAT64;
+    case DType::kInt8: return v1::INT8;
+    case DType::kInt32: return v1::INT32;
+    case DType::kUInt8: return v1::UINT8;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+StatusOr<DType> from_proto(v1::DType dtype) {
+  switch (dtype) {
+    case v1::FLOAT32: return DType::kFloat32;
+    case v1::FLOAT16: return DType::kFloat16;
+    case v1::FLOAT64: return DType::kFloat64;
+    case v1::INT8: return DType::kInt8;
+    case v1::INT32: return DType::kInt32;
+    case v1::UINT8: return DType::kUInt8;
+    default: return invalid_argument(fmt::format("dtype {} is not a known dtype", static_cast<int>(dtype)));
+  }
+}
+
+v1::Workload to_proto(const Workload& workload) {
+  v1::Workload out;
+  out.set_op(workload.op);
+  for (const auto& [name, value] : workload.params) {
+    auto* p = out.add_params();
+    p->set_name(name);
+    p->set_value(value);
+  }
+  out.set_dtype(to_proto(workload.dtype));
+  return out;
+}
+
+StatusOr<Workload> from_proto(const v1::Workload& workload) {
+  // Rebuild the text form and parse it: one set of rules for every entry point.
+  std::string text = workload.op() + ":";
+  for (int i = 0; i < workload.params_size(); ++i)
+    text += fmt::format("{}{}={}", i ? "," : "", workload.params(i).name(), workload.params(i).value());
+  if (workload.dtype() != v1::DTYPE_UNSPECIFIED) {
+    TF_ASSIGN_OR_RETURN(DType dtype, from_proto(workload.dtype()));
+    if (dtype != DType::kFloat32) text += fmt::format("{}dtype={}", workload.params_size() ? "," : "", dtype_name(dtype));
+  }
+  return parse_workload(text);
+}
+
+v1::Target to_proto(const Target& target) {
+  v1::Target out;
+  out.set_kind(target.kind == Target::Kind::kCUDA ? "cuda" : "llvm");
+  out.set_mtriple(target.mtriple);
+  out.set_mcpu(target.mcpu);
+  out.set_mattr(target.mattr);
+  out.set_arch(target.arch);
+  return out;
+}
+
+StatusOr<Target> from_proto(const v1::Target& target) {
+  std::string text = target.kind();
+  if (!target.mtriple().empty()) text += " -mtriple=" + target.mtriple();
+  if (!target.mcpu().empty()) text += " -mcpu=" + target.mcpu();
+  if (!target.mattr().empty()) text += " -mattr=" + target.mattr();
+  if (!target.arch().empty()) text += " -arch=" + target.arch();
+  return parse_target(text);
+}
+
+grpc::Status to_grpc(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
+}
+
+Status from_grpc(const grpc::Status& status) {
+  if (status.ok()) return Status();
+  return Status(static_cast<StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace tunefarm
