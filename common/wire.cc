@@ -71,6 +71,37 @@ StatusOr<Target> from_proto(const v1::Target& target) {
   return parse_target(text);
 }
 
+v1::Config to_proto(const Config& config) {
+  v1::Config out;
+  out.set_template_name(config.template_name);
+  out.set_index(-1);
+  for (const auto& [name, value] : config.knobs) {
+    auto* knob = out.add_knobs();
+    knob->set_name(name);
+    auto* v = knob->mutable_value();
+    if (const auto* i = std::get_if<int64_t>(&value)) v->set_int_value(*i);
+    else if (const auto* s = std::get_if<std::string>(&value)) v->set_str_value(*s);
+    else for (int64_t x : std::get<std::vector<int64_t>>(value)) v->mutable_ints()->add_values(x);
+  }
+  return out;
+}
+
+Config from_proto(const v1::Config& config) {
+  Config out;
+  out.template_name = config.template_name();
+  for (const auto& knob : config.knobs()) {
+    const auto& v = knob.value();
+    switch (v.value_case()) {
+      case v1::KnobValue::kStrValue: out.knobs.emplace_back(knob.name(), v.str_value()); break;
+      case v1::KnobValue::kInts:
+        out.knobs.emplace_back(knob.name(), std::vector<int64_t>(v.ints().values().begin(), v.ints().values().end()));
+        break;
+      default: out.knobs.emplace_back(knob.name(), v.int_value()); break;
+    }
+  }
+  return out;
+}
+
 grpc::Status to_grpc(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());

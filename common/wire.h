@@ -4,6 +4,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include "common/config.h"
 #include "common/status.h"
 #include "common/target.h"
 #include "common/workload.h"
@@ -20,6 +21,9 @@ StatusOr<Workload> from_proto(const v1::Workload& workload);
 
 v1::Target to_proto(const Target& target);
 StatusOr<Target> from_proto(const v1::Target& target);
+
+v1::Config to_proto(const Config& config);
+Config from_proto(const v1::Config& config);
 
 grpc::Status to_grpc(const Status& status);
 Status from_grpc(const grpc::Status& status);

@@ -60,3 +60,16 @@ TEST(Wire, StatusMapsToGrpcCodes) {
 
 }  // namespace
 }  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+TEST(Wire, ConfigRoundTripsThroughProto) {
+  Config c{"t", {{"a", int64_t{4}}, {"b", std::string("x")}, {"c", std::vector<int64_t>{-1, 4}}}};
+  v1::Config p = to_proto(c);
+  EXPECT_EQ(p.knobs_size(), 3);
+  EXPECT_EQ(from_proto(p), c);
+}
+
+}  // namespace
+}  // namespace tunefarm
