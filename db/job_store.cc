@@ -1,0 +1,184 @@
+// The jobs half of RecordStore: a job's spec and progress are kept as proto bytes (what the
+// service sends and receives, forward compatible), its state and timestamps as columns so that
+// listing by state is an index scan.
+#include <chrono>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "common/wire.h"
+#include "db/record_store.h"
+#include "db/sqlite.h"
+#include "db/writer.h"
+
+namespace tunefarm {
+namespace {
+
+using db::Connection;
+using db::Statement;
+
+constexpr int kDefaultJobLimit = 100;
+
+constexpr std::string_view kSelectJob =
+    "SELECT id, spec, state, progress, created_at_us, started_at_us, finished_at_us, error FROM jobs ";
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string new_job_id() {
+  static std::mutex mutex;
+  static std::mt19937_64 random(std::random_device{}());
+  std::lock_guard lock(mutex);
+  return fmt::format("job-{:012x}", random() & 0xffffffffffff);
+}
+
+bool has_ended(v1::JobState state) {
+  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+}
+
+StatusOr<v1::Job> read_job(const Statement& stmt) {
+  v1::Job job;
+  job.set_id(std::string(stmt.column_text(0)));
+  std::string_view spec = stmt.column_blob(1);
+  std::string_view progress = stmt.column_blob(3);
+  int64_t state = stmt.column_int(2);
+  if (!job.mutable_spec()->ParseFromArray(spec.data(), static_cast<int>(spec.size())) ||
+      !job.mutable_progress()->ParseFromArray(progress.data(), static_cast<int>(progress.size())) ||
+      !v1::JobState_IsValid(static_cast<int>(state))) {
+    return Status(StatusCode::kDataLoss, fmt::format("job {} in the history does not parse; the database was "
+                                                     "changed outside tunefarm or is damaged",
+                                                     job.id()));
+  }
+  job.set_state(static_cast<v1::JobState>(state));
+  job.set_created_at_us(stmt.column_int(4));
+  job.set_started_at_us(stmt.column_int(5));
+  job.set_finished_at_us(stmt.column_int(6));
+  job.set_error(std::string(stmt.column_text(7)));
+  return job;
+}
+
+Status check_spec(const v1::JobSpec& spec) {
+  if (spec.tasks().empty()) return invalid_argument("job spec has no tasks: give at least one workload");
+  for (int i = 0; i < spec.tasks_size(); ++i) {
+    auto workload = from_proto(spec.tasks(i).workload());
+    if (!workload.ok()) return workload.status().with_context(fmt::format("job spec task {}", i + 1));
+  }
+  auto target = from_proto(spec.target());
+  if (!target.ok()) return target.status().with_context("job spec target");
+  if (spec.trials() <= 0) return invalid_argument(fmt::format("job spec trials is {}; it must be > 0", spec.trials()));
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<v1::Job> RecordStore::create_job(const v1::JobSpec& spec) {
+  TF_RETURN_IF_ERROR(check_spec(spec));
+  std::string spec_bytes = spec.SerializeAsString();
+  std::string progress_bytes = v1::JobProgress().SerializeAsString();
+  int64_t created = now_us();
+  // A fresh id collides with a stored one about never; trying a few is cheaper than reasoning.
+  for (int attempt = 0;; ++attempt) {
+    std::string id = new_job_id();
+    auto stored = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+      TF_ASSIGN_OR_RETURN(Statement stmt,
+                          connection.prepare("INSERT INTO jobs (id, spec, state, progress, created_at_us) "
+                                             "VALUES (?1, ?2, ?3, ?4, ?5)"));
+      stmt.bind(1, id);
+      stmt.bind_blob(2, spec_bytes);
+      stmt.bind(3, int64_t{v1::QUEUED});
+      stmt.bind_blob(4, progress_bytes);
+      stmt.bind(5, created);
+      TF_RETURN_IF_ERROR(stmt.run());
+      return connection.changes();
+    }).get();
+    if (stored.ok()) return get_job(id);
+    if (stored.status().code() != StatusCode::kAlreadyExists || attempt == 3) return stored.status();
+  }
+}
+
+StatusOr<v1::Job> RecordStore::update_job_state(std::string_view job_id, v1::JobState state, std::string_view error) {
+  if (!v1::JobState_IsValid(state) || state == v1::JOB_STATE_UNSPECIFIED) {
+    return invalid_argument(fmt::format("job state {} is not a state a job can be in", static_cast<int>(state)));
+  }
+  int64_t now = now_us();
+  auto updated = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+    TF_ASSIGN_OR_RETURN(Statement select, connection.prepare("SELECT state FROM jobs WHERE id = ?1"));
+    select.bind(1, job_id);
+    TF_ASSIGN_OR_RETURN(bool found, select.step());
+    if (!found) return not_found(fmt::format("job {} does not exist", job_id));
+    auto current = static_cast<v1::JobState>(select.column_int(0));
+    if (has_ended(current)) {
+      return failed_precondition(fmt::format("job {} has already ended ({}); its state does not change", job_id,
+                                             v1::JobState_Name(current)));
+    }
+    TF_ASSIGN_OR_RETURN(Statement update,
+                        connection.prepare("UPDATE jobs SET state = ?2, "
+                                           "started_at_us = CASE WHEN ?2 = ?5 AND started_at_us = 0 THEN ?3 "
+                                           "ELSE started_at_us END, "
+                                           "finished_at_us = CASE WHEN ?6 THEN ?3 ELSE finished_at_us END, "
+                                           "error = ?4 WHERE id = ?1"));
+    update.bind(1, job_id);
+    update.bind(2, int64_t{state});
+    update.bind(3, now);
+    update.bind(4, error);
+    update.bind(5, int64_t{v1::RUNNING});
+    update.bind(6, int64_t{has_ended(state)});
+    TF_RETURN_IF_ERROR(update.run());
+    return connection.changes();
+  }).get();
+  TF_RETURN_IF_ERROR(updated.status());
+  return get_job(job_id);
+}
+
+Status RecordStore::update_job_progress(std::string_view job_id, const v1::JobProgress& progress) {
+  std::string bytes = progress.SerializeAsString();
+  auto updated = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("UPDATE jobs SET progress = ?2 WHERE id = ?1"));
+    stmt.bind(1, job_id);
+    stmt.bind_blob(2, bytes);
+    TF_RETURN_IF_ERROR(stmt.run());
+    if (connection.changes() == 0) return not_found(fmt::format("job {} does not exist", job_id));
+    return connection.changes();
+  }).get();
+  return updated.status();
+}
+
+StatusOr<v1::Job> RecordStore::get_job(std::string_view job_id) {
+  v1::Job job;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(std::string(kSelectJob) + "WHERE id = ?1"));
+    stmt.bind(1, job_id);
+    TF_ASSIGN_OR_RETURN(bool found, stmt.step());
+    if (!found) return not_found(fmt::format("job {} does not exist", job_id));
+    TF_ASSIGN_OR_RETURN(job, read_job(stmt));
+    return Status();
+  }));
+  return job;
+}
+
+StatusOr<std::vector<v1::Job>> RecordStore::list_jobs(const std::vector<v1::JobState>& states, int limit) {
+  if (limit < 0) return invalid_argument(fmt::format("limit {} is negative", limit));
+  if (limit == 0) limit = kDefaultJobLimit;
+  std::string sql(kSelectJob);
+  for (size_t i = 0; i < states.size(); ++i) sql += fmt::format("{}?{}", i == 0 ? "WHERE state IN (" : ", ", i + 2);
+  if (!states.empty()) sql += ") ";
+  sql += "ORDER BY created_at_us DESC, id DESC LIMIT ?1";
+  std::vector<v1::Job> jobs;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    jobs.clear();
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(sql));
+    stmt.bind(1, int64_t{limit});
+    for (size_t i = 0; i < states.size(); ++i) stmt.bind(static_cast<int>(i + 2), int64_t{states[i]});
+    for (;;) {
+      TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+      if (!row) return Status();
+      TF_ASSIGN_OR_RETURN(v1::Job job, read_job(stmt));
+      jobs.push_back(std::move(job));
+    }
+  }));
+  return jobs;
+}
+
+}  // namespace tunefarm

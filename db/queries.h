@@ -1,0 +1,28 @@
+// The SQL of the record queries that must stay fast, in one place so that tests can check with
+// EXPLAIN QUERY PLAN that SQLite answers them from an index without sorting.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace tunefarm::db {
+
+// Columns of a record row: id, workload text, target text, then the records columns.
+inline constexpr std::string_view kSelectRecord =
+    "SELECT r.id, w.text, t.text, r.device_key, r.config, r.config_index, r.costs, r.mean_cost_s, r.gflops, "
+    "r.error_code, r.error_msg, r.build_time_s, r.started_at_us, r.finished_at_us, r.job_id, r.agent_id, "
+    "r.attempts FROM records r JOIN workloads w ON w.id = r.workload_id JOIN targets t ON t.id = r.target_id ";
+
+// The fastest successful records: ?1 workload text, ?2 target text, ?3 how many, ?4 device key
+// (only `by_device`).
+inline std::string best_query_sql(bool by_device) {
+  std::string sql(kSelectRecord);
+  sql +=
+      "WHERE r.workload_id = (SELECT id FROM workloads WHERE text = ?1) "
+      "AND r.target_id = (SELECT id FROM targets WHERE text = ?2) AND r.error_code = 0 ";
+  if (by_device) sql += "AND r.device_key = ?4 ";
+  sql += "ORDER BY r.mean_cost_s, r.id LIMIT ?3";
+  return sql;
+}
+
+}  // namespace tunefarm::db

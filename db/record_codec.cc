@@ -1,0 +1,180 @@
+#include "db/record_codec.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/config.h"
+#include "common/target.h"
+#include "common/wire.h"
+#include "common/workload.h"
+
+namespace tunefarm::db {
+namespace {
+
+constexpr size_t kMaxKeyLength = 256;
+
+Status check_number(double value, std::string_view field) {
+  if (!std::isfinite(value) || value < 0) {
+    return invalid_argument(fmt::format("{} is {}; it must be a finite number >= 0", field, value));
+  }
+  return Status();
+}
+
+Status check_key(std::string_view value, std::string_view field, bool required) {
+  if (required && value.empty()) return invalid_argument(fmt::format("{} is empty", field));
+  if (value.size() > kMaxKeyLength) {
+    return invalid_argument(fmt::format("{} is {} bytes long; at most {} are allowed", field, value.size(),
+                                        kMaxKeyLength));
+  }
+  for (char c : value) {
+    if (static_cast<unsigned char>(c) < 0x20) {
+      return invalid_argument(fmt::format("{} '{}' holds a control character", field, value));
+    }
+  }
+  return Status();
+}
+
+std::string costs_to_json(const google::protobuf::RepeatedField<double>& costs) {
+  // fmt writes the shortest decimal that reads back as the same double.
+  return fmt::format("[{}]", fmt::join(costs, ","));
+}
+
+StatusOr<Config> checked_config(const v1::Config& proto) {
+  if (proto.template_name().empty()) return invalid_argument("config has no template name");
+  for (const auto& knob : proto.knobs()) {
+    if (knob.name().empty()) return invalid_argument("config has a knob without a name");
+  }
+  // The stable JSON's own parser names what is wrong (a repeated knob, say).
+  Config config = from_proto(proto);
+  auto reparsed = parse_config_json(config.to_json());
+  if (!reparsed.ok()) return reparsed.status().with_context("config");
+  return config;
+}
+
+Status row_data_loss(int64_t row_id, std::string_view what, const Status& cause) {
+  return Status(StatusCode::kDataLoss, fmt::format("record {} in the history holds a {} that does not parse ({}); "
+                                                   "the database was changed outside tunefarm or is damaged",
+                                                   row_id, what, cause.message()));
+}
+
+}  // namespace
+
+StatusOr<RecordRow> to_row(const v1::Record& record) {
+  RecordRow row;
+  if (!record.has_workload()) return invalid_argument("record has no workload");
+  auto workload = from_proto(record.workload());
+  if (!workload.ok()) return workload.status().with_context("record workload");
+  row.workload = workload->to_string();
+
+  if (!record.has_target()) return invalid_argument("record has no target");
+  auto target = from_proto(record.target());
+  if (!target.ok()) return target.status().with_context("record target");
+  row.target = target->to_string();
+
+  TF_RETURN_IF_ERROR(check_key(record.device_key(), "record device_key", true));
+  row.device_key = record.device_key();
+
+  if (!record.has_config()) return invalid_argument("record has no config");
+  TF_ASSIGN_OR_RETURN(Config config, checked_config(record.config()));
+  row.config = config.to_json();
+  row.config_index = record.config().index();
+
+  const v1::MeasureResult& result = record.result();
+  if (!v1::ErrorCode_IsValid(result.error())) {
+    return invalid_argument(fmt::format("record error code {} is not a known ErrorCode", static_cast<int>(result.error())));
+  }
+  row.error_code = result.error();
+  row.error_msg = result.error_msg();
+  for (double cost : result.costs()) TF_RETURN_IF_ERROR(check_number(cost, "record cost"));
+  row.costs = costs_to_json(result.costs());
+
+  row.mean_cost_s = record.mean_cost_s();
+  TF_RETURN_IF_ERROR(check_number(row.mean_cost_s, "record mean_cost_s"));
+  if (result.error() == v1::OK) {
+    if (result.costs().empty()) return invalid_argument("record is OK but has no costs");
+    if (row.mean_cost_s == 0) {
+      double sum = 0;
+      for (double cost : result.costs()) sum += cost;
+      row.mean_cost_s = sum / result.costs_size();
+    }
+    if (row.mean_cost_s <= 0) return invalid_argument("record is OK but its mean cost is 0");
+  }
+  row.gflops = record.gflops();
+  TF_RETURN_IF_ERROR(check_number(row.gflops, "record gflops"));
+  row.build_time_s = record.build_time_s();
+  TF_RETURN_IF_ERROR(check_number(row.build_time_s, "record build_time_s"));
+
+  row.started_at_us = result.started_at_us();
+  row.finished_at_us = result.finished_at_us();
+  if (row.started_at_us < 0 || row.finished_at_us < 0) return invalid_argument("record timestamps are negative");
+  if (result.attempts() < 0) return invalid_argument("record attempts is negative");
+  row.attempts = result.attempts();
+  TF_RETURN_IF_ERROR(check_key(record.job_id(), "record job_id", false));
+  row.job_id = record.job_id();
+  TF_RETURN_IF_ERROR(check_key(result.agent_id(), "record agent_id", false));
+  row.agent_id = result.agent_id();
+  return row;
+}
+
+StatusOr<v1::Record> from_row(const RecordRow& row, int64_t row_id) {
+  v1::Record record;
+  auto workload = parse_workload(row.workload);
+  if (!workload.ok()) return row_data_loss(row_id, "workload", workload.status());
+  *record.mutable_workload() = to_proto(*workload);
+  auto target = parse_target(row.target);
+  if (!target.ok()) return row_data_loss(row_id, "target", target.status());
+  *record.mutable_target() = to_proto(*target);
+  record.set_device_key(row.device_key);
+  auto config = parse_config_json(row.config);
+  if (!config.ok()) return row_data_loss(row_id, "config", config.status());
+  *record.mutable_config() = to_proto(*config);
+  record.mutable_config()->set_index(row.config_index);
+
+  v1::MeasureResult* result = record.mutable_result();
+  auto costs = nlohmann::json::parse(row.costs, nullptr, false);
+  if (!costs.is_array()) return row_data_loss(row_id, "cost list", invalid_argument("not a JSON array"));
+  for (const auto& cost : costs) {
+    if (!cost.is_number()) return row_data_loss(row_id, "cost list", invalid_argument("not a list of numbers"));
+    result->add_costs(cost.get<double>());
+  }
+  if (!v1::ErrorCode_IsValid(row.error_code)) {
+    return row_data_loss(row_id, "error code", invalid_argument(fmt::format("{} is unknown", row.error_code)));
+  }
+  result->set_error(static_cast<v1::ErrorCode>(row.error_code));
+  result->set_error_msg(row.error_msg);
+  result->set_started_at_us(row.started_at_us);
+  result->set_finished_at_us(row.finished_at_us);
+  result->set_agent_id(row.agent_id);
+  result->set_attempts(static_cast<int32_t>(row.attempts));
+  record.set_mean_cost_s(row.mean_cost_s);
+  record.set_gflops(row.gflops);
+  record.set_build_time_s(row.build_time_s);
+  record.set_job_id(row.job_id);
+  return record;
+}
+
+std::string to_json_line(const v1::Record& record) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.add_whitespace = false;
+  std::string line;
+  // Printing a valid message into a string cannot fail.
+  (void)google::protobuf::util::MessageToJsonString(record, &line, options);
+  return line;
+}
+
+StatusOr<v1::Record> parse_json_line(std::string_view line) {
+  v1::Record record;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(line.data(), line.size()), &record, options);
+  if (!status.ok()) return invalid_argument(fmt::format("not a JSON Record: {}", std::string(status.message())));
+  return record;
+}
+
+}  // namespace tunefarm::db

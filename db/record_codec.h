@@ -1,0 +1,51 @@
+// How a v1::Record is checked, stored and written out. A record is validated once, on its way in,
+// and stored in canonical form: workload and target as their canonical strings, the config as the
+// stable JSON of common/config.h, costs as a JSON array of shortest round-trip decimals. Reading
+// a row back gives the same record, and so does a JSON line: export and import lose nothing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "tunefarm/v1/tuner.pb.h"
+
+namespace tunefarm::db {
+
+// One row of the records table, minus its id and with workload and target as text.
+struct RecordRow {
+  std::string workload;
+  std::string target;
+  std::string device_key;
+  std::string config;
+  int64_t config_index = -1;
+  std::string costs;
+  double mean_cost_s = 0;
+  double gflops = 0;
+  int error_code = 0;
+  std::string error_msg;
+  double build_time_s = 0;
+  int64_t started_at_us = 0;
+  int64_t finished_at_us = 0;
+  std::string job_id;
+  std::string agent_id;
+  int64_t attempts = 0;
+};
+
+// Validates a record and puts it in canonical form. Refuses, naming the field: a workload or
+// target that does not parse, an empty or overlong device key, a config without a template or
+// with repeated knobs, an unknown error code, non-finite or negative numbers, and an OK record
+// without costs. An OK record without a mean gets the mean of its costs.
+StatusOr<RecordRow> to_row(const v1::Record& record);
+
+// The record a stored row stands for. A row that no longer parses (the file was edited or is
+// damaged) is a kDataLoss error naming the row.
+StatusOr<v1::Record> from_row(const RecordRow& row, int64_t row_id);
+
+// One line of the JSON-lines form (no newline): protobuf's JSON with the proto's field names.
+std::string to_json_line(const v1::Record& record);
+// Parses one line of the JSON-lines form; unknown fields are errors.
+StatusOr<v1::Record> parse_json_line(std::string_view line);
+
+}  // namespace tunefarm::db

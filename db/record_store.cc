@@ -1,0 +1,432 @@
+#include "db/record_store.h"
+
+#include <sys/stat.h>
+
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <istream>
+#include <ostream>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "db/queries.h"
+#include "db/record_codec.h"
+#include "db/schema.h"
+#include "db/sqlite.h"
+#include "db/writer.h"
+
+namespace tunefarm {
+namespace {
+
+using db::Connection;
+using db::kSelectRecord;
+using db::RecordRow;
+using db::Statement;
+
+// One SQLite call waits this long for a lock; retry_while_busy() covers the rest of the budget.
+constexpr std::chrono::milliseconds kCallBusyTimeout{1000};
+// Records per writer operation when importing.
+constexpr size_t kImportBatch = 5000;
+constexpr int64_t kDefaultListLimit = 1000;
+constexpr size_t kMaxIdleReaders = 8;
+
+StatusOr<v1::Record> read_record(const Statement& stmt) {
+  RecordRow row;
+  row.workload = stmt.column_text(1);
+  row.target = stmt.column_text(2);
+  row.device_key = stmt.column_text(3);
+  row.config = stmt.column_text(4);
+  row.config_index = stmt.column_int(5);
+  row.costs = stmt.column_text(6);
+  row.mean_cost_s = stmt.column_double(7);
+  row.gflops = stmt.column_double(8);
+  row.error_code = static_cast<int>(stmt.column_int(9));
+  row.error_msg = stmt.column_text(10);
+  row.build_time_s = stmt.column_double(11);
+  row.started_at_us = stmt.column_int(12);
+  row.finished_at_us = stmt.column_int(13);
+  row.job_id = stmt.column_text(14);
+  row.agent_id = stmt.column_text(15);
+  row.attempts = stmt.column_int(16);
+  return db::from_row(row, stmt.column_int(0));
+}
+
+// The WHERE clause of a record filter, with its parameters in order.
+struct FilterSql {
+  std::string where;
+  std::vector<std::string> params;
+};
+
+FilterSql filter_sql(const RecordFilter& filter) {
+  FilterSql out;
+  auto add = [&](std::string_view condition, std::string param) {
+    out.where += out.params.empty() ? "WHERE " : " AND ";
+    out.where += condition;
+    out.params.push_back(std::move(param));
+  };
+  if (filter.workload) add("r.workload_id = (SELECT id FROM workloads WHERE text = ?)", filter.workload->to_string());
+  if (filter.target) add("r.target_id = (SELECT id FROM targets WHERE text = ?)", filter.target->to_string());
+  if (!filter.device_key.empty()) add("r.device_key = ?", filter.device_key);
+  if (!filter.job_id.empty()) add("r.job_id = ?", filter.job_id);
+  out.where += ' ';
+  return out;
+}
+
+StatusOr<std::vector<RecordRow>> to_rows(const std::vector<v1::Record>& records) {
+  std::vector<RecordRow> rows;
+  rows.reserve(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    auto row = db::to_row(records[i]);
+    if (!row.ok()) return row.status().with_context(fmt::format("record {} of {}", i + 1, records.size()));
+    rows.push_back(std::move(row).value());
+  }
+  return rows;
+}
+
+StatusOr<int64_t> intern(Connection& connection, std::string_view table, const std::string& text,
+                         std::unordered_map<std::string, int64_t>& ids) {
+  if (auto it = ids.find(text); it != ids.end()) return it->second;
+  TF_ASSIGN_OR_RETURN(Statement select, connection.prepare(fmt::format("SELECT id FROM {} WHERE text = ?1", table)));
+  select.bind(1, text);
+  TF_ASSIGN_OR_RETURN(bool found, select.step());
+  int64_t id;
+  if (found) {
+    id = select.column_int(0);
+  } else {
+    TF_ASSIGN_OR_RETURN(Statement insert,
+                        connection.prepare(fmt::format("INSERT INTO {} (text) VALUES (?1) RETURNING id", table)));
+    insert.bind(1, text);
+    TF_RETURN_IF_ERROR(insert.step().status());
+    id = insert.column_int(0);
+  }
+  ids.emplace(text, id);
+  return id;
+}
+
+// The writer operation that stores `rows`; answers how many were new.
+db::Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordRow>> rows) {
+  return [rows](Connection& connection) -> StatusOr<int64_t> {
+    std::unordered_map<std::string, int64_t> workload_ids;
+    std::unordered_map<std::string, int64_t> target_ids;
+    int64_t inserted = 0;
+    for (const RecordRow& row : *rows) {
+      TF_ASSIGN_OR_RETURN(int64_t workload_id, intern(connection, "workloads", row.workload, workload_ids));
+      TF_ASSIGN_OR_RETURN(int64_t target_id, intern(connection, "targets", row.target, target_ids));
+      TF_ASSIGN_OR_RETURN(Statement stmt,
+                          connection.prepare(
+                              "INSERT OR IGNORE INTO records (workload_id, target_id, device_key, config, "
+                              "config_index, costs, mean_cost_s, gflops, error_code, error_msg, build_time_s, "
+                              "started_at_us, finished_at_us, job_id, agent_id, attempts) VALUES "
+                              "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"));
+      stmt.bind(1, workload_id);
+      stmt.bind(2, target_id);
+      stmt.bind(3, row.device_key);
+      stmt.bind(4, row.config);
+      stmt.bind(5, row.config_index);
+      stmt.bind(6, row.costs);
+      stmt.bind(7, row.mean_cost_s);
+      stmt.bind(8, row.gflops);
+      stmt.bind(9, int64_t{row.error_code});
+      stmt.bind(10, row.error_msg);
+      stmt.bind(11, row.build_time_s);
+      stmt.bind(12, row.started_at_us);
+      stmt.bind(13, row.finished_at_us);
+      stmt.bind(14, row.job_id);
+      stmt.bind(15, row.agent_id);
+      stmt.bind(16, row.attempts);
+      TF_RETURN_IF_ERROR(stmt.run());
+      inserted += connection.changes();
+    }
+    return inserted;
+  };
+}
+
+// SQLite reads a truncated file without complaint until it reaches a missing page. The header
+// says how long the file should be, so a cut-off file is caught when it is opened.
+Status check_file_header(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || info.st_size == 0) return Status();
+  auto damaged = [&](std::string_view why) {
+    return Status(StatusCode::kDataLoss, fmt::format("history database {} {}; restore it from an export or move "
+                                                     "it aside",
+                                                     path, why));
+  };
+  std::array<unsigned char, 100> header{};
+  std::ifstream file(path, std::ios::binary);
+  if (!file.read(reinterpret_cast<char*>(header.data()), header.size())) {
+    return damaged(fmt::format("is truncated or not a database ({} bytes)", info.st_size));
+  }
+  if (std::memcmp(header.data(), "SQLite format 3", 16) != 0) return damaged("is not a SQLite database");
+  auto be32 = [&](int at) {
+    return (uint32_t{header[at]} << 24) | (uint32_t{header[at + 1]} << 16) | (uint32_t{header[at + 2]} << 8) |
+           uint32_t{header[at + 3]};
+  };
+  uint32_t page_size = (uint32_t{header[16]} << 8) | header[17];
+  if (page_size == 1) page_size = 65536;
+  // The page count is only meaningful when the change counter matches "version valid for".
+  bool count_valid = be32(24) == be32(92);
+  struct stat wal;
+  bool wal_has_frames = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0;
+  int64_t expected = int64_t{be32(28)} * page_size;
+  if (count_valid && !wal_has_frames && expected > info.st_size) {
+    return damaged(fmt::format("is truncated: its header describes {} bytes but the file has {}", expected,
+                               info.st_size));
+  }
+  return Status();
+}
+
+Status check_limits(int64_t limit, int64_t offset) {
+  if (limit < 0) return invalid_argument(fmt::format("limit {} is negative", limit));
+  if (offset < 0) return invalid_argument(fmt::format("offset {} is negative", offset));
+  return Status();
+}
+
+}  // namespace
+
+RecordStore::RecordStore(std::string path, RecordStoreOptions options, std::unique_ptr<db::Writer> writer)
+    : path_(std::move(path)), options_(options), writer_(std::move(writer)) {}
+
+RecordStore::~RecordStore() = default;
+
+StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path, RecordStoreOptions options) {
+  TF_RETURN_IF_ERROR(check_file_header(path));
+  auto busy_timeout = std::min(options.busy_budget, kCallBusyTimeout);
+  TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
+  Status status = db::retry_while_busy(
+      [&]() -> Status {
+        TF_ASSIGN_OR_RETURN(Statement stmt, connection->prepare("PRAGMA journal_mode = WAL"));
+        TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+        if (!row || stmt.column_text(0) != "wal") {
+          return unavailable(fmt::format("history database {} cannot use write-ahead logging (journal mode '{}'); "
+                                         "put the data directory on a local file system",
+                                         path, row ? stmt.column_text(0) : ""));
+        }
+        // Committed transactions survive a crash of the process; only a power cut can lose the
+        // last few, which is the right trade for measurements that can be taken again.
+        TF_RETURN_IF_ERROR(connection->exec("PRAGMA synchronous = NORMAL"));
+        return db::migrate(*connection, db::migrations());
+      },
+      options.busy_budget, path);
+  TF_RETURN_IF_ERROR(status);
+  auto writer = std::make_unique<db::Writer>(std::move(connection), options.busy_budget);
+  return std::unique_ptr<RecordStore>(new RecordStore(path, options, std::move(writer)));
+}
+
+Status RecordStore::with_reader(const std::function<Status(Connection&)>& read) {
+  std::unique_ptr<Connection> connection;
+  {
+    std::lock_guard lock(readers_mutex_);
+    if (!idle_readers_.empty()) {
+      connection = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+    }
+  }
+  if (!connection) {
+    auto opened = Connection::open(path_, Connection::Mode::kReadOnly, std::min(options_.busy_budget, kCallBusyTimeout));
+    if (!opened.ok()) return opened.status();
+    connection = std::move(opened).value();
+  }
+  Status status = db::retry_while_busy(
+      [&]() -> Status {
+        // One read transaction: every statement of `read` sees the same snapshot.
+        TF_RETURN_IF_ERROR(connection->exec("BEGIN"));
+        Status s = read(*connection);
+        if (s.ok()) s = connection->exec("COMMIT");
+        if (!s.ok()) (void)connection->exec("ROLLBACK");
+        return s;
+      },
+      options_.busy_budget, path_);
+  std::lock_guard lock(readers_mutex_);
+  if (idle_readers_.size() < kMaxIdleReaders) idle_readers_.push_back(std::move(connection));
+  return status;
+}
+
+Status RecordStore::add(const std::vector<v1::Record>& records) {
+  TF_ASSIGN_OR_RETURN(auto rows, to_rows(records));
+  if (rows.empty()) return Status();
+  auto weight = static_cast<int64_t>(rows.size());
+  writer_->submit_detached(insert_operation(std::make_shared<const std::vector<RecordRow>>(std::move(rows))), weight);
+  return Status();
+}
+
+Status RecordStore::flush() { return writer_->flush(); }
+
+StatusOr<int64_t> RecordStore::insert(const std::vector<v1::Record>& records) {
+  TF_ASSIGN_OR_RETURN(auto rows, to_rows(records));
+  if (rows.empty()) return int64_t{0};
+  auto weight = static_cast<int64_t>(rows.size());
+  return writer_->submit(insert_operation(std::make_shared<const std::vector<RecordRow>>(std::move(rows))), weight)
+      .get();
+}
+
+StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& workload, const Target& target,
+                                                          std::string_view device_key, int top_k) {
+  if (top_k < 0) return invalid_argument(fmt::format("top_k {} is negative", top_k));
+  if (top_k == 0) top_k = 1;
+  std::string sql = db::best_query_sql(!device_key.empty());
+  std::string workload_text = workload.to_string();
+  std::string target_text = target.to_string();
+  std::vector<v1::Record> best;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    best.clear();
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(sql));
+    stmt.bind(1, workload_text);
+    stmt.bind(2, target_text);
+    stmt.bind(3, int64_t{top_k});
+    if (!device_key.empty()) stmt.bind(4, device_key);
+    for (;;) {
+      TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+      if (!row) return Status();
+      TF_ASSIGN_OR_RETURN(v1::Record record, read_record(stmt));
+      best.push_back(std::move(record));
+    }
+  }));
+  return best;
+}
+
+StatusOr<RecordPage> RecordStore::list_records(const RecordFilter& filter, int64_t limit, int64_t offset) {
+  TF_RETURN_IF_ERROR(check_limits(limit, offset));
+  if (limit == 0) limit = kDefaultListLimit;
+  FilterSql where = filter_sql(filter);
+  RecordPage page;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    page = RecordPage();
+    TF_ASSIGN_OR_RETURN(Statement count, connection.prepare("SELECT count(*) FROM records r " + where.where));
+    for (size_t i = 0; i < where.params.size(); ++i) count.bind(static_cast<int>(i + 1), where.params[i]);
+    TF_ASSIGN_OR_RETURN(bool counted, count.step());
+    page.total = counted ? count.column_int(0) : 0;
+
+    int next = static_cast<int>(where.params.size()) + 1;
+    TF_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.prepare(fmt::format("{}{}ORDER BY r.id LIMIT ?{} OFFSET ?{}", kSelectRecord,
+                                                       where.where, next, next + 1)));
+    for (size_t i = 0; i < where.params.size(); ++i) stmt.bind(static_cast<int>(i + 1), where.params[i]);
+    stmt.bind(next, limit);
+    stmt.bind(next + 1, offset);
+    for (;;) {
+      TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+      if (!row) return Status();
+      TF_ASSIGN_OR_RETURN(v1::Record record, read_record(stmt));
+      page.records.push_back(std::move(record));
+    }
+  }));
+  return page;
+}
+
+StatusOr<std::vector<std::string>> RecordStore::measured_configs(std::string_view job_id, const Workload& workload) {
+  std::string workload_text = workload.to_string();
+  std::vector<std::string> configs;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    configs.clear();
+    TF_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.prepare("SELECT config FROM records WHERE job_id = ?1 AND workload_id = "
+                                           "(SELECT id FROM workloads WHERE text = ?2) GROUP BY config "
+                                           "ORDER BY min(id)"));
+    stmt.bind(1, job_id);
+    stmt.bind(2, workload_text);
+    for (;;) {
+      TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+      if (!row) return Status();
+      configs.emplace_back(stmt.column_text(0));
+    }
+  }));
+  return configs;
+}
+
+StatusOr<int64_t> RecordStore::count_measured_configs(std::string_view job_id) {
+  int64_t count = 0;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("SELECT count(*) FROM (SELECT DISTINCT workload_id, "
+                                                           "config FROM records WHERE job_id = ?1)"));
+    stmt.bind(1, job_id);
+    TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+    count = row ? stmt.column_int(0) : 0;
+    return Status();
+  }));
+  return count;
+}
+
+Status RecordStore::export_records(const RecordFilter& filter, const std::function<Status(const v1::Record&)>& sink) {
+  FilterSql where = filter_sql(filter);
+  bool started = false;
+  return with_reader([&](Connection& connection) -> Status {
+    // What went to the sink cannot be taken back, so a busy database after the first record is
+    // an error rather than a retry.
+    auto no_retry = [&](Status status) {
+      if (started && status.code() == StatusCode::kAborted) return unavailable(status.message());
+      return status;
+    };
+    auto stmt = connection.prepare(fmt::format("{}{}ORDER BY r.id", kSelectRecord, where.where));
+    if (!stmt.ok()) return stmt.status();
+    for (size_t i = 0; i < where.params.size(); ++i) stmt->bind(static_cast<int>(i + 1), where.params[i]);
+    for (;;) {
+      auto row = stmt->step();
+      if (!row.ok()) return no_retry(row.status());
+      if (!*row) return Status();
+      TF_ASSIGN_OR_RETURN(v1::Record record, read_record(*stmt));
+      started = true;
+      TF_RETURN_IF_ERROR(sink(record));
+    }
+  });
+}
+
+Status RecordStore::export_jsonl(const RecordFilter& filter, std::ostream& out) {
+  return export_records(filter, [&](const v1::Record& record) -> Status {
+    out << db::to_json_line(record) << '\n';
+    if (!out) return unavailable("writing the export failed (disk full or output closed)");
+    return Status();
+  });
+}
+
+StatusOr<ImportStats> RecordStore::import_jsonl(std::istream& in, std::string_view source) {
+  const std::istream::pos_type start = in.tellg();
+  if (start == std::istream::pos_type(-1)) {
+    return invalid_argument(fmt::format("{}: import reads its input twice and needs a file, not a pipe", source));
+  }
+  auto for_each_line = [&](const std::function<Status(int64_t, std::string_view)>& visit) -> Status {
+    std::string line;
+    for (int64_t number = 1; std::getline(in, line); ++number) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      TF_RETURN_IF_ERROR(visit(number, line));
+    }
+    if (in.bad()) return unavailable(fmt::format("{}: reading failed after some lines", source));
+    return Status();
+  };
+  auto parse = [&](int64_t number, std::string_view line) -> StatusOr<RecordRow> {
+    auto record = db::parse_json_line(line);
+    auto row = record.ok() ? db::to_row(*record) : StatusOr<RecordRow>(record.status());
+    if (!row.ok()) return row.status().with_context(fmt::format("{} line {}", source, number));
+    return row;
+  };
+
+  // First pass: check every line, so that a bad file changes nothing.
+  TF_RETURN_IF_ERROR(for_each_line([&](int64_t number, std::string_view line) { return parse(number, line).status(); }));
+  in.clear();
+  in.seekg(start);
+  if (!in) return invalid_argument(fmt::format("{}: cannot go back to the start of the input", source));
+
+  ImportStats stats;
+  int64_t seen = 0;
+  auto batch = std::make_shared<std::vector<RecordRow>>();
+  auto store = [&]() -> Status {
+    if (batch->empty()) return Status();
+    auto weight = static_cast<int64_t>(batch->size());
+    TF_ASSIGN_OR_RETURN(int64_t inserted, writer_->submit(insert_operation(std::move(batch)), weight).get());
+    stats.imported += inserted;
+    batch = std::make_shared<std::vector<RecordRow>>();
+    return Status();
+  };
+  TF_RETURN_IF_ERROR(for_each_line([&](int64_t number, std::string_view line) -> Status {
+    TF_ASSIGN_OR_RETURN(RecordRow row, parse(number, line));
+    batch->push_back(std::move(row));
+    ++seen;
+    return batch->size() >= kImportBatch ? store() : Status();
+  }));
+  TF_RETURN_IF_ERROR(store());
+  stats.skipped = seen - stats.imported;
+  return stats;
+}
+
+}  // namespace tunefarm

@@ -1,0 +1,136 @@
+// The tuning history: every measurement tunefarm has made (records), the jobs that made them, and
+// the queries tunerd answers from them — the fastest configs for a workload on a target, record
+// listings, which configs a job has already measured (so a restarted job does not measure them
+// again), and JSON-lines export and import so results move between installations.
+//
+// One SQLite file in WAL mode. All writes go through one background writer that batches them
+// into transactions; reads use their own connections and never wait for it. Records added with
+// add() become visible to queries once flush() returns. Every error is a Status with a message
+// for people: a busy database is waited out, a damaged one is reported as such, never a crash.
+//
+// Records are unique by (job, workload, config, target, device key, measurement start, agent):
+// adding or importing a record that is already there is skipped, so imports can be repeated and
+// a restarted job can record a result twice without counting it twice.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/target.h"
+#include "common/workload.h"
+#include "tunefarm/v1/tuner.pb.h"
+
+namespace tunefarm {
+
+namespace db {
+class Connection;
+class Writer;
+}  // namespace db
+
+struct RecordStoreOptions {
+  // How long an operation waits out a lock held by another process before failing with
+  // kUnavailable.
+  std::chrono::milliseconds busy_budget{30000};
+};
+
+// Which records a listing or an export covers; unset fields match everything.
+struct RecordFilter {
+  std::optional<Workload> workload;
+  std::optional<Target> target;
+  std::string device_key;
+  std::string job_id;
+};
+
+struct RecordPage {
+  std::vector<v1::Record> records;  // Oldest first.
+  int64_t total = 0;                // Matching records in all, regardless of limit and offset.
+};
+
+struct ImportStats {
+  int64_t imported = 0;
+  int64_t skipped = 0;  // Already present.
+};
+
+class RecordStore {
+ public:
+  // Opens the history at `path`, creating it when absent and migrating an older schema. Fails
+  // with a clear error when the file is damaged, truncated, belongs to another program or was
+  // written by a newer tunefarm.
+  static StatusOr<std::unique_ptr<RecordStore>> open(const std::string& path, RecordStoreOptions options = {});
+  // Commits everything queued.
+  ~RecordStore();
+  RecordStore(const RecordStore&) = delete;
+  RecordStore& operator=(const RecordStore&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // --- Records -----------------------------------------------------------------------------
+  // Validates `records` and queues them as one unit: they are committed together or not at all.
+  // A record that fails validation refuses the whole call, naming the record.
+  Status add(const std::vector<v1::Record>& records);
+  // Waits until everything queued is committed; answers the first failed write since the last
+  // flush().
+  Status flush();
+  // add() and wait: answers how many records were new (the others were already present).
+  StatusOr<int64_t> insert(const std::vector<v1::Record>& records);
+
+  // The `top_k` fastest successful records of `workload` on `target`, fastest first; on one device
+  // key, or on any when `device_key` is empty. Failed records never appear.
+  StatusOr<std::vector<v1::Record>> query_best(const Workload& workload, const Target& target,
+                                               std::string_view device_key = {}, int top_k = 1);
+  // Matching records, oldest first; `limit` 0 means 1000.
+  StatusOr<RecordPage> list_records(const RecordFilter& filter, int64_t limit = 0, int64_t offset = 0);
+  // The distinct configs (stable JSON) that job `job_id` has recorded for `workload`, successful or
+  // not, in the order they were first recorded. This is what a resumed job must not measure again.
+  StatusOr<std::vector<std::string>> measured_configs(std::string_view job_id, const Workload& workload);
+  // How many distinct configs job `job_id` has recorded, over all its workloads.
+  StatusOr<int64_t> count_measured_configs(std::string_view job_id);
+
+  // --- Export and import ---------------------------------------------------------------------
+  // Calls `sink` with each matching record, oldest first; a sink error stops the export.
+  Status export_records(const RecordFilter& filter, const std::function<Status(const v1::Record&)>& sink);
+  // Writes matching records as JSON lines, one v1::Record a line.
+  Status export_jsonl(const RecordFilter& filter, std::ostream& out);
+  // Reads JSON lines (blank lines ignored) and adds the records not already present. Every line
+  // is checked before anything is written: a bad line refuses the import with an error naming
+  // `source` and the line number. `in` must be seekable (a file or a string stream).
+  StatusOr<ImportStats> import_jsonl(std::istream& in, std::string_view source);
+
+  // --- Jobs ----------------------------------------------------------------------------------
+  // Stores a new job in state QUEUED with a fresh id. The spec needs at least one task, every
+  // workload and the target must parse, and the budget must be positive; the service checks the
+  // rest (device keys, strategies).
+  StatusOr<v1::Job> create_job(const v1::JobSpec& spec);
+  // Moves a job to `state`, stamping started_at on the first RUNNING and finished_at on an end
+  // state. An ended job (SUCCEEDED, FAILED, CANCELLED) does not change again; `error` is kept
+  // for FAILED.
+  StatusOr<v1::Job> update_job_state(std::string_view job_id, v1::JobState state, std::string_view error = {});
+  Status update_job_progress(std::string_view job_id, const v1::JobProgress& progress);
+  StatusOr<v1::Job> get_job(std::string_view job_id);
+  // Jobs in any of `states` (all when empty), newest first; `limit` 0 means 100.
+  StatusOr<std::vector<v1::Job>> list_jobs(const std::vector<v1::JobState>& states, int limit = 0);
+
+ private:
+  RecordStore(std::string path, RecordStoreOptions options, std::unique_ptr<db::Writer> writer);
+
+  // Runs `read` in one read transaction on a reader connection, retrying while the database is
+  // busy; `read` must start from scratch each time it is called.
+  Status with_reader(const std::function<Status(db::Connection&)>& read);
+
+  std::string path_;
+  RecordStoreOptions options_;
+  std::unique_ptr<db::Writer> writer_;
+  std::mutex readers_mutex_;
+  std::vector<std::unique_ptr<db::Connection>> idle_readers_;
+};
+
+}  // namespace tunefarm

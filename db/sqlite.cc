@@ -1,0 +1,168 @@
+#include "db/sqlite.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace tunefarm::db {
+
+Statement::Statement(Connection* connection, sqlite3_stmt* stmt, std::string sql)
+    : connection_(connection), stmt_(stmt), sql_(std::move(sql)) {}
+
+Statement::Statement(Statement&& other) noexcept
+    : connection_(other.connection_), stmt_(other.stmt_), sql_(std::move(other.sql_)) {
+  other.stmt_ = nullptr;
+}
+
+Statement::~Statement() {
+  if (stmt_ == nullptr) return;
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  connection_->give_back(std::move(sql_), stmt_);
+}
+
+// Bind errors can only come from a wrong index or type in this folder's own SQL: tests catch them.
+void Statement::bind(int index, int64_t value) { sqlite3_bind_int64(stmt_, index, value); }
+void Statement::bind(int index, double value) { sqlite3_bind_double(stmt_, index, value); }
+void Statement::bind(int index, std::string_view text) {
+  sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+}
+void Statement::bind_blob(int index, std::string_view bytes) {
+  sqlite3_bind_blob(stmt_, index, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+}
+void Statement::bind_null(int index) { sqlite3_bind_null(stmt_, index); }
+
+StatusOr<bool> Statement::step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return connection_->error(rc, "running a query");
+}
+
+Status Statement::run() {
+  TF_ASSIGN_OR_RETURN(bool row, step());
+  (void)row;
+  return Status();
+}
+
+int64_t Statement::column_int(int column) const { return sqlite3_column_int64(stmt_, column); }
+double Statement::column_double(int column) const { return sqlite3_column_double(stmt_, column); }
+std::string_view Statement::column_text(int column) const {
+  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+  return text ? std::string_view(text, sqlite3_column_bytes(stmt_, column)) : std::string_view();
+}
+std::string_view Statement::column_blob(int column) const {
+  const auto* data = static_cast<const char*>(sqlite3_column_blob(stmt_, column));
+  return data ? std::string_view(data, sqlite3_column_bytes(stmt_, column)) : std::string_view();
+}
+bool Statement::column_is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+
+StatusOr<std::unique_ptr<Connection>> Connection::open(const std::string& path, Mode mode,
+                                                       std::chrono::milliseconds busy_timeout) {
+  // NOMUTEX: a connection is used by one thread at a time, which the store guarantees.
+  int flags = SQLITE_OPEN_NOMUTEX;
+  flags |= mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  sqlite3* handle = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &handle, flags, nullptr);
+  std::unique_ptr<Connection> connection(new Connection(handle, path));
+  if (rc != SQLITE_OK) return connection->error(rc, "opening the database");
+  sqlite3_extended_result_codes(handle, 1);
+  sqlite3_busy_timeout(handle, static_cast<int>(busy_timeout.count()));
+  return connection;
+}
+
+Connection::~Connection() {
+  for (auto& [sql, statements] : idle_statements_)
+    for (sqlite3_stmt* stmt : statements) sqlite3_finalize(stmt);
+  sqlite3_close_v2(handle_);
+}
+
+Status Connection::exec(std::string_view sql) {
+  std::string text(sql);
+  int rc = sqlite3_exec(handle_, text.c_str(), nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return error(rc, "running a statement");
+  return Status();
+}
+
+StatusOr<Statement> Connection::prepare(std::string_view sql) {
+  std::string key(sql);
+  auto it = idle_statements_.find(key);
+  if (it != idle_statements_.end() && !it->second.empty()) {
+    sqlite3_stmt* stmt = it->second.back();
+    it->second.pop_back();
+    return Statement(this, stmt, std::move(key));
+  }
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v3(handle_, key.data(), static_cast<int>(key.size()), SQLITE_PREPARE_PERSISTENT, &stmt,
+                              nullptr);
+  if (rc != SQLITE_OK) return error(rc, "preparing a query");
+  return Statement(this, stmt, std::move(key));
+}
+
+StatusOr<int64_t> Connection::query_int(std::string_view sql) {
+  TF_ASSIGN_OR_RETURN(Statement stmt, prepare(sql));
+  TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+  if (!row) return internal_error(fmt::format("'{}' returned no row", sql));
+  return stmt.column_int(0);
+}
+
+int64_t Connection::changes() const { return sqlite3_changes64(handle_); }
+
+void Connection::give_back(std::string sql, sqlite3_stmt* stmt) {
+  idle_statements_[std::move(sql)].push_back(stmt);
+}
+
+Status Connection::error(int rc, std::string_view what) const {
+  std::string detail = handle_ ? sqlite3_errmsg(handle_) : sqlite3_errstr(rc);
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      // Retried by retry_while_busy(); SQLite's own wording is deliberately not passed on.
+      return Status(StatusCode::kAborted, fmt::format("history database {} is busy ({})", path_, what));
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return Status(StatusCode::kDataLoss,
+                    fmt::format("history database {} is damaged or is not a database ({}: {}); restore it "
+                                "from an export or move it aside",
+                                path_, what, detail));
+    case SQLITE_FULL:
+      return resource_exhausted(fmt::format("disk full while writing history database {}", path_));
+    case SQLITE_CANTOPEN:
+      return unavailable(fmt::format("cannot open history database {}: {}; check that its directory exists and "
+                                     "is writable",
+                                     path_, detail));
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      return Status(StatusCode::kPermissionDenied,
+                    fmt::format("history database {} cannot be written ({}): {}", path_, what, detail));
+    case SQLITE_IOERR:
+      return unavailable(fmt::format("I/O error on history database {} ({}): {}", path_, what, detail));
+    case SQLITE_CONSTRAINT:
+      return Status(StatusCode::kAlreadyExists, fmt::format("{} in {}: {}", what, path_, detail));
+    default:
+      return internal_error(fmt::format("{} in history database {}: {}", what, path_, detail));
+  }
+}
+
+Status retry_while_busy(const std::function<Status()>& attempt, std::chrono::milliseconds budget,
+                        std::string_view path) {
+  auto deadline = std::chrono::steady_clock::now() + budget;
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    Status status = attempt();
+    if (status.code() != StatusCode::kAborted) return status;
+    if (std::chrono::steady_clock::now() + pause > deadline) {
+      return unavailable(fmt::format("history database {} stayed locked by another process for {} ms; is a "
+                                     "second tunerd using the same data directory?",
+                                     path, budget.count()));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace tunefarm::db
