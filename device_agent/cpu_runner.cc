@@ -1,0 +1,70 @@
+#include "device_agent/cpu_runner.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "device_agent/timer.h"
+
+namespace tunefarm {
+namespace {
+
+using EntryFn = int32_t (*)(void* const*);
+
+class CpuKernel : public BoundKernel {
+ public:
+  CpuKernel(void* handle, EntryFn entry, std::vector<void*> args)
+      : handle_(handle), entry_(entry), args_(std::move(args)) {}
+  ~CpuKernel() override { dlclose(handle_); }
+
+  Status run_once() override {
+    int32_t rc = entry_(args_.data());
+    if (rc != 0) return internal_error(fmt::format("the kernel returned {}", rc));
+    return Status();
+  }
+
+  Status copy_outputs(std::vector<HostTensor>&) override { return Status(); }
+
+  StatusOr<double> time_runs(int number) override {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < number; ++i) {
+      int32_t rc = entry_(args_.data());
+      if (rc != 0) return internal_error(fmt::format("the kernel returned {} during timing", rc));
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  void flush_cache() override { flush_cpu_cache(); }
+
+ private:
+  void* handle_;
+  EntryFn entry_;
+  std::vector<void*> args_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<BoundKernel>> bind_cpu_kernel(const std::string& path, const v1::Artifact& artifact,
+                                                       std::vector<HostTensor>& tensors) {
+  if (artifact.entry_symbol().empty()) return invalid_argument("the artifact names no entry symbol");
+  // RTLD_LOCAL keeps one candidate's symbols from satisfying the next one's references.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    return invalid_argument(fmt::format("cannot load the shared object: {}", why ? why : "unknown reason"));
+  }
+  dlerror();
+  void* symbol = dlsym(handle, artifact.entry_symbol().c_str());
+  if (!symbol) {
+    dlclose(handle);
+    return not_found(fmt::format("the shared object has no symbol '{}'", artifact.entry_symbol()));
+  }
+  std::vector<void*> args;
+  for (auto& t : tensors) args.push_back(t.data.get());
+  return std::unique_ptr<BoundKernel>(new CpuKernel(handle, reinterpret_cast<EntryFn>(symbol), std::move(args)));
+}
+
+}  // namespace tunefarm

@@ -1,0 +1,228 @@
+#include "device_agent/cuda_runner.h"
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace tunefarm {
+namespace {
+
+// The few driver-API types used here, declared locally so that no CUDA header is needed to build.
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUevent = struct CUevent_st*;
+using CUstream = struct CUstream_st*;
+constexpr int kAttrL2CacheSize = 38;                 // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
+constexpr int kFuncAttrMaxDynamicSharedBytes = 8;    // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+struct Driver {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**);
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  std::string name;
+  int l2_bytes = 0;
+};
+
+std::string describe(const Driver& d, CUresult rc) {
+  const char* name = nullptr;
+  if (d.cuGetErrorName && d.cuGetErrorName(rc, &name) == 0 && name) return fmt::format("{} ({})", name, rc);
+  return fmt::format("CUDA error {}", rc);
+}
+
+template <typename Fn>
+bool resolve(void* lib, const char* symbol, Fn& fn) {
+  fn = reinterpret_cast<Fn>(dlsym(lib, symbol));
+  return fn != nullptr;
+}
+
+// Opens the driver once per process; the outcome (a driver or the reason there is none) is kept.
+StatusOr<Driver*> open_driver() {
+  static std::once_flag once;
+  static Driver driver;
+  static Status failure;
+  std::call_once(once, [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      failure = unavailable("no CUDA device: the driver library libcuda.so.1 is not installed");
+      return;
+    }
+    Driver& d = driver;
+    bool ok = resolve(lib, "cuInit", d.cuInit) && resolve(lib, "cuDeviceGetCount", d.cuDeviceGetCount) &&
+              resolve(lib, "cuDeviceGet", d.cuDeviceGet) && resolve(lib, "cuDeviceGetName", d.cuDeviceGetName) &&
+              resolve(lib, "cuDeviceGetAttribute", d.cuDeviceGetAttribute) &&
+              resolve(lib, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain) &&
+              resolve(lib, "cuCtxSetCurrent", d.cuCtxSetCurrent) && resolve(lib, "cuCtxSynchronize", d.cuCtxSynchronize) &&
+              resolve(lib, "cuModuleLoadData", d.cuModuleLoadData) && resolve(lib, "cuModuleUnload", d.cuModuleUnload) &&
+              resolve(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
+              resolve(lib, "cuFuncSetAttribute", d.cuFuncSetAttribute) && resolve(lib, "cuMemAlloc_v2", d.cuMemAlloc) &&
+              resolve(lib, "cuMemFree_v2", d.cuMemFree) && resolve(lib, "cuMemcpyHtoD_v2", d.cuMemcpyHtoD) &&
+              resolve(lib, "cuMemcpyDtoH_v2", d.cuMemcpyDtoH) && resolve(lib, "cuMemsetD8_v2", d.cuMemsetD8) &&
+              resolve(lib, "cuLaunchKernel", d.cuLaunchKernel) && resolve(lib, "cuEventCreate", d.cuEventCreate) &&
+              resolve(lib, "cuEventRecord", d.cuEventRecord) && resolve(lib, "cuEventSynchronize", d.cuEventSynchronize) &&
+              resolve(lib, "cuEventElapsedTime", d.cuEventElapsedTime) &&
+              resolve(lib, "cuEventDestroy_v2", d.cuEventDestroy) && resolve(lib, "cuGetErrorName", d.cuGetErrorName);
+    if (!ok) {
+      failure = unavailable("no CUDA device: libcuda.so.1 lacks driver-API functions this agent needs (driver too old?)");
+      return;
+    }
+    if (CUresult rc = d.cuInit(0); rc != 0) {
+      failure = unavailable(fmt::format("no CUDA device: cuInit failed with {}", describe(d, rc)));
+      return;
+    }
+    int count = 0;
+    if (CUresult rc = d.cuDeviceGetCount(&count); rc != 0 || count == 0) {
+      failure = unavailable("no CUDA device: the driver reports no device");
+      return;
+    }
+    char name[256] = {};
+    if (d.cuDeviceGet(&d.device, 0) != 0 || d.cuDeviceGetName(name, sizeof name, d.device) != 0 ||
+        d.cuDevicePrimaryCtxRetain(&d.context, d.device) != 0) {
+      failure = unavailable("no CUDA device: device 0 cannot be opened");
+      return;
+    }
+    d.name = name;
+    d.cuDeviceGetAttribute(&d.l2_bytes, kAttrL2CacheSize, d.device);
+  });
+  if (!failure.ok()) return failure;
+  driver.cuCtxSetCurrent(driver.context);
+  return &driver;
+}
+
+class CudaKernel : public BoundKernel {
+ public:
+  CudaKernel(Driver& d, const v1::Artifact& artifact) : d_(d), launch_(artifact.launch()) {}
+
+  ~CudaKernel() override {
+    for (CUdeviceptr p : buffers_) d_.cuMemFree(p);
+    if (flush_buffer_) d_.cuMemFree(flush_buffer_);
+    if (start_) d_.cuEventDestroy(start_);
+    if (stop_) d_.cuEventDestroy(stop_);
+    if (module_) d_.cuModuleUnload(module_);
+  }
+
+  Status load(const v1::Artifact& artifact, std::vector<HostTensor>& tensors) {
+    // The driver wants NUL-terminated PTX text.
+    std::string ptx = artifact.data();
+    if (CUresult rc = d_.cuModuleLoadData(&module_, ptx.c_str()); rc != 0)
+      return invalid_argument(fmt::format("cannot load the PTX: {}", describe(d_, rc)));
+    if (CUresult rc = d_.cuModuleGetFunction(&function_, module_, artifact.entry_symbol().c_str()); rc != 0)
+      return not_found(fmt::format("the PTX has no kernel '{}': {}", artifact.entry_symbol(), describe(d_, rc)));
+    if (launch_.shared_mem_bytes() > 48 * 1024)
+      d_.cuFuncSetAttribute(function_, kFuncAttrMaxDynamicSharedBytes, launch_.shared_mem_bytes());
+    for (auto& t : tensors) {
+      CUdeviceptr p = 0;
+      if (CUresult rc = d_.cuMemAlloc(&p, static_cast<size_t>(t.bytes)); rc != 0)
+        return resource_exhausted(fmt::format("cannot allocate '{}' on the device: {}", t.arg.name(), describe(d_, rc)));
+      buffers_.push_back(p);
+      if (CUresult rc = d_.cuMemcpyHtoD(p, t.data.get(), static_cast<size_t>(t.bytes)); rc != 0)
+        return internal_error(fmt::format("cannot copy '{}' to the device: {}", t.arg.name(), describe(d_, rc)));
+    }
+    for (auto& p : buffers_) params_.push_back(&p);
+    if (d_.cuEventCreate(&start_, 0) != 0 || d_.cuEventCreate(&stop_, 0) != 0)
+      return internal_error("cannot create CUDA events");
+    return Status();
+  }
+
+  Status run_once() override {
+    TF_RETURN_IF_ERROR(launch());
+    if (CUresult rc = d_.cuCtxSynchronize(); rc != 0)
+      return internal_error(fmt::format("the kernel failed: {}", describe(d_, rc)));
+    return Status();
+  }
+
+  Status copy_outputs(std::vector<HostTensor>& host) override {
+    for (size_t i = 0; i < host.size(); ++i) {
+      if (!host[i].arg.is_output()) continue;
+      if (CUresult rc = d_.cuMemcpyDtoH(host[i].data.get(), buffers_[i], static_cast<size_t>(host[i].bytes)); rc != 0)
+        return internal_error(fmt::format("cannot copy '{}' back: {}", host[i].arg.name(), describe(d_, rc)));
+    }
+    return Status();
+  }
+
+  StatusOr<double> time_runs(int number) override {
+    d_.cuEventRecord(start_, nullptr);
+    for (int i = 0; i < number; ++i) TF_RETURN_IF_ERROR(launch());
+    d_.cuEventRecord(stop_, nullptr);
+    if (CUresult rc = d_.cuEventSynchronize(stop_); rc != 0)
+      return internal_error(fmt::format("the kernel failed during timing: {}", describe(d_, rc)));
+    float ms = 0;
+    d_.cuEventElapsedTime(&ms, start_, stop_);
+    return ms / 1000.0;
+  }
+
+  void flush_cache() override {
+    size_t bytes = static_cast<size_t>(d_.l2_bytes > 0 ? d_.l2_bytes : 64 << 20) * 2;
+    if (!flush_buffer_ && d_.cuMemAlloc(&flush_buffer_, bytes) != 0) return;
+    d_.cuMemsetD8(flush_buffer_, ++flush_value_, bytes);
+  }
+
+ private:
+  Status launch() {
+    auto dim = [](int v) { return static_cast<unsigned>(v > 0 ? v : 1); };
+    CUresult rc = d_.cuLaunchKernel(function_, dim(launch_.grid_x()), dim(launch_.grid_y()), dim(launch_.grid_z()),
+                                    dim(launch_.block_x()), dim(launch_.block_y()), dim(launch_.block_z()),
+                                    static_cast<unsigned>(launch_.shared_mem_bytes()), nullptr, params_.data(), nullptr);
+    if (rc != 0) return internal_error(fmt::format("cannot launch the kernel: {}", describe(d_, rc)));
+    return Status();
+  }
+
+  Driver& d_;
+  v1::LaunchDims launch_;
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
+  std::vector<CUdeviceptr> buffers_;
+  std::vector<void*> params_;
+  CUevent start_ = nullptr;
+  CUevent stop_ = nullptr;
+  CUdeviceptr flush_buffer_ = 0;
+  unsigned char flush_value_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::string> cuda_device_name() {
+  TF_ASSIGN_OR_RETURN(Driver * d, open_driver());
+  return d->name;
+}
+
+StatusOr<std::unique_ptr<BoundKernel>> bind_cuda_kernel(const v1::Artifact& artifact, std::vector<HostTensor>& tensors) {
+  TF_ASSIGN_OR_RETURN(Driver * d, open_driver());
+  if (artifact.entry_symbol().empty()) return invalid_argument("the artifact names no entry symbol");
+  auto kernel = std::make_unique<CudaKernel>(*d, artifact);
+  TF_RETURN_IF_ERROR(kernel->load(artifact, tensors));
+  return std::unique_ptr<BoundKernel>(std::move(kernel));
+}
+
+}  // namespace tunefarm

@@ -1,0 +1,26 @@
+// A kernel loaded on some device and bound to its argument buffers. The CPU runner (shared
+// objects through dlopen) and the CUDA runner (PTX through the driver API) both provide one, so
+// that the correctness check and the timer are written once for both.
+#pragma once
+
+#include <vector>
+
+#include "common/status.h"
+#include "device_agent/tensors.h"
+
+namespace tunefarm {
+
+class BoundKernel {
+ public:
+  virtual ~BoundKernel() = default;
+  // Runs once and waits; afterwards copy_outputs gives what it wrote.
+  virtual Status run_once() = 0;
+  // Brings the outputs into the host tensors (a no-op where the kernel writes host memory).
+  virtual Status copy_outputs(std::vector<HostTensor>& host) = 0;
+  // Seconds taken by `number` back-to-back runs.
+  virtual StatusOr<double> time_runs(int number) = 0;
+  // Evicts the device's caches so that the next run starts cold.
+  virtual void flush_cache() = 0;
+};
+
+}  // namespace tunefarm

@@ -1,0 +1,207 @@
+#include "device_agent/measure.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "device_agent/measure_options.h"
+#include "device_agent/worker_channel.h"
+#include "tunefarm/v1/tracker.pb.h"
+
+extern char** environ;
+
+namespace tunefarm {
+namespace {
+
+constexpr const char* kWorkerName = "tunefarm-measure-worker";
+constexpr int kChannelFd = 3;
+// Caps the per-reference outcomes kept; past it the map is cleared and references run again.
+constexpr size_t kMaxReferences = 256;
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+v1::MeasureResult failure(v1::ErrorCode code, std::string message) {
+  v1::MeasureResult result;
+  result.set_error(code);
+  result.set_error_msg(std::move(message));
+  return result;
+}
+
+std::string describe_exit(int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    int sig = WTERMSIG(wait_status);
+    return fmt::format("killed by signal {} ({})", sig, strsignal(sig));
+  }
+  if (WIFEXITED(wait_status)) return fmt::format("exited with status {}", WEXITSTATUS(wait_status));
+  return "ended";
+}
+
+}  // namespace
+
+StatusOr<std::string> find_measure_worker() {
+  std::vector<std::filesystem::path> tried;
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) tried.push_back(self.parent_path() / kWorkerName);
+  if (const char* dir = std::getenv("TUNEFARM_BIN_DIR"); dir && *dir) tried.push_back(std::filesystem::path(dir) / kWorkerName);
+  // Test programs live in build/tests, beside build/bin.
+  if (!ec) tried.push_back(self.parent_path().parent_path() / "bin" / kWorkerName);
+  std::string looked;
+  for (const auto& path : tried) {
+    if (access(path.c_str(), X_OK) == 0) return path.string();
+    looked += (looked.empty() ? "" : ", ") + path.string();
+  }
+  return not_found(fmt::format("cannot find {} (looked in: {}); build it or set TUNEFARM_BIN_DIR", kWorkerName,
+                               looked.empty() ? "nowhere" : looked));
+}
+
+StatusOr<std::unique_ptr<Measurer>> Measurer::create(MeasurerOptions options) {
+  std::string worker = options.worker_path;
+  if (worker.empty()) {
+    TF_ASSIGN_OR_RETURN(worker, find_measure_worker());
+  } else if (access(worker.c_str(), X_OK) != 0) {
+    return not_found(fmt::format("measurement worker '{}' is not an executable file", worker));
+  }
+  std::string root = options.scratch_root;
+  if (root.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    root = tmp && *tmp ? tmp : "/tmp";
+  }
+  // mkdtemp creates the directory with mode 0700: only this user's processes see the artifacts.
+  std::string pattern = root + "/tunefarm-measure-XXXXXX";
+  if (!mkdtemp(pattern.data()))
+    return unavailable(fmt::format("cannot create a scratch directory under '{}': {}", root, std::strerror(errno)));
+  return std::unique_ptr<Measurer>(new Measurer(std::move(worker), pattern));
+}
+
+Measurer::~Measurer() {
+  stop_worker();
+  std::error_code ec;
+  std::filesystem::remove_all(scratch_dir_, ec);
+}
+
+Status Measurer::start_worker() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    return unavailable(fmt::format("cannot create the worker channel: {}", std::strerror(errno)));
+  // Keep the child's end off fd 3 itself: dup2 onto the same number would leave close-on-exec set.
+  int child_end = fcntl(fds[1], F_DUPFD_CLOEXEC, 10);
+  close(fds[1]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  // A kernel that prints must not write into the agent's stdout; stderr is shared for diagnostics.
+  posix_spawn_file_actions_adddup2(&actions, 2, 1);
+  posix_spawn_file_actions_adddup2(&actions, child_end, kChannelFd);
+  std::string parent = std::to_string(getpid());
+  char* argv[] = {worker_path_.data(), scratch_dir_.data(), parent.data(), nullptr};
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, worker_path_.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(child_end);
+  if (rc != 0) {
+    close(fds[0]);
+    return unavailable(fmt::format("cannot start '{}': {}", worker_path_, std::strerror(rc)));
+  }
+  worker_pid_ = pid;
+  channel_fd_ = fds[0];
+  ++worker_starts_;
+  return Status();
+}
+
+std::string Measurer::stop_worker() {
+  if (channel_fd_ >= 0) close(channel_fd_);
+  channel_fd_ = -1;
+  if (worker_pid_ <= 0) return "not running";
+  int wait_status = 0;
+  std::string how;
+  if (waitpid(worker_pid_, &wait_status, WNOHANG) == worker_pid_) {
+    how = describe_exit(wait_status);
+  } else {
+    kill(worker_pid_, SIGKILL);
+    waitpid(worker_pid_, &wait_status, 0);
+    how = "killed";
+  }
+  worker_pid_ = -1;
+  return how;
+}
+
+v1::MeasureResult Measurer::exchange(const v1::LeasedBatch& request, double timeout_s) {
+  if (worker_pid_ <= 0) {
+    if (Status s = start_worker(); !s.ok()) return failure(v1::UNKNOWN, s.message());
+  }
+  int64_t deadline = monotonic_ms() + static_cast<int64_t>(timeout_s * 1000);
+  Status sent = write_frame(channel_fd_, request);
+  v1::MeasureResult result;
+  Status got = sent.ok() ? read_frame(channel_fd_, result, deadline) : sent;
+  if (got.ok()) return result;
+  if (got.code() == StatusCode::kDeadlineExceeded) {
+    stop_worker();
+    return failure(v1::RUN_TIMEOUT, fmt::format("did not finish within its timeout of {} s", timeout_s));
+  }
+  // Give a dying worker a moment to be reaped, so that the message can name the signal.
+  for (int i = 0; i < 50; ++i) {
+    int wait_status = 0;
+    if (waitpid(worker_pid_, &wait_status, WNOHANG) == worker_pid_) {
+      worker_pid_ = -1;
+      stop_worker();
+      return failure(v1::RUNTIME_ERROR, fmt::format("the measurement worker {} while running it",
+                                                    describe_exit(wait_status)));
+    }
+    usleep(2000);
+  }
+  stop_worker();
+  return failure(v1::RUNTIME_ERROR, fmt::format("lost the measurement worker: {}", got.message()));
+}
+
+v1::MeasureResult Measurer::measure(const v1::Workload& workload, const v1::MeasureOptions& raw_options,
+                                    const v1::Artifact* reference, const v1::Artifact& candidate) {
+  v1::MeasureOptions options = with_defaults(raw_options);
+  int64_t started = now_us();
+  v1::LeasedBatch request;
+  *request.mutable_workload() = workload;
+  *request.mutable_options() = options;
+  v1::MeasureResult result;
+  if (options.check_correctness() && (!reference || reference->data().empty())) {
+    result = failure(v1::UNKNOWN, "check_correctness is set but no reference kernel was given");
+  } else {
+    if (options.check_correctness()) {
+      *request.mutable_reference() = *reference;
+      std::string key = reference_cache_key(workload, *reference, options.input_seed());
+      auto it = references_.find(key);
+      if (it == references_.end()) {
+        if (references_.size() >= kMaxReferences) references_.clear();
+        // The reference gets its own timeout, so that the candidate's budget is its own.
+        v1::MeasureResult prepared = exchange(request, options.timeout_s());
+        if (prepared.error() != v1::OK && prepared.error() != v1::UNKNOWN)
+          prepared.set_error_msg("the reference kernel: " + prepared.error_msg());
+        prepared.set_error(prepared.error() == v1::OK ? v1::OK : v1::UNKNOWN);
+        it = references_.emplace(key, prepared).first;
+      }
+      if (it->second.error() != v1::OK) result = it->second;
+    }
+    if (result.error() == v1::OK && result.error_msg().empty()) {
+      auto* c = request.add_candidates();
+      *c->mutable_artifact() = candidate;
+      result = exchange(request, options.timeout_s());
+    }
+  }
+  result.set_started_at_us(started);
+  result.set_finished_at_us(now_us());
+  return result;
+}
+
+}  // namespace tunefarm

@@ -1,0 +1,152 @@
+#include "device_agent/tensors.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "common/workload.h"
+
+namespace tunefarm {
+namespace {
+
+int element_bytes(v1::DType dtype) {
+  switch (dtype) {
+    case v1::FLOAT32: case v1::INT32: return 4;
+    case v1::FLOAT64: return 8;
+    case v1::FLOAT16: return 2;
+    case v1::INT8: case v1::UINT8: return 1;
+    default: return 0;
+  }
+}
+
+uint16_t float_to_half(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  int32_t exponent = static_cast<int32_t>((bits >> 23) & 0xff) - 127 + 15;
+  uint32_t mantissa = bits & 0x7fffffu;
+  if (exponent <= 0) return static_cast<uint16_t>(sign);  // Inputs are in [-1, 1): flush tiny values.
+  if (exponent >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  return static_cast<uint16_t>(sign | (static_cast<uint32_t>(exponent) << 10) | (mantissa >> 13));
+}
+
+float half_to_float(uint16_t half) {
+  uint32_t sign = (half & 0x8000u) << 16;
+  uint32_t exponent = (half >> 10) & 0x1fu;
+  uint32_t mantissa = half & 0x3ffu;
+  float magnitude;
+  if (exponent == 0) magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31) magnitude = mantissa ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  else magnitude = std::ldexp(static_cast<float>(mantissa | 0x400u), static_cast<int>(exponent) - 25);
+  return sign ? -magnitude : magnitude;
+}
+
+double element_at(const HostTensor& t, const std::byte* base, int64_t i) {
+  switch (t.arg.dtype()) {
+    case v1::FLOAT32: { float v; std::memcpy(&v, base + 4 * i, 4); return v; }
+    case v1::FLOAT64: { double v; std::memcpy(&v, base + 8 * i, 8); return v; }
+    case v1::FLOAT16: { uint16_t v; std::memcpy(&v, base + 2 * i, 2); return half_to_float(v); }
+    case v1::INT32: { int32_t v; std::memcpy(&v, base + 4 * i, 4); return v; }
+    case v1::INT8: return static_cast<int8_t>(base[i]);
+    case v1::UINT8: return static_cast<uint8_t>(base[i]);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+StatusOr<std::vector<HostTensor>> allocate_tensors(const google::protobuf::RepeatedPtrField<v1::TensorArg>& args) {
+  if (args.empty()) return invalid_argument("the artifact declares no tensor arguments");
+  std::vector<HostTensor> tensors;
+  int64_t total = 0;
+  for (const auto& arg : args) {
+    int width = element_bytes(arg.dtype());
+    if (width == 0) return invalid_argument(fmt::format("argument '{}' has no known dtype", arg.name()));
+    if (arg.shape().empty()) return invalid_argument(fmt::format("argument '{}' has no shape", arg.name()));
+    int64_t elements = 1;
+    for (int64_t dim : arg.shape()) {
+      if (dim <= 0 || dim > kMaxDimension)
+        return invalid_argument(fmt::format("argument '{}' has dimension {} outside 1..{}", arg.name(), dim, kMaxDimension));
+      elements *= dim;
+      if (elements > kMaxTensorElements)
+        return invalid_argument(fmt::format("argument '{}' has more than {} elements", arg.name(), kMaxTensorElements));
+    }
+    total += elements * width;
+    if (total > kMaxArgumentBytes)
+      return resource_exhausted(fmt::format("the arguments need more than {} bytes", kMaxArgumentBytes));
+    HostTensor tensor;
+    tensor.arg = arg;
+    tensor.elements = elements;
+    tensor.bytes = elements * width;
+    // aligned_alloc wants a size that is a multiple of the alignment.
+    int64_t rounded = (tensor.bytes + 63) / 64 * 64;
+    tensor.data.reset(static_cast<std::byte*>(std::aligned_alloc(64, static_cast<size_t>(rounded))));
+    if (!tensor.data) return resource_exhausted(fmt::format("cannot allocate {} bytes for '{}'", rounded, arg.name()));
+    tensors.push_back(std::move(tensor));
+  }
+  return tensors;
+}
+
+void fill_tensors(std::vector<HostTensor>& tensors, uint64_t seed) {
+  for (size_t index = 0; index < tensors.size(); ++index) {
+    HostTensor& t = tensors[index];
+    std::byte* base = t.data.get();
+    if (t.arg.is_output()) {
+      std::memset(base, 0, static_cast<size_t>(t.bytes));
+      continue;
+    }
+    // One stream per argument, so that adding an argument does not shift the others' values.
+    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + index);
+    std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> small(-4, 4);
+    for (int64_t i = 0; i < t.elements; ++i) {
+      switch (t.arg.dtype()) {
+        case v1::FLOAT32: { float v = real(rng); std::memcpy(base + 4 * i, &v, 4); break; }
+        case v1::FLOAT64: { double v = real(rng); std::memcpy(base + 8 * i, &v, 8); break; }
+        case v1::FLOAT16: { uint16_t v = float_to_half(real(rng)); std::memcpy(base + 2 * i, &v, 2); break; }
+        case v1::INT32: { int32_t v = small(rng); std::memcpy(base + 4 * i, &v, 4); break; }
+        case v1::INT8: base[i] = static_cast<std::byte>(static_cast<int8_t>(small(rng))); break;
+        case v1::UINT8: base[i] = static_cast<std::byte>(small(rng) + 4); break;
+        default: break;
+      }
+    }
+  }
+}
+
+std::vector<std::string> output_bytes(const std::vector<HostTensor>& tensors) {
+  std::vector<std::string> out;
+  for (const auto& t : tensors)
+    if (t.arg.is_output()) out.emplace_back(reinterpret_cast<const char*>(t.data.get()), static_cast<size_t>(t.bytes));
+  return out;
+}
+
+Status compare_outputs(const std::vector<HostTensor>& tensors, const std::vector<std::string>& expected, double rtol,
+                       double atol) {
+  size_t output = 0;
+  for (const auto& t : tensors) {
+    if (!t.arg.is_output()) continue;
+    if (output >= expected.size() || expected[output].size() != static_cast<size_t>(t.bytes))
+      return invalid_argument(fmt::format("output '{}' does not match the reference's outputs in size", t.arg.name()));
+    const auto* want = reinterpret_cast<const std::byte*>(expected[output].data());
+    int64_t differing = 0;
+    std::string first;
+    for (int64_t i = 0; i < t.elements; ++i) {
+      double got = element_at(t, t.data.get(), i);
+      double ref = element_at(t, want, i);
+      // NaN never compares within tolerance, so a NaN output is always a difference.
+      if (!(std::fabs(got - ref) <= atol + rtol * std::fabs(ref))) {
+        if (differing++ == 0) first = fmt::format("{}[{}] is {} but the reference has {}", t.arg.name(), i, got, ref);
+      }
+    }
+    if (differing)
+      return invalid_argument(fmt::format("{} ({} of {} elements of '{}' differ; rtol {}, atol {})", first, differing,
+                                          t.elements, t.arg.name(), rtol, atol));
+    ++output;
+  }
+  return Status();
+}
+
+}  // namespace tunefarm

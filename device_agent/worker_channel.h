@@ -1,0 +1,32 @@
+// The pipe between the agent (or the tuner's local runner) and its measurement worker: frames of a
+// 4-byte little-endian length followed by one serialized message. The request is a LeasedBatch
+// holding one candidate, or none to ask for the reference outputs alone; the reply is a
+// MeasureResult.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <google/protobuf/message_lite.h>
+
+#include "common/status.h"
+#include "tunefarm/v1/common.pb.h"
+
+namespace tunefarm {
+
+// Largest frame either side accepts.
+inline constexpr uint32_t kMaxWorkerFrameBytes = 1u << 30;
+
+Status write_frame(int fd, const google::protobuf::MessageLite& message);
+
+// Waits at most until `deadline_ms` (CLOCK_MONOTONIC milliseconds; negative waits forever).
+// DEADLINE_EXCEEDED when it passes, UNAVAILABLE when the other side has closed.
+Status read_frame(int fd, google::protobuf::MessageLite& message, int64_t deadline_ms);
+
+int64_t monotonic_ms();
+
+// Names the reference outputs of one workload, reference kernel and input seed: what the worker
+// caches so that the reference runs once per workload and seed.
+std::string reference_cache_key(const v1::Workload& workload, const v1::Artifact& reference, uint64_t input_seed);
+
+}  // namespace tunefarm

@@ -1,0 +1,183 @@
+// tunefarm-measure-worker: the sandbox. The agent (or the tuner's local runner) starts it with a
+// private scratch directory and talks to it over fd 3 (worker_channel.h); everything that runs
+// foreign code happens here, so a crash or a hang costs this process, never its parent.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compiler/runtime/kernel_runtime.h"
+#include "device_agent/cpu_runner.h"
+#include "device_agent/cuda_runner.h"
+#include "device_agent/measure_options.h"
+#include "device_agent/tensors.h"
+#include "device_agent/timer.h"
+#include "device_agent/worker_channel.h"
+#include "tunefarm/v1/tracker.pb.h"
+
+namespace tunefarm {
+namespace {
+
+constexpr int kChannelFd = 3;
+
+v1::MeasureResult failure(v1::ErrorCode code, std::string message) {
+  v1::MeasureResult result;
+  result.set_error(code);
+  result.set_error_msg(std::move(message));
+  return result;
+}
+
+class Worker {
+ public:
+  explicit Worker(std::string scratch) : scratch_(std::move(scratch)) {}
+
+  v1::MeasureResult handle(const v1::LeasedBatch& request) {
+    v1::MeasureOptions options = with_defaults(request.options());
+    if (request.candidates_size() == 0) {
+      auto outputs = reference_outputs(request, options);
+      if (!outputs.ok()) return failure(v1::UNKNOWN, outputs.status().message());
+      return v1::MeasureResult();
+    }
+    const v1::Artifact& candidate = request.candidates(0).artifact();
+    const std::vector<std::string>* expected = nullptr;
+    if (options.check_correctness()) {
+      auto outputs = reference_outputs(request, options);
+      if (!outputs.ok()) return failure(v1::UNKNOWN, outputs.status().message());
+      expected = *outputs;
+    }
+    auto tensors = allocate_tensors(candidate.args());
+    if (!tensors.ok()) return failure(v1::LOAD_ERROR, tensors.status().message());
+    fill_tensors(*tensors, options.input_seed());
+    auto kernel = bind(candidate, *tensors);
+    if (!kernel.ok()) return failure(v1::LOAD_ERROR, kernel.status().message());
+    if (Status s = (*kernel)->run_once(); !s.ok()) return failure(v1::RUNTIME_ERROR, s.message());
+    if (expected) {
+      if (Status s = (*kernel)->copy_outputs(*tensors); !s.ok()) return failure(v1::RUNTIME_ERROR, s.message());
+      if (Status s = compare_outputs(*tensors, *expected, options.rtol(), options.atol()); !s.ok())
+        return failure(v1::WRONG_ANSWER, s.message());
+    }
+    auto costs = time_kernel(**kernel, options);
+    if (!costs.ok()) return failure(v1::RUNTIME_ERROR, costs.status().message());
+    v1::MeasureResult result;
+    for (double c : *costs) result.add_costs(c);
+    return result;
+  }
+
+ private:
+  StatusOr<std::unique_ptr<BoundKernel>> bind(const v1::Artifact& artifact, std::vector<HostTensor>& tensors) {
+    switch (artifact.format()) {
+      case v1::Artifact::SHARED_OBJECT: {
+        // A fresh name for every load: dlopen would hand back an already loaded object of the same path.
+        std::string path = fmt::format("{}/kernel-{}.so", scratch_, next_file_++);
+        {
+          std::ofstream out(path, std::ios::binary);
+          out.write(artifact.data().data(), static_cast<std::streamsize>(artifact.data().size()));
+          if (!out) return internal_error(fmt::format("cannot write the artifact to the scratch directory"));
+        }
+        auto kernel = bind_cpu_kernel(path, artifact, tensors);
+        std::remove(path.c_str());  // The mapping stays valid after the file is gone.
+        return kernel;
+      }
+      case v1::Artifact::PTX:
+        return bind_cuda_kernel(artifact, tensors);
+      default:
+        return invalid_argument("the artifact has no known format");
+    }
+  }
+
+  // Runs the reference once per workload and seed; its outputs are kept in memory and in the
+  // scratch directory, which outlives this process when a candidate crashes it.
+  StatusOr<const std::vector<std::string>*> reference_outputs(const v1::LeasedBatch& request,
+                                                              const v1::MeasureOptions& options) {
+    if (!request.has_reference() || request.reference().data().empty())
+      return invalid_argument("check_correctness is set but the batch carries no reference kernel");
+    std::string key = reference_cache_key(request.workload(), request.reference(), options.input_seed());
+    if (auto it = cache_.find(key); it != cache_.end()) return &it->second;
+    std::string path = fmt::format("{}/reference-{}.bin", scratch_, key);
+    if (auto stored = load_outputs(path)) return &(cache_[key] = std::move(*stored));
+
+    auto tensors = allocate_tensors(request.reference().args());
+    if (!tensors.ok()) return tensors.status().with_context("the reference kernel");
+    fill_tensors(*tensors, options.input_seed());
+    auto kernel = bind(request.reference(), *tensors);
+    if (!kernel.ok()) return kernel.status().with_context("the reference kernel does not load");
+    TF_RETURN_IF_ERROR((*kernel)->run_once().with_context("the reference kernel failed"));
+    TF_RETURN_IF_ERROR((*kernel)->copy_outputs(*tensors).with_context("the reference kernel failed"));
+    std::vector<std::string> outputs = output_bytes(*tensors);
+    store_outputs(path, outputs);
+    return &(cache_[key] = std::move(outputs));
+  }
+
+  static std::optional<std::vector<std::string>> load_outputs(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    uint64_t count = 0;
+    in.read(reinterpret_cast<char*>(&count), sizeof count);
+    std::vector<std::string> outputs;
+    for (uint64_t i = 0; in && i < count; ++i) {
+      uint64_t size = 0;
+      in.read(reinterpret_cast<char*>(&size), sizeof size);
+      std::string bytes(size, '\0');
+      in.read(bytes.data(), static_cast<std::streamsize>(size));
+      outputs.push_back(std::move(bytes));
+    }
+    if (!in) return std::nullopt;
+    return outputs;
+  }
+
+  static void store_outputs(const std::string& path, const std::vector<std::string>& outputs) {
+    // Written under a temporary name and renamed, so that a crash never leaves half a file.
+    std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      uint64_t count = outputs.size();
+      out.write(reinterpret_cast<const char*>(&count), sizeof count);
+      for (const auto& bytes : outputs) {
+        uint64_t size = bytes.size();
+        out.write(reinterpret_cast<const char*>(&size), sizeof size);
+        out.write(bytes.data(), static_cast<std::streamsize>(size));
+      }
+      if (!out) return;
+    }
+    std::rename(tmp.c_str(), path.c_str());
+  }
+
+  std::string scratch_;
+  uint64_t next_file_ = 0;
+  std::map<std::string, std::vector<std::string>> cache_;
+};
+
+}  // namespace
+}  // namespace tunefarm
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s SCRATCH_DIR PARENT_PID (started by the measurement library)\n", argv[0]);
+    return 2;
+  }
+  // Die with the parent: an orphaned worker would hold a core for nothing.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != static_cast<pid_t>(std::atol(argv[2]))) return 1;
+  // Start the kernels' thread pool now rather than inside the first timed run; this call also
+  // keeps the runtime library linked, so that loaded kernels find its symbols.
+  tunefarm_runtime_num_threads();
+  tunefarm::Worker worker(argv[1]);
+  for (;;) {
+    tunefarm::v1::LeasedBatch request;
+    tunefarm::Status status = tunefarm::read_frame(tunefarm::kChannelFd, request, -1);
+    if (status.code() == tunefarm::StatusCode::kUnavailable) return 0;
+    tunefarm::v1::MeasureResult result =
+        status.ok() ? worker.handle(request) : tunefarm::failure(tunefarm::v1::UNKNOWN, status.message());
+    if (!tunefarm::write_frame(tunefarm::kChannelFd, result).ok()) return 0;
+  }
+}

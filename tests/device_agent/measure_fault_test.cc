@@ -1,0 +1,100 @@
+// A kernel that crashes, hangs, fails, does not load or lacks its symbol is a result with an
+// error code; the Measurer survives it and measures the next candidate.
+#include <chrono>
+
+#include <gtest/gtest.h>
+
+#include "device_agent/measure.h"
+#include "tests/device_agent/test_kernels.h"
+
+namespace tunefarm {
+namespace {
+
+using testing::kernel_artifact;
+using testing::quick_options;
+using testing::test_workload;
+
+class MeasureFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = Measurer::create();
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    measurer_ = std::move(*m);
+    reference_ = testing::reference_artifact();
+  }
+  v1::MeasureResult measure(const v1::Artifact& artifact, double timeout_s = 5) {
+    return measurer_->measure(test_workload(), quick_options(timeout_s), &reference_, artifact);
+  }
+  void expect_next_one_ok() {
+    v1::MeasureResult r = measure(kernel_artifact("matmul"));
+    EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+  }
+  std::unique_ptr<Measurer> measurer_;
+  v1::Artifact reference_;
+};
+
+TEST_F(MeasureFaultTest, SegfaultIsRuntimeErrorAndWorkerIsRespawned) {
+  v1::MeasureResult r = measure(kernel_artifact("crash"));
+  EXPECT_EQ(r.error(), v1::RUNTIME_ERROR);
+  EXPECT_NE(r.error_msg().find("signal 11"), std::string::npos) << r.error_msg();
+  expect_next_one_ok();
+  EXPECT_EQ(measurer_->worker_starts(), 2);
+}
+
+TEST_F(MeasureFaultTest, HangIsRunTimeoutWithinTheTimeout) {
+  auto start = std::chrono::steady_clock::now();
+  v1::MeasureResult r = measure(kernel_artifact("hang"), 1.0);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.error(), v1::RUN_TIMEOUT) << r.error_msg();
+  // The reference is prepared under its own budget, before the candidate's clock starts.
+  EXPECT_LT(took, 1.0 + 2.0);
+  EXPECT_GE(took, 0.9);
+  expect_next_one_ok();
+}
+
+TEST_F(MeasureFaultTest, NonZeroReturnIsRuntimeError) {
+  v1::MeasureResult r = measure(kernel_artifact("failing"));
+  EXPECT_EQ(r.error(), v1::RUNTIME_ERROR);
+  EXPECT_NE(r.error_msg().find("returned 7"), std::string::npos) << r.error_msg();
+  expect_next_one_ok();
+  EXPECT_EQ(measurer_->worker_starts(), 1);
+}
+
+TEST_F(MeasureFaultTest, MissingSymbolIsLoadError) {
+  v1::MeasureResult r = measure(kernel_artifact("nosym"));
+  EXPECT_EQ(r.error(), v1::LOAD_ERROR);
+  EXPECT_NE(r.error_msg().find("'entry'"), std::string::npos) << r.error_msg();
+  expect_next_one_ok();
+}
+
+TEST_F(MeasureFaultTest, GarbageObjectIsLoadError) {
+  v1::Artifact junk = kernel_artifact("matmul");
+  junk.set_data("\x7f" "ELF this is not an object");
+  v1::MeasureResult r = measure(junk);
+  EXPECT_EQ(r.error(), v1::LOAD_ERROR);
+  EXPECT_NE(r.error_msg().find("cannot load"), std::string::npos) << r.error_msg();
+  junk.set_format(v1::Artifact::FORMAT_UNSPECIFIED);
+  EXPECT_EQ(measure(junk).error(), v1::LOAD_ERROR);
+  expect_next_one_ok();
+}
+
+TEST_F(MeasureFaultTest, CrashingReferenceFailsEveryCandidateWithoutRerunning) {
+  reference_ = kernel_artifact("crash");
+  v1::MeasureResult first = measure(kernel_artifact("matmul"));
+  v1::MeasureResult second = measure(kernel_artifact("matmul"));
+  EXPECT_EQ(first.error(), v1::UNKNOWN);
+  EXPECT_NE(first.error_msg().find("reference"), std::string::npos) << first.error_msg();
+  EXPECT_EQ(second.error(), v1::UNKNOWN);
+  EXPECT_EQ(measurer_->worker_starts(), 1);
+}
+
+TEST_F(MeasureFaultTest, MissingWorkerBinaryIsAClearError) {
+  MeasurerOptions options;
+  options.worker_path = "/nonexistent/tunefarm-measure-worker";
+  auto m = Measurer::create(options);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("not an executable"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tunefarm

@@ -1,0 +1,67 @@
+#include "device_agent/timer.h"
+
+#include <gtest/gtest.h>
+
+#include "device_agent/measure_options.h"
+
+namespace tunefarm {
+namespace {
+
+// Each run "takes" a fixed 0.1 ms; records what the timer asked for.
+class FakeKernel : public BoundKernel {
+ public:
+  Status run_once() override { return Status(); }
+  Status copy_outputs(std::vector<HostTensor>&) override { return Status(); }
+  StatusOr<double> time_runs(int number) override {
+    numbers.push_back(number);
+    return number * 1e-4;
+  }
+  void flush_cache() override { ++flushes; }
+  std::vector<int> numbers;
+  int flushes = 0;
+};
+
+TEST(Timer, FixedNumberGivesOneCostPerRepeat) {
+  FakeKernel k;
+  v1::MeasureOptions o;
+  o.set_number(5);
+  o.set_repeat(4);
+  auto costs = time_kernel(k, with_defaults(o));
+  ASSERT_TRUE(costs.ok());
+  ASSERT_EQ(costs->size(), 4u);
+  EXPECT_DOUBLE_EQ((*costs)[0], 1e-4);
+  EXPECT_EQ(k.numbers, std::vector<int>({5, 5, 5, 5}));
+  EXPECT_EQ(k.flushes, 0);
+}
+
+TEST(Timer, MinRepeatMsGrowsNumberAndFlushesBeforeEveryRepeat) {
+  FakeKernel k;
+  v1::MeasureOptions o;
+  o.set_repeat(3);
+  o.set_min_repeat_ms(10);
+  o.set_flush_cache(true);
+  auto costs = time_kernel(k, with_defaults(o));
+  ASSERT_TRUE(costs.ok());
+  ASSERT_EQ(costs->size(), 3u);
+  // 10 ms at 0.1 ms per run needs at least 100 runs; once found, number stays.
+  EXPECT_GE(k.numbers.back(), 100);
+  EXPECT_EQ(k.numbers[k.numbers.size() - 1], k.numbers[k.numbers.size() - 2]);
+  EXPECT_EQ(k.flushes, static_cast<int>(k.numbers.size()));
+}
+
+TEST(Timer, DefaultsFillZeros) {
+  v1::MeasureOptions o = with_defaults(v1::MeasureOptions());
+  EXPECT_EQ(o.number(), 1);
+  EXPECT_EQ(o.repeat(), kDefaultRepeat);
+  EXPECT_DOUBLE_EQ(o.timeout_s(), kDefaultTimeoutS);
+  EXPECT_DOUBLE_EQ(o.rtol(), kDefaultRtol);
+}
+
+TEST(Timer, CacheFlushRuns) {
+  flush_cpu_cache();
+  flush_cpu_cache();
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace tunefarm
