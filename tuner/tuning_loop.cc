@@ -1,0 +1,343 @@
+#include "tuner/tuning_loop.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "tuner/task_scheduler.h"
+
+namespace tunefarm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double mean(const google::protobuf::RepeatedField<double>& costs) {
+  double s = 0;
+  for (double c : costs) s += c;
+  return costs.empty() ? 0 : s / costs.size();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Runs fn(i) for i in [0, n) on up to `threads` threads.
+void parallel_for(int n, int threads, const std::function<void(int)>& fn) {
+  threads = std::max(1, std::min(threads, n));
+  std::atomic<int> next{0};
+  auto work = [&] {
+    for (int i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+struct TuningLoop::TaskState {
+  std::unique_ptr<Searcher> searcher;
+  std::optional<v1::Artifact> reference;
+  int trials = 0;
+  int since_improvement = 0;
+  double best_gflops = 0;
+  // The best candidates so far, kept for the final re-measurement: (gflops, point, artifact).
+  struct Top {
+    double gflops;
+    Point point;
+    v1::Artifact artifact;
+  };
+  std::vector<Top> top;
+  std::vector<double> best_costs;
+  Point best_point;
+};
+
+struct TuningLoop::Batch {
+  int task = 0;
+  std::vector<Point> points;
+  std::vector<StatusOr<v1::Artifact>> artifacts;
+  std::vector<double> build_times;
+  std::vector<v1::Artifact> built;   // The artifacts that built, sent to the backend.
+  std::vector<size_t> built_index;   // Their positions in `points`.
+  std::vector<TrialResult> results;
+};
+
+TuningLoop::TuningLoop(std::vector<const TuningTask*> tasks, std::vector<double> weights, MeasureBackend& backend,
+                       TuningOptions options)
+    : tasks_(std::move(tasks)), weights_(std::move(weights)), backend_(backend), options_(std::move(options)) {
+  if (weights_.size() != tasks_.size()) weights_.assign(tasks_.size(), 1.0);
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    auto state = std::make_unique<TaskState>();
+    SearchOptions search = options_.search;
+    search.seed += i;  // Tasks explore independently.
+    const TuningTask* task = tasks_[i];
+    state->searcher = make_searcher(options_.strategy, task->space(), search,
+                                    [task](std::span<const Point> p, FeatureMatrix& out) { return task->features(p, out); });
+    state_.push_back(std::move(state));
+  }
+}
+
+TuningLoop::~TuningLoop() = default;
+
+Status TuningLoop::preload(int task, std::span<const TrialResult> results) {
+  if (task < 0 || task >= static_cast<int>(tasks_.size()))
+    return invalid_argument(fmt::format("task {} does not exist", task));
+  TaskState& s = *state_[task];
+  std::vector<Point> points;
+  std::vector<double> gflops;
+  std::unordered_set<int64_t> seen;
+  const SearchSpace& space = tasks_[task]->space();
+  for (const TrialResult& r : results) {
+    TF_RETURN_IF_ERROR(space.check_range(r.point));
+    // The same config recorded twice (a result written just before a crash) counts once.
+    if (s.searcher->visited(r.point) || !seen.insert(space.index_of(r.point)).second) continue;
+    points.push_back(r.point);
+    gflops.push_back(r.gflops);
+    if (r.gflops > s.best_gflops) {
+      s.best_gflops = r.gflops;
+      s.best_point = r.point;
+      s.best_costs.assign(r.result.costs().begin(), r.result.costs().end());
+    }
+  }
+  s.trials += static_cast<int>(points.size());
+  return s.searcher->observe(points, gflops);
+}
+
+StatusOr<TuningLoop::Batch> TuningLoop::prepare_batch(int task, int size) {
+  Batch batch;
+  batch.task = task;
+  TF_ASSIGN_OR_RETURN(batch.points, state_[task]->searcher->propose(size));
+  int n = static_cast<int>(batch.points.size());
+  batch.artifacts.assign(n, StatusOr<v1::Artifact>(internal_error("not built")));
+  batch.build_times.assign(n, 0.0);
+  int threads = options_.build_threads > 0 ? options_.build_threads
+                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const TuningTask* t = tasks_[task];
+  parallel_for(n, threads, [&](int i) {
+    auto start = Clock::now();
+    batch.artifacts[i] = t->build(batch.points[i]);
+    batch.build_times[i] = seconds_since(start);
+  });
+  return batch;
+}
+
+Status TuningLoop::measure_batch(Batch& batch, const ResultSink& on_result) {
+  const TuningTask* t = tasks_[batch.task];
+  TaskState& s = *state_[batch.task];
+  if (options_.measure.check_correctness() && !s.reference) {
+    TF_ASSIGN_OR_RETURN(v1::Artifact reference, t->build_reference());
+    s.reference = std::move(reference);
+  }
+  batch.results.resize(batch.points.size());
+  for (size_t i = 0; i < batch.points.size(); ++i) {
+    TrialResult& r = batch.results[i];
+    r.task = batch.task;
+    r.point = batch.points[i];
+    r.config = t->config_at(r.point);
+    r.build_time_s = batch.build_times[i];
+    if (batch.artifacts[i].ok()) {
+      batch.built.push_back(std::move(batch.artifacts[i].value()));
+      batch.built_index.push_back(i);
+    } else {
+      const Status& st = batch.artifacts[i].status();
+      r.result.set_error(st.code() == StatusCode::kInvalidArgument ? v1::INVALID_CONFIG : v1::COMPILE_ERROR);
+      r.result.set_error_msg(st.message());
+      on_result(r);
+    }
+  }
+  if (batch.built.empty()) return Status();
+  return backend_.measure(t->workload(), options_.measure, s.reference ? &*s.reference : nullptr, batch.built,
+                          [&](size_t k, const v1::MeasureResult& result) {
+                            TrialResult& r = batch.results[batch.built_index[k]];
+                            r.result = result;
+                            if (result.error() == v1::OK && !result.costs().empty() && mean(result.costs()) > 0)
+                              r.gflops = t->flops() / mean(result.costs()) / 1e9;
+                            on_result(r);
+                          });
+}
+
+Status TuningLoop::absorb_batch(Batch& batch, TuningProgress& progress) {
+  TaskState& s = *state_[batch.task];
+  std::vector<double> gflops;
+  double batch_best = 0;
+  for (const TrialResult& r : batch.results) {
+    gflops.push_back(r.gflops);
+    batch_best = std::max(batch_best, r.gflops);
+    progress.errors_by_code[r.result.error()]++;
+    ++s.trials;
+    if (r.gflops > s.best_gflops) {
+      s.best_gflops = r.gflops;
+      s.best_point = r.point;
+      s.best_costs.assign(r.result.costs().begin(), r.result.costs().end());
+      s.since_improvement = 0;
+    } else {
+      ++s.since_improvement;
+    }
+  }
+  for (size_t k = 0; k < batch.built_index.size(); ++k) {
+    const TrialResult& r = batch.results[batch.built_index[k]];
+    if (r.gflops > 0) s.top.push_back({r.gflops, r.point, std::move(batch.built[k])});
+  }
+  std::sort(s.top.begin(), s.top.end(), [](const auto& a, const auto& b) { return a.gflops > b.gflops; });
+  if (static_cast<int>(s.top.size()) > options_.remeasure_top) s.top.resize(std::max(0, options_.remeasure_top));
+  progress.last_batch_gflops = batch_best;
+  progress.trials_done += static_cast<int>(batch.results.size());
+  return s.searcher->observe(batch.points, gflops);
+}
+
+Status TuningLoop::remeasure(int task) {
+  TaskState& s = *state_[task];
+  if (s.top.size() < 2 || options_.remeasure_rounds <= 0) return Status();
+  const TuningTask* t = tasks_[task];
+  // Interleaved: every candidate once per round, so that a slow phase of a noisy machine hits all
+  // of them alike.
+  std::vector<std::vector<double>> costs(s.top.size());
+  for (int round = 0; round < options_.remeasure_rounds; ++round) {
+    for (size_t c = 0; c < s.top.size(); ++c) {
+      std::span<const v1::Artifact> one(&s.top[c].artifact, 1);
+      TF_RETURN_IF_ERROR(backend_.measure(t->workload(), options_.measure, s.reference ? &*s.reference : nullptr, one,
+                                          [&](size_t, const v1::MeasureResult& r) {
+                                            if (r.error() == v1::OK)
+                                              costs[c].insert(costs[c].end(), r.costs().begin(), r.costs().end());
+                                          }));
+    }
+  }
+  int winner = -1;
+  double best_time = 0;
+  for (size_t c = 0; c < costs.size(); ++c) {
+    if (costs[c].empty()) continue;
+    double m = median(costs[c]);
+    if (winner < 0 || m < best_time) {
+      winner = static_cast<int>(c);
+      best_time = m;
+    }
+  }
+  if (winner >= 0) {
+    s.best_point = s.top[winner].point;
+    s.best_gflops = t->flops() / best_time / 1e9;
+    s.best_costs = costs[winner];
+  }
+  return Status();
+}
+
+StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const ProgressSink& on_progress) {
+  if (tasks_.empty()) return invalid_argument("a tuning run needs at least one task");
+  if (options_.trials <= 0) return invalid_argument(fmt::format("trial budget {} must be positive", options_.trials));
+  if (options_.batch_size <= 0) return invalid_argument(fmt::format("batch size {} must be positive", options_.batch_size));
+  auto start = Clock::now();
+
+  TaskSchedulerOptions sched_options;
+  sched_options.seed = options_.search.seed;
+  TaskScheduler scheduler(weights_, sched_options);
+  TuningProgress progress;
+  progress.trials_budget = options_.trials;
+  progress.errors_by_code.assign(v1::ErrorCode_ARRAYSIZE, 0);
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    const TaskState& s = *state_[i];
+    progress.trials_done += s.trials;
+    if (s.trials > 0)
+      scheduler.record_round(static_cast<int>(i), s.trials,
+                             s.best_gflops > 0 ? tasks_[i]->flops() / (s.best_gflops * 1e9) : INFINITY);
+  }
+
+  auto best_overall = [&] {
+    double b = 0;
+    for (const auto& s : state_) b = std::max(b, s->best_gflops);
+    return b;
+  };
+  auto finish_round = [&](const Batch& batch) {
+    const TaskState& s = *state_[batch.task];
+    scheduler.record_round(batch.task, static_cast<int>(batch.points.size()),
+                           s.best_gflops > 0 ? tasks_[batch.task]->flops() / (s.best_gflops * 1e9) : INFINITY);
+    if (options_.early_stopping > 0 && s.since_improvement >= options_.early_stopping) scheduler.finish(batch.task);
+    progress.best_gflops = best_overall();
+    progress.elapsed_s = seconds_since(start);
+    progress.message = fmt::format("task {}: {} trials, best {:.1f} GFLOP/s", batch.task, s.trials, s.best_gflops);
+    if (on_progress) on_progress(progress);
+  };
+
+  // Measuring batch n overlaps with proposing and building batch n+1, unless both would compete
+  // for this machine's CPUs.
+  std::optional<Batch> in_flight;
+  std::future<Status> measuring;
+  auto complete_in_flight = [&]() -> Status {
+    if (!in_flight) return Status();
+    Status st = measuring.get();
+    Batch done = std::move(*in_flight);
+    in_flight.reset();
+    TF_RETURN_IF_ERROR(st);
+    TF_RETURN_IF_ERROR(absorb_batch(done, progress));
+    finish_round(done);
+    return Status();
+  };
+
+  TuningOutcome outcome;
+  std::vector<bool> exhausted(tasks_.size(), false);
+  for (;;) {
+    if (backend_.shares_host_cpu()) TF_RETURN_IF_ERROR(complete_in_flight());
+    int planned = progress.trials_done + (in_flight ? static_cast<int>(in_flight->points.size()) : 0);
+    if (cancelled_.load()) { outcome.stop_reason = "cancelled"; break; }
+    if (planned >= options_.trials) { outcome.stop_reason = "trial budget"; break; }
+    if (options_.time_budget_s > 0 && seconds_since(start) >= options_.time_budget_s) {
+      outcome.stop_reason = "time budget";
+      break;
+    }
+    int task = scheduler.next_task();
+    if (task < 0) {
+      TF_RETURN_IF_ERROR(complete_in_flight());
+      task = scheduler.next_task();  // The batch that just ended may have changed the picture.
+      if (task < 0) {
+        bool all_exhausted = std::all_of(exhausted.begin(), exhausted.end(), [](bool b) { return b; });
+        outcome.stop_reason = all_exhausted ? "space exhausted" : "early stopping";
+        break;
+      }
+    }
+    auto batch = prepare_batch(task, std::min(options_.batch_size, options_.trials - planned));
+    if (!batch.ok()) {
+      (void)complete_in_flight();
+      return batch.status();
+    }
+    if (batch->points.empty()) {
+      exhausted[task] = true;
+      scheduler.finish(task);
+      continue;
+    }
+    TF_RETURN_IF_ERROR(complete_in_flight());
+    // A cancel that arrived while this batch was built wins: it is dropped unmeasured.
+    if (cancelled_.load()) { outcome.stop_reason = "cancelled"; break; }
+    in_flight = std::move(*batch);
+    measuring = std::async(std::launch::async, [this, &in_flight, &on_result] {
+      return measure_batch(*in_flight, on_result);
+    });
+  }
+  TF_RETURN_IF_ERROR(complete_in_flight());
+
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    if (!cancelled_.load()) TF_RETURN_IF_ERROR(remeasure(static_cast<int>(i)));
+    const TaskState& s = *state_[i];
+    TaskOutcome t;
+    t.trials = s.trials;
+    t.has_best = s.best_gflops > 0;
+    if (t.has_best) {
+      t.best_config = tasks_[i]->config_at(s.best_point);
+      t.best_gflops = s.best_gflops;
+      t.best_costs = s.best_costs;
+    }
+    outcome.trials += s.trials;
+    outcome.tasks.push_back(std::move(t));
+  }
+  return outcome;
+}
+
+}  // namespace tunefarm

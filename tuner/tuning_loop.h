@@ -1,0 +1,148 @@
+// The tuning loop shared by local tuning and tunerd: propose a batch with the search, build the
+// candidates on a thread pool, measure them through a MeasureBackend, teach the search the
+// results, repeat — under a trial budget, a time budget and early stopping, with the budget of a
+// multi-workload job shared by the task scheduler — and finally re-measure the best few candidates
+// of each task, interleaved, before naming the winner.
+//
+// The loop knows nothing of the compiler or of gRPC: a TuningTask supplies the space, configs,
+// features and artifacts of one workload, and a MeasureBackend measures artifacts (in a local
+// sandbox, or on the farm through the tracker).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+#include "tuner/search.h"
+#include "tuner/space.h"
+#include "tunefarm/v1/common.pb.h"
+
+namespace tunefarm {
+
+// One workload to tune, as the loop sees it.
+class TuningTask {
+ public:
+  virtual ~TuningTask() = default;
+  virtual const v1::Workload& workload() const = 0;
+  virtual double flops() const = 0;
+  virtual const SearchSpace& space() const = 0;
+  virtual Config config_at(const Point& point) const = 0;
+  // The point of a config of this task's space; INVALID_ARGUMENT for a foreign or invalid config.
+  virtual StatusOr<Point> point_of(const Config& config) const = 0;
+  virtual Status features(std::span<const Point> points, FeatureMatrix& out) const = 0;
+  // Builds one candidate; called from several threads at once.
+  virtual StatusOr<v1::Artifact> build(const Point& point) const = 0;
+  // A known-good kernel of the same workload whose output checks every candidate.
+  virtual StatusOr<v1::Artifact> build_reference() const = 0;
+};
+
+// Measures built candidates somewhere.
+class MeasureBackend {
+ public:
+  virtual ~MeasureBackend() = default;
+  using ResultFn = std::function<void(size_t index, const v1::MeasureResult& result)>;
+  // Measures every candidate and calls `on_result` exactly once per candidate (from any thread,
+  // one call at a time) before returning. An error return means the backend itself failed.
+  virtual Status measure(const v1::Workload& workload, const v1::MeasureOptions& options,
+                         const v1::Artifact* reference, std::span<const v1::Artifact> candidates,
+                         const ResultFn& on_result) = 0;
+  // True when measuring uses this machine's CPUs: building then waits for measuring to finish, so
+  // that compilation does not disturb the timings.
+  virtual bool shares_host_cpu() const = 0;
+};
+
+struct TrialResult {
+  int task = 0;
+  Point point;
+  Config config;
+  v1::MeasureResult result;
+  double gflops = 0;       // 0 unless the result is OK.
+  double build_time_s = 0;
+};
+
+struct TuningOptions {
+  int trials = 200;               // Over all tasks.
+  double time_budget_s = 0;       // 0: none.
+  int early_stopping = 0;         // Per task: stop after this many trials without improvement; 0: never.
+  int batch_size = 64;
+  Strategy strategy = Strategy::kXgbSa;
+  SearchOptions search;
+  v1::MeasureOptions measure;
+  int remeasure_top = 5;          // Best candidates per task measured again at the end.
+  int remeasure_rounds = 3;       // Interleaved rounds of that re-measurement.
+  int build_threads = 0;          // 0: one per CPU.
+};
+
+struct TaskOutcome {
+  int trials = 0;                 // Distinct configs measured or failed, preloaded ones included.
+  bool has_best = false;
+  Config best_config;
+  double best_gflops = 0;         // After re-measurement when there was one.
+  std::vector<double> best_costs; // The winner's costs from the re-measurement (or its trial).
+};
+
+struct TuningProgress {
+  int trials_done = 0;
+  int trials_budget = 0;
+  double best_gflops = 0;         // Over all tasks.
+  double last_batch_gflops = 0;   // Best of the last batch.
+  double elapsed_s = 0;
+  std::vector<int> errors_by_code;  // Indexed by v1::ErrorCode.
+  std::string message;            // A line for people.
+};
+
+struct TuningOutcome {
+  std::vector<TaskOutcome> tasks;
+  int trials = 0;
+  std::string stop_reason;        // "trial budget", "time budget", "early stopping", "space exhausted", "cancelled".
+};
+
+class TuningLoop {
+ public:
+  using ResultSink = std::function<void(const TrialResult&)>;
+  using ProgressSink = std::function<void(const TuningProgress&)>;
+
+  // `weights` (one per task, or empty for all 1) steer the task scheduler. The tasks and the
+  // backend must outlive the loop.
+  TuningLoop(std::vector<const TuningTask*> tasks, std::vector<double> weights, MeasureBackend& backend,
+             TuningOptions options);
+  ~TuningLoop();
+
+  // Results of an earlier run of the same job: they count towards the budget, teach the search,
+  // and are never measured again. Call before run().
+  Status preload(int task, std::span<const TrialResult> results);
+
+  // Runs to the end; `on_result` sees every new trial (for the history), `on_progress` one update
+  // per batch. Thread-compatible: one run() at a time.
+  StatusOr<TuningOutcome> run(const ResultSink& on_result, const ProgressSink& on_progress);
+
+  // Asks a running loop to stop after the batch in flight; safe from any thread.
+  void cancel() { cancelled_.store(true); }
+
+ private:
+  struct TaskState;
+  struct Batch;
+
+  // Proposes up to `size` points of `task` and builds them.
+  StatusOr<Batch> prepare_batch(int task, int size);
+  // Measures a prepared batch; runs beside the next prepare_batch(), so it touches nothing else.
+  Status measure_batch(Batch& batch, const ResultSink& on_result);
+  // Teaches the search a measured batch and updates the task's best; on the loop's thread.
+  Status absorb_batch(Batch& batch, TuningProgress& progress);
+  Status remeasure(int task);
+
+  std::vector<const TuningTask*> tasks_;
+  std::vector<double> weights_;
+  MeasureBackend& backend_;
+  TuningOptions options_;
+  std::vector<std::unique_ptr<TaskState>> state_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace tunefarm
