@@ -1,0 +1,158 @@
+#include "tracker/service.h"
+
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/wire.h"
+#include "tracker/outbox.h"
+
+namespace tunefarm {
+namespace {
+
+// How often a waiting Measure handler checks whether its tuner has gone.
+constexpr std::chrono::milliseconds kCancelPoll{100};
+
+v1::TrackerMessage goodbye(const Status& why) {
+  v1::TrackerMessage message;
+  message.mutable_goodbye()->set_reason(why.to_string());
+  return message;
+}
+
+// The broker's way down one agent stream; a writer thread drains the outbox.
+class AgentStream : public AgentChannel {
+ public:
+  explicit AgentStream(grpc::ServerContext* context) : context_(context) {}
+
+  void send_batch(v1::LeasedBatch batch) override {
+    v1::TrackerMessage message;
+    *message.mutable_batch() = std::move(batch);
+    outbox_.push(std::move(message));
+  }
+
+  // From the broker: the reader is blocked in Read, so the call is cancelled once the goodbye is out.
+  void close(const Status& why) override { end(why, true); }
+
+  // From the reader, which has stopped reading: `why` is OK when the agent ended the stream.
+  void finish(const Status& why) { end(why, false); }
+
+  // The status the session ends with.
+  Status why() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return why_;
+  }
+
+  void write_loop(grpc::ServerReaderWriter<v1::TrackerMessage, v1::AgentMessage>* stream) {
+    v1::TrackerMessage message;
+    for (;;) {
+      auto got = outbox_.pop(message, std::chrono::hours(1));
+      if (got == Outbox<v1::TrackerMessage>::Pop::kTimeout) continue;
+      if (got == Outbox<v1::TrackerMessage>::Pop::kClosed) break;
+      if (!stream->Write(message)) break;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancel_) context_->TryCancel();
+  }
+
+ private:
+  void end(const Status& why, bool cancel) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ended_) return;
+      ended_ = true;
+      why_ = why;
+      cancel_ = cancel;
+    }
+    if (!why.ok()) outbox_.push(goodbye(why));
+    outbox_.close();
+  }
+
+  grpc::ServerContext* context_;
+  Outbox<v1::TrackerMessage> outbox_;
+  std::mutex mu_;
+  bool ended_ = false;
+  bool cancel_ = false;
+  Status why_;
+};
+
+class TunerStream : public TunerChannel {
+ public:
+  void send_result(v1::MeasureResponse response) override { outbox_.push(std::move(response)); }
+  void finish() override { outbox_.close(); }
+  Outbox<v1::MeasureResponse>& outbox() { return outbox_; }
+
+ private:
+  Outbox<v1::MeasureResponse> outbox_;
+};
+
+}  // namespace
+
+grpc::Status TrackerService::AgentSession(grpc::ServerContext* context,
+                                          grpc::ServerReaderWriter<v1::TrackerMessage, v1::AgentMessage>* stream) {
+  v1::AgentMessage first;
+  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "the agent left before its hello");
+  if (first.msg_case() != v1::AgentMessage::kHello) {
+    Status refused = invalid_argument("the first message of a session must be a hello");
+    stream->Write(goodbye(refused));
+    return to_grpc(refused);
+  }
+  auto channel = std::make_shared<AgentStream>(context);
+  SessionId session = 0;
+  auto ack = broker_.open_session(first.hello(), context->peer(), channel, session);
+  if (!ack.ok()) {
+    spdlog::warn("refused a hello from {}: {}", context->peer(), ack.status().to_string());
+    stream->Write(goodbye(ack.status()));
+    return to_grpc(ack.status());
+  }
+  v1::TrackerMessage ack_message;
+  *ack_message.mutable_hello_ack() = *ack;
+  // The ack goes out before the writer starts, so that it precedes any batch.
+  stream->Write(ack_message);
+  std::thread writer([&] { channel->write_loop(stream); });
+
+  Status ended = Status();
+  v1::AgentMessage message;
+  while (stream->Read(&message)) {
+    Status s = broker_.on_agent_message(session, message);
+    if (!s.ok()) {
+      spdlog::warn("agent session {} broke the protocol: {}", session, s.to_string());
+      ended = s;
+      break;
+    }
+  }
+  broker_.close_session(session, ended.ok() ? "the stream ended" : ended.message());
+  channel->finish(ended);
+  writer.join();
+  return to_grpc(channel->why());
+}
+
+grpc::Status TrackerService::Measure(grpc::ServerContext* context, const v1::MeasureRequest* request,
+                                     grpc::ServerWriter<v1::MeasureResponse>* writer) {
+  auto channel = std::make_shared<TunerStream>();
+  auto id = broker_.submit(*request, channel);
+  if (!id.ok()) return to_grpc(id.status());
+  v1::MeasureResponse response;
+  for (;;) {
+    auto got = channel->outbox().pop(response, kCancelPoll);
+    if (got == Outbox<v1::MeasureResponse>::Pop::kClosed) return grpc::Status::OK;
+    if (got == Outbox<v1::MeasureResponse>::Pop::kItem && writer->Write(response)) continue;
+    if (got == Outbox<v1::MeasureResponse>::Pop::kTimeout && !context->IsCancelled()) continue;
+    broker_.cancel(*id);
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the tuner went away");
+  }
+}
+
+grpc::Status TrackerService::ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest* request,
+                                         v1::ListDevicesResponse* response) {
+  *response = broker_.list_devices(request->device_key());
+  return grpc::Status::OK;
+}
+
+grpc::Status TrackerService::QueueStatus(grpc::ServerContext*, const v1::QueueStatusRequest* request,
+                                         v1::QueueStatusResponse* response) {
+  *response = broker_.queue_status(request->device_key());
+  return grpc::Status::OK;
+}
+
+}  // namespace tunefarm

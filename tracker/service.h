@@ -1,0 +1,34 @@
+// The Tracker gRPC service: one class, one method per RPC, each a thin layer that validates, calls
+// the Broker and turns the outcome into messages and a status. Agent sessions and Measure streams
+// each hold a handler thread (the synchronous API) plus, for agents, a writer thread.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "tracker/broker.h"
+#include "tunefarm/v1/tracker.grpc.pb.h"
+
+namespace tunefarm {
+
+class TrackerService final : public v1::Tracker::Service {
+ public:
+  explicit TrackerService(Broker& broker) : broker_(broker) {}
+
+  grpc::Status AgentSession(grpc::ServerContext* context,
+                            grpc::ServerReaderWriter<v1::TrackerMessage, v1::AgentMessage>* stream) override;
+  grpc::Status Measure(grpc::ServerContext* context, const v1::MeasureRequest* request,
+                       grpc::ServerWriter<v1::MeasureResponse>* writer) override;
+  grpc::Status ListDevices(grpc::ServerContext* context, const v1::ListDevicesRequest* request,
+                           v1::ListDevicesResponse* response) override;
+  grpc::Status QueueStatus(grpc::ServerContext* context, const v1::QueueStatusRequest* request,
+                           v1::QueueStatusResponse* response) override;
+
+ private:
+  Broker& broker_;
+};
+
+// The largest message the tracker accepts: a Measure request carries every artifact of a batch.
+// Single artifacts are limited separately (BrokerOptions::max_artifact_bytes).
+inline constexpr int kMaxTrackerMessageBytes = 1 << 30;
+
+}  // namespace tunefarm
