@@ -1,0 +1,39 @@
+// tune-client's command dispatcher: each command group (devices, and later jobs, records, ...)
+// lives in its own file and registers its sub-commands here; main() parses and runs the one chosen.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace grpc {
+class Channel;
+}
+
+namespace tunefarm::client {
+
+// Flags every command sees.
+struct GlobalFlags {
+  std::string tracker = "127.0.0.1:9190";
+};
+
+struct Command {
+  CLI::App* app;          // The sub-command; parsed() tells whether it was chosen.
+  std::function<int()> run;  // Returns the exit code; on failure prints one line to stderr first.
+};
+
+using Commands = std::vector<Command>;
+
+// Command groups, one file each.
+void add_devices_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
+
+// A channel to `address` for one short command.
+std::shared_ptr<grpc::Channel> dial(const std::string& address);
+
+// Prints "tune-client: <message>" to stderr and returns 1, for a command's failure path.
+int fail(const std::string& message);
+
+}  // namespace tunefarm::client

@@ -1,0 +1,236 @@
+#include "device_agent/agent.h"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "common/wire.h"
+#include "device_agent/cuda_runner.h"
+#include "tunefarm/v1/tracker.grpc.pb.h"
+
+namespace tunefarm {
+namespace {
+
+using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::TrackerMessage>;
+
+int64_t unix_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("model name")) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+// Writes from the worker and heartbeat threads, serialised: a gRPC stream takes one writer at a time.
+class DeviceAgent::SessionWriter {
+ public:
+  explicit SessionWriter(Stream* stream) : stream_(stream) {}
+  bool write(const v1::AgentMessage& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stream_->Write(message);
+  }
+
+ private:
+  std::mutex mu_;
+  Stream* stream_;
+};
+
+// The batches of one session, handed from the reader to the worker thread.
+class DeviceAgent::BatchQueue {
+ public:
+  void push(v1::LeasedBatch batch) {
+    std::lock_guard<std::mutex> lock(mu_);
+    batches_.push_back(std::move(batch));
+    ready_.notify_one();
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    ready_.notify_all();
+  }
+  bool closed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closed_;
+  }
+  // False once closed.
+  bool pop(v1::LeasedBatch& batch) {
+    std::unique_lock<std::mutex> lock(mu_);
+    ready_.wait(lock, [this] { return closed_ || !batches_.empty(); });
+    if (closed_) return false;
+    batch = std::move(batches_.front());
+    batches_.pop_front();
+    return true;
+  }
+  // Sleeps up to `wait`, returning early (false) when closed.
+  bool sleep(std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return !ready_.wait_for(lock, wait, [this] { return closed_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<v1::LeasedBatch> batches_;
+  bool closed_ = false;
+};
+
+std::string default_agent_id() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || !*host) std::snprintf(host, sizeof host, "agent");
+  return fmt::format("{}-{}", host, getpid());
+}
+
+v1::Capabilities local_capabilities() {
+  v1::Capabilities caps;
+  caps.add_targets("llvm");
+  caps.set_num_cores(static_cast<int32_t>(std::thread::hardware_concurrency()));
+  caps.set_cpu_model(cpu_model());
+  caps.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+  if (auto gpu = cuda_device_name(); gpu.ok()) {
+    caps.add_targets("cuda");
+    caps.set_gpu_name(*gpu);
+  }
+  caps.set_version(TUNEFARM_VERSION);
+  return caps;
+}
+
+DeviceAgent::DeviceAgent(AgentOptions options, v1::Capabilities capabilities, CandidateMeasurer measure)
+    : options_(std::move(options)), capabilities_(std::move(capabilities)), measure_(std::move(measure)) {
+  if (options_.agent_id.empty()) options_.agent_id = default_agent_id();
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  // gRPC's own reconnect backoff grows to minutes; a restarted tracker must see its agents in seconds.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.min_backoff.count()));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.min_backoff.count()));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.max_backoff.count()));
+  // Each agent its own connection: the bench runs many agents in one process.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  channel_ = grpc::CreateCustomChannel(options_.tracker, grpc::InsecureChannelCredentials(), args);
+}
+
+DeviceAgent::~DeviceAgent() = default;
+
+void DeviceAgent::stop() {
+  stopping_ = true;
+  std::lock_guard<std::mutex> lock(context_mu_);
+  if (context_) context_->TryCancel();
+}
+
+Status DeviceAgent::run() {
+  auto backoff = options_.min_backoff;
+  while (!stopping_) {
+    int before = sessions_.load();
+    Status s = serve_once();
+    if (stopping_) break;
+    if (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kUnauthenticated ||
+        s.code() == StatusCode::kPermissionDenied)
+      return s;
+    // A session that got as far as its ack resets the backoff: the tracker was there.
+    if (sessions_.load() != before) backoff = options_.min_backoff;
+    spdlog::info("session ended ({}); dialling {} again in {} ms", s.ok() ? "closed" : s.to_string(), options_.tracker,
+                 backoff.count());
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  return Status();
+}
+
+Status DeviceAgent::serve_once() {
+  // Without this wait a call fails at once while the channel sits in its reconnect backoff, and
+  // connection attempts are abandoned with it.
+  if (!channel_->WaitForConnected(std::chrono::system_clock::now() + options_.max_backoff))
+    return unavailable(fmt::format("cannot reach the tracker at {}", options_.tracker));
+  grpc::ClientContext context;
+  {
+    std::lock_guard<std::mutex> lock(context_mu_);
+    if (stopping_) return Status();
+    context_ = &context;
+  }
+  auto forget_context = [this] {
+    std::lock_guard<std::mutex> lock(context_mu_);
+    context_ = nullptr;
+  };
+  auto stub = v1::Tracker::NewStub(channel_);
+  std::unique_ptr<Stream> stream = stub->AgentSession(&context);
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_agent_id(options_.agent_id);
+  hello.mutable_hello()->set_device_key(options_.device_key);
+  hello.mutable_hello()->set_token(options_.token);
+  *hello.mutable_hello()->mutable_capabilities() = capabilities_;
+  v1::TrackerMessage first;
+  if (!stream->Write(hello) || !stream->Read(&first) || !first.has_hello_ack()) {
+    if (first.has_goodbye()) spdlog::warn("the tracker refused this agent: {}", first.goodbye().reason());
+    context.TryCancel();
+    Status s = from_grpc(stream->Finish());
+    forget_context();
+    return s.ok() ? unavailable("the tracker did not acknowledge the hello") : s;
+  }
+  ++sessions_;
+  spdlog::info("agent '{}' serving key '{}' for {} (session {})", options_.agent_id, options_.device_key,
+               options_.tracker, first.hello_ack().session_id());
+  auto interval = std::chrono::milliseconds(std::max(50, first.hello_ack().heartbeat_interval_ms()));
+
+  SessionWriter writer(stream.get());
+  BatchQueue queue;
+  std::thread heartbeat([&] {
+    while (queue.sleep(interval)) {
+      v1::AgentMessage beat;
+      beat.mutable_heartbeat()->set_sent_at_us(unix_us());
+      if (!writer.write(beat)) return;
+    }
+  });
+  std::thread worker([&] {
+    v1::LeasedBatch batch;
+    while (queue.pop(batch)) run_batch(batch, writer, queue);
+  });
+  v1::TrackerMessage message;
+  while (stream->Read(&message)) {
+    if (message.has_batch()) queue.push(std::move(*message.mutable_batch()));
+    else if (message.has_goodbye()) spdlog::warn("the tracker ends this session: {}", message.goodbye().reason());
+  }
+  queue.close();
+  worker.join();
+  heartbeat.join();
+  Status s = from_grpc(stream->Finish());
+  forget_context();
+  return s;
+}
+
+void DeviceAgent::run_batch(const v1::LeasedBatch& batch, SessionWriter& writer, BatchQueue& queue) {
+  for (const auto& candidate : batch.candidates()) {
+    // The session is over: the tracker has requeued what is left.
+    if (queue.closed()) return;
+    // Past the deadline the tracker has taken the lease back; say so rather than work for nothing.
+    if (batch.deadline_us() > 0 && unix_us() > batch.deadline_us()) break;
+    v1::AgentMessage message;
+    auto* result = message.mutable_result();
+    result->set_lease_id(batch.lease_id());
+    result->set_candidate_id(candidate.id());
+    *result->mutable_result() = measure_(batch, candidate);
+    result->mutable_result()->set_agent_id(options_.agent_id);
+    if (!writer.write(message)) return;
+  }
+  v1::AgentMessage done;
+  done.mutable_batch_done()->set_lease_id(batch.lease_id());
+  writer.write(done);
+}
+
+}  // namespace tunefarm

@@ -1,0 +1,71 @@
+// The device agent's session with a tracker: it dials out (so boards behind NAT need no open
+// port), says hello with its device key and capabilities, sends heartbeats, measures the batches it
+// is leased and streams one result per candidate as each finishes. When the stream breaks (the
+// tracker restarted, the network blinked) it dials again with exponential backoff.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+#include "tunefarm/v1/tracker.pb.h"
+
+namespace grpc {
+class Channel;
+class ClientContext;
+}
+
+namespace tunefarm {
+
+struct AgentOptions {
+  std::string tracker = "127.0.0.1:9190";
+  std::string device_key = "local-cpu";
+  std::string agent_id;   // Empty: hostname-pid.
+  std::string token;
+  std::chrono::milliseconds min_backoff{100};
+  std::chrono::milliseconds max_backoff{2000};
+};
+
+// Measures one candidate of a leased batch. The agent passes the Measurer; the tracker bench
+// passes an instant stand-in.
+using CandidateMeasurer = std::function<v1::MeasureResult(const v1::LeasedBatch& batch, const v1::Candidate& candidate)>;
+
+// What this machine offers, for the hello: host targets, cores, CPU model, memory, GPU name.
+v1::Capabilities local_capabilities();
+std::string default_agent_id();
+
+class DeviceAgent {
+ public:
+  DeviceAgent(AgentOptions options, v1::Capabilities capabilities, CandidateMeasurer measure);
+  ~DeviceAgent();
+
+  // Serves until stop(). Returns OK after stop(), or the tracker's reason when it refuses this
+  // agent for good (a malformed hello, a wrong token).
+  Status run();
+  void stop();
+
+  // Sessions opened so far (1 + reconnections); for tests and logs.
+  int sessions() const { return sessions_.load(); }
+
+ private:
+  // One session: hello, then serve until the stream ends; the status says how it ended.
+  Status serve_once();
+  class SessionWriter;
+  class BatchQueue;
+  void run_batch(const v1::LeasedBatch& batch, SessionWriter& writer, BatchQueue& queue);
+
+  AgentOptions options_;
+  v1::Capabilities capabilities_;
+  CandidateMeasurer measure_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> sessions_{0};
+  std::mutex context_mu_;
+  grpc::ClientContext* context_ = nullptr;  // The current session's, so that stop() can cancel it.
+};
+
+}  // namespace tunefarm

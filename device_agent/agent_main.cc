@@ -1,0 +1,63 @@
+// device-agent: serves one board to a tracker.
+//   device-agent --tracker 127.0.0.1:9190 --key local-cpu
+#include <signal.h>
+
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/flags.h"
+#include "common/logging.h"
+#include "device_agent/agent.h"
+#include "device_agent/measure.h"
+
+int main(int argc, char** argv) {
+  using namespace tunefarm;
+  CLI::App app{"device-agent: measures candidates for a tracker on this board"};
+  CommonFlags common;
+  add_common_flags(app, common, true);
+  AgentOptions options;
+  MeasurerOptions measurer_options;
+  app.add_option("--tracker", options.tracker, "Tracker address to dial")->capture_default_str();
+  app.add_option("--key", options.device_key, "Device key this board serves")->capture_default_str();
+  app.add_option("--id", options.agent_id, "Agent id, unique per tracker (default: hostname-pid)");
+  app.add_option("--token", options.token, "Agent token, when the tracker requires one");
+  app.add_option("--scratch-dir", measurer_options.scratch_root, "Where the private scratch directory goes (default: $TMPDIR or /tmp)");
+  int exit_code = 0;
+  if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
+  if (Status s = setup_logging("device-agent", common.log_level); !s.ok()) {
+    fmt::print(stderr, "device-agent: {}\n", s.message());
+    return 2;
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto measurer = Measurer::create(measurer_options);
+  if (!measurer.ok()) {
+    fmt::print(stderr, "device-agent: {}\n", measurer.status().message());
+    return 1;
+  }
+  auto measure = [m = measurer->get()](const v1::LeasedBatch& batch, const v1::Candidate& candidate) {
+    return m->measure(batch.workload(), batch.options(), batch.has_reference() ? &batch.reference() : nullptr,
+                      candidate.artifact());
+  };
+  DeviceAgent agent(options, local_capabilities(), measure);
+  std::thread signal_waiter([&agent, &signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {}: stopping", sig);
+    agent.stop();
+  });
+  signal_waiter.detach();
+  Status s = agent.run();
+  if (!s.ok()) {
+    fmt::print(stderr, "device-agent: the tracker refused this agent: {}\n", s.to_string());
+    return 1;
+  }
+  return 0;
+}
