@@ -1,0 +1,59 @@
+// Code generation from the loop IR with LLVM 16. The header is LLVM-free on purpose: it is
+// included by the build API and by tests.
+//
+// CPU targets (host x86-64 with its full feature set, aarch64-linux-gnu, ...) produce a
+// position-independent ELF object whose entry follows the kernel ABI of
+// compiler/runtime/kernel_runtime.h: `int32_t entry(void* const* args)`. Parallel loops call
+// tunefarm_parallel_launch with an outlined body; large scratch buffers come from
+// tunefarm_workspace_alloc. The object becomes a shared object with the system linker, or runs
+// in-process through an ORC JIT.
+//
+// CUDA targets produce PTX for one kernel `entry(float* arg0, ...)` and its launch dimensions,
+// read from the loops bound to blockIdx/threadIdx.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "common/target.h"
+#include "compiler/ir/ir.h"
+
+namespace tunefarm::codegen {
+
+StatusOr<std::string> compile_object(const ir::LoweredFunc& f, const Target& target, const std::string& entry);
+
+// Links a position-independent object into a shared object (`ld -shared`, or the target's cross
+// linker) and returns the shared object's bytes.
+StatusOr<std::string> link_shared_object(const std::string& object, const Target& target);
+
+struct PtxKernel {
+  std::string ptx;
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+};
+StatusOr<PtxKernel> compile_ptx(const ir::LoweredFunc& f, const Target& target, const std::string& entry);
+
+// LLVM IR text after optimization, for inspection ("look at what we generated").
+StatusOr<std::string> emit_llvm_ir(const ir::LoweredFunc& f, const Target& target, const std::string& entry);
+
+using KernelFn = int32_t (*)(void* const*);
+
+// A kernel compiled into this process. Symbols of the kernel runtime resolve from the process.
+class JitKernel {
+ public:
+  static StatusOr<std::unique_ptr<JitKernel>> create(const std::string& object, const std::string& entry);
+  ~JitKernel();
+  KernelFn fn() const { return fn_; }
+  int32_t run(void* const* args) const { return fn_(args); }
+
+ private:
+  struct Impl;
+  JitKernel() = default;
+  std::unique_ptr<Impl> impl_;
+  KernelFn fn_ = nullptr;
+};
+
+}  // namespace tunefarm::codegen

@@ -1,0 +1,690 @@
+// Loop IR -> LLVM IR, optimization with the target's own pass pipeline, and object/PTX emission.
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+
+#include "compiler/codegen/codegen.h"
+#include "compiler/ir/printer.h"
+#include "compiler/ir/visitor.h"
+
+namespace tunefarm::codegen {
+
+using namespace ir;
+
+namespace {
+
+void init_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+  });
+}
+
+struct TargetInfo {
+  std::string triple, cpu, features;
+  bool gpu = false;
+  bool x86 = false;
+};
+
+TargetInfo target_info(const Target& t) {
+  TargetInfo info;
+  if (t.kind == Target::Kind::kCUDA) {
+    info.triple = "nvptx64-nvidia-cuda";
+    info.cpu = t.arch.empty() ? "sm_75" : t.arch;
+    info.features = "+ptx78";
+    info.gpu = true;
+    return info;
+  }
+  if (t.mtriple.empty()) {
+    info.triple = llvm::sys::getProcessTriple();
+    info.cpu = t.mcpu.empty() ? llvm::sys::getHostCPUName().str() : t.mcpu;
+    if (t.mattr.empty() && t.mcpu.empty()) {
+      llvm::StringMap<bool> host;
+      std::vector<std::string> feats;
+      if (llvm::sys::getHostCPUFeatures(host))
+        for (const auto& f : host) feats.push_back((f.second ? "+" : "-") + f.first().str());
+      std::sort(feats.begin(), feats.end());
+      for (const auto& f : feats) info.features += (info.features.empty() ? "" : ",") + f;
+    } else {
+      info.features = t.mattr;
+    }
+  } else {
+    info.triple = t.mtriple;
+    info.cpu = t.mcpu.empty() ? "generic" : t.mcpu;
+    info.features = t.mattr;
+  }
+  info.x86 = info.triple.rfind("x86_64", 0) == 0;
+  return info;
+}
+
+StatusOr<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const TargetInfo& info) {
+  init_llvm();
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(info.triple, err);
+  if (!target) return invalid_argument(fmt::format("LLVM has no target for triple '{}': {}", info.triple, err));
+  llvm::TargetOptions opts;
+  opts.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      info.triple, info.cpu, info.features, opts, llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOpt::Aggressive));
+  if (!tm) return invalid_argument(fmt::format("cannot create a target machine for {} / {}", info.triple, info.cpu));
+  return tm;
+}
+
+// Variables and buffers a statement uses but does not define: what an outlined parallel body
+// needs from its parent.
+struct FreeSymbols : IRVisitor {
+  std::vector<const VarNode*> vars;
+  std::vector<const BufferNode*> buffers;
+  std::unordered_set<const VarNode*> bound;
+  std::unordered_set<const BufferNode*> allocated;
+
+  void visit_var(const VarNode* v) override {
+    if (!bound.count(v) && std::find(vars.begin(), vars.end(), v) == vars.end()) vars.push_back(v);
+  }
+  void use(const BufferNode* b) {
+    if (!allocated.count(b) && std::find(buffers.begin(), buffers.end(), b) == buffers.end()) buffers.push_back(b);
+  }
+  void visit_load(const Load* op) override { use(op->buffer.get()); IRVisitor::visit_load(op); }
+  void visit_store(const Store* op) override { use(op->buffer.get()); IRVisitor::visit_store(op); }
+  void visit_for(const For* op) override { bound.insert(op->var.get()); IRVisitor::visit_for(op); }
+  void visit_let(const LetStmt* op) override { bound.insert(op->var.get()); IRVisitor::visit_let(op); }
+  void visit_allocate(const Allocate* op) override { allocated.insert(op->buffer.get()); IRVisitor::visit_allocate(op); }
+  using IRVisitor::visit;
+};
+
+class CodeGen {
+ public:
+  CodeGen(llvm::LLVMContext& ctx, llvm::Module& m, const TargetInfo& info) : ctx_(ctx), m_(m), info_(info), b_(ctx) {
+    llvm::FastMathFlags fmf;
+    fmf.setAllowContract(true);
+    b_.setFastMathFlags(fmf);
+  }
+
+  Status emit_cpu(const LoweredFunc& f, const std::string& entry) {
+    auto* ptr = llvm::PointerType::get(ctx_, 0);
+    auto* i32 = b_.getInt32Ty();
+    // The body takes each tensor as a noalias pointer so that LLVM may reorder their accesses;
+    // the ABI entry unpacks the argument array and calls it (and the inliner merges the two).
+    std::vector<llvm::Type*> params(f.args.size(), ptr);
+    auto* impl = llvm::Function::Create(llvm::FunctionType::get(i32, params, false), llvm::Function::InternalLinkage,
+                                        entry + ".impl", m_);
+    set_attributes(impl);
+    for (size_t i = 0; i < f.args.size(); ++i) {
+      impl->addParamAttr(i, llvm::Attribute::NoAlias);
+      impl->getArg(i)->setName(f.args[i]->name);
+    }
+    auto* fn = llvm::Function::Create(llvm::FunctionType::get(i32, {ptr}, false), llvm::Function::ExternalLinkage, entry, m_);
+    set_attributes(fn);
+    {
+      auto* bb = llvm::BasicBlock::Create(ctx_, "entry", fn);
+      b_.SetInsertPoint(bb);
+      std::vector<llvm::Value*> args;
+      for (size_t i = 0; i < f.args.size(); ++i) {
+        auto* slot = b_.CreateConstInBoundsGEP1_64(ptr, fn->getArg(0), i);
+        args.push_back(b_.CreateLoad(ptr, slot, f.args[i]->name));
+      }
+      b_.CreateRet(b_.CreateCall(impl, args));
+    }
+    begin_function(impl);
+    for (size_t i = 0; i < f.args.size(); ++i) buffers_[f.args[i].get()] = impl->getArg(i);
+    emit(f.body);
+    b_.CreateRet(b_.getInt32(0));
+    return status_;
+  }
+
+  Status emit_gpu(const LoweredFunc& f, const std::string& entry, PtxKernel* launch) {
+    auto* ptr = llvm::PointerType::get(ctx_, 0);
+    std::vector<llvm::Type*> params(f.args.size(), ptr);
+    auto* fn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false),
+                                      llvm::Function::ExternalLinkage, entry, m_);
+    for (size_t i = 0; i < f.args.size(); ++i) {
+      fn->addParamAttr(i, llvm::Attribute::NoAlias);
+      fn->getArg(i)->setName(f.args[i]->name);
+    }
+    auto* md = m_.getOrInsertNamedMetadata("nvvm.annotations");
+    md->addOperand(llvm::MDNode::get(ctx_, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx_, "kernel"),
+                                            llvm::ValueAsMetadata::get(b_.getInt32(1))}));
+    launch_ = launch;
+    collect_launch_dims(f.body);
+    begin_function(fn);
+    for (size_t i = 0; i < f.args.size(); ++i) buffers_[f.args[i].get()] = fn->getArg(i);
+    emit(f.body);
+    b_.CreateRetVoid();
+    return status_;
+  }
+
+ private:
+  void fail(std::string msg) {
+    if (status_.ok()) status_ = invalid_argument(std::move(msg));
+  }
+
+  void set_attributes(llvm::Function* fn) {
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    if (!info_.cpu.empty()) fn->addFnAttr("target-cpu", info_.cpu);
+    if (!info_.features.empty()) fn->addFnAttr("target-features", info_.features);
+    if (info_.x86) fn->addFnAttr("prefer-vector-width", "512");
+  }
+
+  void begin_function(llvm::Function* fn) {
+    fn_ = fn;
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn);
+    alloca_block_ = entry;
+    auto* body = llvm::BasicBlock::Create(ctx_, "body", fn);
+    b_.SetInsertPoint(entry);
+    b_.CreateBr(body);
+    b_.SetInsertPoint(body);
+    error_block_ = nullptr;
+  }
+
+  llvm::Type* llvm_type(const Type& t) {
+    llvm::Type* s = t.is_float() ? b_.getFloatTy() : t.is_bool() ? b_.getInt1Ty() : b_.getInt64Ty();
+    return t.lanes > 1 ? llvm::FixedVectorType::get(s, t.lanes) : s;
+  }
+
+  llvm::Value* create_alloca(llvm::Type* t, int64_t n, const std::string& name) {
+    llvm::IRBuilder<> ab(alloca_block_, alloca_block_->begin());
+    auto* a = ab.CreateAlloca(t, ab.getInt64(n), name);
+    a->setAlignment(llvm::Align(64));
+    return a;
+  }
+
+  // ---- expressions ----
+  llvm::Value* emit(const Expr& e) {
+    switch (e->kind) {
+      case ExprKind::kIntImm: {
+        auto* op = e->as<IntImm>();
+        return op->type.is_bool() ? b_.getInt1(op->value != 0) : b_.getInt64(op->value);
+      }
+      case ExprKind::kFloatImm: return llvm::ConstantFP::get(b_.getFloatTy(), e->as<FloatImm>()->value);
+      case ExprKind::kVar: {
+        auto it = vars_.find(e->as<VarNode>());
+        if (it == vars_.end()) {
+          fail("codegen: unbound variable " + e->as<VarNode>()->name);
+          return llvm::UndefValue::get(llvm_type(e->type));
+        }
+        return it->second;
+      }
+      case ExprKind::kBinary: return emit_binary(e->as<Binary>());
+      case ExprKind::kCompare: {
+        auto* op = e->as<Compare>();
+        llvm::Value *a = emit(op->a), *c = emit(op->b);
+        bool f = op->a->type.is_float();
+        switch (op->op) {
+          case CompareOp::kEQ: return f ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
+          case CompareOp::kNE: return f ? b_.CreateFCmpONE(a, c) : b_.CreateICmpNE(a, c);
+          case CompareOp::kLT: return f ? b_.CreateFCmpOLT(a, c) : b_.CreateICmpSLT(a, c);
+          case CompareOp::kLE: return f ? b_.CreateFCmpOLE(a, c) : b_.CreateICmpSLE(a, c);
+          case CompareOp::kGT: return f ? b_.CreateFCmpOGT(a, c) : b_.CreateICmpSGT(a, c);
+          case CompareOp::kGE: return f ? b_.CreateFCmpOGE(a, c) : b_.CreateICmpSGE(a, c);
+        }
+        return nullptr;
+      }
+      case ExprKind::kLogical: {
+        auto* op = e->as<Logical>();
+        llvm::Value *a = emit(op->a), *c = emit(op->b);
+        return op->op == LogicalOp::kAnd ? b_.CreateAnd(a, c) : b_.CreateOr(a, c);
+      }
+      case ExprKind::kNot: return b_.CreateNot(emit(e->as<Not>()->a));
+      case ExprKind::kSelect: {
+        auto* op = e->as<Select>();
+        return b_.CreateSelect(emit(op->cond), emit(op->t), emit(op->f));
+      }
+      case ExprKind::kCast: return emit_cast(e->as<Cast>());
+      case ExprKind::kLoad: return emit_load(e->as<Load>());
+      case ExprKind::kBroadcast: {
+        auto* op = e->as<Broadcast>();
+        return b_.CreateVectorSplat(op->lanes, emit(op->value));
+      }
+      case ExprKind::kRamp: {
+        auto* op = e->as<Ramp>();
+        llvm::Value* base = b_.CreateVectorSplat(op->lanes, emit(op->base));
+        llvm::Value* stride = b_.CreateVectorSplat(op->lanes, emit(op->stride));
+        std::vector<llvm::Constant*> steps;
+        for (int i = 0; i < op->lanes; ++i) steps.push_back(b_.getInt64(i));
+        return b_.CreateAdd(base, b_.CreateMul(stride, llvm::ConstantVector::get(steps)));
+      }
+      case ExprKind::kCall: {
+        auto* op = e->as<Call>();
+        if (op->name == "gpu.barrier" && info_.gpu) {
+          b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::nvvm_barrier0));
+          return b_.getInt64(0);
+        }
+        fail("codegen: unknown intrinsic " + op->name);
+        return b_.getInt64(0);
+      }
+      case ExprKind::kReduce: fail("codegen: a reduction survived lowering"); return b_.getInt64(0);
+    }
+    return nullptr;
+  }
+
+  llvm::Value* emit_binary(const Binary* op) {
+    llvm::Value *a = emit(op->a), *c = emit(op->b);
+    if (op->type.is_float()) {
+      switch (op->op) {
+        case BinaryOp::kAdd: return b_.CreateFAdd(a, c);
+        case BinaryOp::kSub: return b_.CreateFSub(a, c);
+        case BinaryOp::kMul: return b_.CreateFMul(a, c);
+        case BinaryOp::kDiv: return b_.CreateFDiv(a, c);
+        case BinaryOp::kMod: return b_.CreateFRem(a, c);
+        case BinaryOp::kMin: return b_.CreateSelect(b_.CreateFCmpOLT(a, c), a, c);
+        case BinaryOp::kMax: return b_.CreateSelect(b_.CreateFCmpOGT(a, c), a, c);
+      }
+    }
+    switch (op->op) {
+      case BinaryOp::kAdd: return b_.CreateAdd(a, c, "", false, true);
+      case BinaryOp::kSub: return b_.CreateSub(a, c, "", false, true);
+      case BinaryOp::kMul: return b_.CreateMul(a, c, "", false, true);
+      case BinaryOp::kDiv: return b_.CreateSDiv(a, c);
+      case BinaryOp::kMod: return b_.CreateSRem(a, c);
+      case BinaryOp::kMin: return b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c);
+      case BinaryOp::kMax: return b_.CreateSelect(b_.CreateICmpSGT(a, c), a, c);
+    }
+    return nullptr;
+  }
+
+  llvm::Value* emit_cast(const Cast* op) {
+    llvm::Value* v = emit(op->value);
+    const Type& from = op->value->type;
+    const Type& to = op->type;
+    llvm::Type* t = llvm_type(to);
+    if (from.is_float() && to.is_float()) return v;
+    if (from.is_float()) return to.is_bool() ? b_.CreateFCmpONE(v, llvm::ConstantFP::get(v->getType(), 0.0)) : b_.CreateFPToSI(v, t);
+    if (to.is_float()) return from.is_bool() ? b_.CreateUIToFP(v, t) : b_.CreateSIToFP(v, t);
+    if (to.is_bool()) return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    return from.is_bool() ? b_.CreateZExt(v, t) : v;
+  }
+
+  llvm::Value* buffer_ptr(const BufferNode* buf) {
+    auto it = buffers_.find(buf);
+    if (it == buffers_.end()) {
+      fail("codegen: buffer " + buf->name + " is not allocated here");
+      return llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx_, 0));
+    }
+    return it->second;
+  }
+
+  // A ramp with stride 1 addresses a dense vector at its base.
+  static const Ramp* dense_ramp(const Expr& idx) {
+    const auto* r = idx->as<Ramp>();
+    if (!r) return nullptr;
+    const int64_t* s = as_const_int(r->stride);
+    return s && *s == 1 ? r : nullptr;
+  }
+
+  llvm::Value* emit_load(const Load* op) {
+    llvm::Value* base = buffer_ptr(op->buffer.get());
+    llvm::Type* elem = llvm_type(op->buffer->dtype);
+    const Expr& idx = op->indices[0];
+    llvm::Align align(op->buffer->dtype.bytes());
+    if (!idx->type.is_vector()) return b_.CreateAlignedLoad(elem, b_.CreateInBoundsGEP(elem, base, emit(idx)), align);
+    int lanes = idx->type.lanes;
+    if (const Ramp* r = dense_ramp(idx)) {
+      auto* p = b_.CreateInBoundsGEP(elem, base, emit(r->base));
+      return b_.CreateAlignedLoad(llvm::FixedVectorType::get(elem, lanes), p, align);
+    }
+    if (const auto* bc = idx->as<Broadcast>()) {
+      auto* v = b_.CreateAlignedLoad(elem, b_.CreateInBoundsGEP(elem, base, emit(bc->value)), align);
+      return b_.CreateVectorSplat(lanes, v);
+    }
+    llvm::Value* vidx = emit(idx);
+    llvm::Value* out = llvm::UndefValue::get(llvm::FixedVectorType::get(elem, lanes));
+    for (int i = 0; i < lanes; ++i) {
+      auto* p = b_.CreateInBoundsGEP(elem, base, b_.CreateExtractElement(vidx, i));
+      out = b_.CreateInsertElement(out, b_.CreateAlignedLoad(elem, p, align), i);
+    }
+    return out;
+  }
+
+  void emit_store(const Store* op) {
+    llvm::Value* base = buffer_ptr(op->buffer.get());
+    llvm::Type* elem = llvm_type(op->buffer->dtype);
+    const Expr& idx = op->indices[0];
+    llvm::Align align(op->buffer->dtype.bytes());
+    llvm::Value* v = emit(op->value);
+    if (!idx->type.is_vector()) {
+      b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(elem, base, emit(idx)), align);
+      return;
+    }
+    if (const Ramp* r = dense_ramp(idx)) {
+      b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(elem, base, emit(r->base)), align);
+      return;
+    }
+    llvm::Value* vidx = emit(idx);
+    for (int i = 0; i < idx->type.lanes; ++i) {
+      auto* p = b_.CreateInBoundsGEP(elem, base, b_.CreateExtractElement(vidx, i));
+      llvm::Value* lane = v->getType()->isVectorTy() ? b_.CreateExtractElement(v, i) : v;
+      b_.CreateAlignedStore(lane, p, align);
+    }
+  }
+
+  // ---- statements ----
+  void emit(const Stmt& s) {
+    if (!s || !status_.ok()) return;
+    switch (s->kind) {
+      case StmtKind::kFor: return emit_for(s->as<For>());
+      case StmtKind::kLet: {
+        auto* op = s->as<LetStmt>();
+        vars_[op->var.get()] = emit(op->value);
+        emit(op->body);
+        vars_.erase(op->var.get());
+        return;
+      }
+      case StmtKind::kStore: return emit_store(s->as<Store>());
+      case StmtKind::kAllocate: return emit_allocate(s->as<Allocate>());
+      case StmtKind::kIf: {
+        auto* op = s->as<IfThenElse>();
+        auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
+        auto* else_bb = op->else_case ? llvm::BasicBlock::Create(ctx_, "else", fn_) : nullptr;
+        auto* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
+        b_.CreateCondBr(emit(op->cond), then_bb, else_bb ? else_bb : done);
+        b_.SetInsertPoint(then_bb);
+        emit(op->then_case);
+        b_.CreateBr(done);
+        if (else_bb) {
+          b_.SetInsertPoint(else_bb);
+          emit(op->else_case);
+          b_.CreateBr(done);
+        }
+        b_.SetInsertPoint(done);
+        return;
+      }
+      case StmtKind::kBlock:
+        for (const auto& st : s->as<Block>()->stmts) emit(st);
+        return;
+      case StmtKind::kEvaluate: emit(s->as<Evaluate>()->value); return;
+    }
+  }
+
+  void emit_allocate(const Allocate* op) {
+    const Buffer& buf = op->buffer;
+    llvm::Type* elem = llvm_type(buf->dtype);
+    int64_t n = std::max<int64_t>(1, buf->num_elements());
+    if (buf->scope == MemScope::kShared) {
+      if (!info_.gpu) return fail("codegen: shared memory on a CPU target (" + buf->name + ")");
+      auto* arr = llvm::ArrayType::get(elem, n);
+      auto* gv = new llvm::GlobalVariable(m_, arr, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(arr),
+                                          buf->name, nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+      gv->setAlignment(llvm::Align(16));
+      buffers_[buf.get()] = b_.CreateAddrSpaceCast(gv, llvm::PointerType::get(ctx_, 0));
+      emit(op->body);
+    } else if (buf->scope == MemScope::kWorkspace) {
+      if (info_.gpu) return fail("codegen: GPU kernels cannot allocate workspace (" + buf->name + ")");
+      auto* ptr = llvm::PointerType::get(ctx_, 0);
+      auto alloc_fn = m_.getOrInsertFunction("tunefarm_workspace_alloc", ptr, b_.getInt64Ty());
+      auto free_fn = m_.getOrInsertFunction("tunefarm_workspace_free", b_.getVoidTy(), ptr);
+      llvm::Value* p = b_.CreateCall(alloc_fn, {b_.getInt64(n * buf->dtype.bytes())}, buf->name);
+      auto* ok = llvm::BasicBlock::Create(ctx_, "alloc_ok", fn_);
+      b_.CreateCondBr(b_.CreateIsNull(p), error_block(), ok);
+      b_.SetInsertPoint(ok);
+      buffers_[buf.get()] = p;
+      emit(op->body);
+      b_.CreateCall(free_fn, {p});
+    } else {
+      buffers_[buf.get()] = create_alloca(elem, n, buf->name);
+      emit(op->body);
+    }
+    buffers_.erase(buf.get());
+  }
+
+  llvm::BasicBlock* error_block() {
+    if (!error_block_) {
+      llvm::IRBuilder<>::InsertPointGuard guard(b_);
+      error_block_ = llvm::BasicBlock::Create(ctx_, "out_of_memory", fn_);
+      b_.SetInsertPoint(error_block_);
+      b_.CreateRet(b_.getInt32(-1));
+    }
+    return error_block_;
+  }
+
+  void emit_for(const For* op) {
+    if (op->for_kind == ForKind::kGpuBlock || op->for_kind == ForKind::kGpuThread) return emit_gpu_loop(op);
+    if (op->for_kind == ForKind::kParallel && !info_.gpu) return emit_parallel(op);
+    llvm::Value* mn = emit(op->min);
+    llvm::Value* end = b_.CreateAdd(mn, emit(op->extent));
+    emit_serial_loop(op->var.get(), mn, end, op->body);
+  }
+
+  void emit_serial_loop(const VarNode* var, llvm::Value* mn, llvm::Value* end, const Stmt& body) {
+    auto* pre = b_.GetInsertBlock();
+    auto* head = llvm::BasicBlock::Create(ctx_, "for_" + var->name, fn_);
+    auto* body_bb = llvm::BasicBlock::Create(ctx_, "for_body_" + var->name, fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "for_end_" + var->name, fn_);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    auto* phi = b_.CreatePHI(b_.getInt64Ty(), 2, var->name);
+    phi->addIncoming(mn, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(phi, end), body_bb, exit);
+    b_.SetInsertPoint(body_bb);
+    vars_[var] = phi;
+    emit(body);
+    vars_.erase(var);
+    auto* next = b_.CreateAdd(phi, b_.getInt64(1), "", true, true);
+    phi->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateBr(head);
+    b_.SetInsertPoint(exit);
+  }
+
+  // The loop body becomes `int32_t body(int32_t task, int32_t num_tasks, void* closure)`, each
+  // task running a contiguous share of the iterations; the closure holds the free variables and
+  // buffer pointers, one 8-byte slot each.
+  void emit_parallel(const For* op) {
+    FreeSymbols free;
+    free.bound.insert(op->var.get());
+    free.visit(op->body);
+    free.visit(op->min);
+    free.visit(op->extent);
+    auto* ptr = llvm::PointerType::get(ctx_, 0);
+    auto* i64 = b_.getInt64Ty();
+    auto* i32 = b_.getInt32Ty();
+    size_t nslots = free.vars.size() + free.buffers.size();
+    llvm::Value* closure = create_alloca(i64, std::max<size_t>(1, nslots), "closure");
+    size_t slot = 0;
+    for (const VarNode* v : free.vars) b_.CreateStore(vars_.at(v), b_.CreateConstInBoundsGEP1_64(i64, closure, slot++));
+    for (const BufferNode* bn : free.buffers) b_.CreateStore(buffer_ptr(bn), b_.CreateConstInBoundsGEP1_64(i64, closure, slot++));
+    llvm::Value* extent = emit(op->extent);
+
+    auto* body_fn = llvm::Function::Create(llvm::FunctionType::get(i32, {i32, i32, ptr}, false),
+                                           llvm::Function::InternalLinkage, fn_->getName() + ".par_" + op->var->name, m_);
+    set_attributes(body_fn);
+    // Save the parent function's state, emit the body function, restore.
+    auto saved_vars = vars_;
+    auto saved_buffers = buffers_;
+    auto* saved_fn = fn_;
+    auto* saved_alloca = alloca_block_;
+    auto* saved_error = error_block_;
+    auto saved_ip = b_.saveIP();
+
+    begin_function(body_fn);
+    vars_.clear();
+    buffers_.clear();
+    llvm::Value* cl = body_fn->getArg(2);
+    slot = 0;
+    for (const VarNode* v : free.vars) vars_[v] = b_.CreateLoad(i64, b_.CreateConstInBoundsGEP1_64(i64, cl, slot++), v->name);
+    for (const BufferNode* bn : free.buffers)
+      buffers_[bn] = b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(i64, cl, slot++), bn->name);
+    // Re-evaluate min/extent inside (they only use free variables).
+    llvm::Value* lo = emit(op->min);
+    llvm::Value* n = emit(op->extent);
+    llvm::Value* task = b_.CreateSExt(body_fn->getArg(0), i64);
+    llvm::Value* ntasks = b_.CreateSExt(body_fn->getArg(1), i64);
+    llvm::Value* chunk = b_.CreateSDiv(b_.CreateAdd(n, b_.CreateSub(ntasks, b_.getInt64(1))), ntasks);
+    llvm::Value* begin = b_.CreateMul(task, chunk);
+    llvm::Value* stop = b_.CreateAdd(begin, chunk);
+    stop = b_.CreateSelect(b_.CreateICmpSLT(stop, n), stop, n);
+    emit_serial_loop(op->var.get(), b_.CreateAdd(lo, begin), b_.CreateAdd(lo, stop), op->body);
+    b_.CreateRet(b_.getInt32(0));
+
+    vars_ = std::move(saved_vars);
+    buffers_ = std::move(saved_buffers);
+    fn_ = saved_fn;
+    alloca_block_ = saved_alloca;
+    error_block_ = saved_error;
+    b_.restoreIP(saved_ip);
+
+    auto launch = m_.getOrInsertFunction("tunefarm_parallel_launch", i32, ptr, ptr, i32);
+    // One task per iteration up to the pool size: the runtime decides with num_tasks = 0 only
+    // when there are enough iterations.
+    llvm::Value* ntask = b_.CreateTrunc(b_.CreateSelect(b_.CreateICmpSLT(extent, b_.getInt64(1024)), extent, b_.getInt64(0)), i32);
+    llvm::Value* rc = b_.CreateCall(launch, {body_fn, closure, ntask});
+    auto* ok = llvm::BasicBlock::Create(ctx_, "par_ok", fn_);
+    auto* bad = llvm::BasicBlock::Create(ctx_, "par_failed", fn_);
+    b_.CreateCondBr(b_.CreateICmpEQ(rc, b_.getInt32(0)), ok, bad);
+    b_.SetInsertPoint(bad);
+    b_.CreateRet(rc);
+    b_.SetInsertPoint(ok);
+  }
+
+  void collect_launch_dims(const Stmt& body) {
+    struct Dims : IRVisitor {
+      std::unordered_map<std::string, int64_t> dims;
+      Status status;
+      void visit_for(const For* op) override {
+        if (!op->thread_tag.empty()) {
+          const int64_t* ext = as_const_int(op->extent);
+          if (!ext) status = invalid_argument("GPU loop bound to " + op->thread_tag + " has a non-constant extent");
+          else dims[op->thread_tag] = std::max(dims[op->thread_tag], *ext);
+        }
+        IRVisitor::visit_for(op);
+      }
+      using IRVisitor::visit;
+    } d;
+    d.visit(body);
+    if (!d.status.ok()) return fail(d.status.message());
+    const char* axes[3] = {"x", "y", "z"};
+    for (int i = 0; i < 3; ++i) {
+      if (auto it = d.dims.find(std::string("blockIdx.") + axes[i]); it != d.dims.end()) launch_->grid[i] = it->second;
+      if (auto it = d.dims.find(std::string("threadIdx.") + axes[i]); it != d.dims.end()) launch_->block[i] = it->second;
+    }
+    launch_dims_ = d.dims;
+  }
+
+  void emit_gpu_loop(const For* op) {
+    if (!info_.gpu) return fail("codegen: loop bound to " + op->thread_tag + " on a CPU target");
+    static const std::unordered_map<std::string, llvm::Intrinsic::ID> kRegs = {
+        {"blockIdx.x", llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x}, {"blockIdx.y", llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y},
+        {"blockIdx.z", llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z}, {"threadIdx.x", llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x},
+        {"threadIdx.y", llvm::Intrinsic::nvvm_read_ptx_sreg_tid_y}, {"threadIdx.z", llvm::Intrinsic::nvvm_read_ptx_sreg_tid_z}};
+    auto* reg = b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, kRegs.at(op->thread_tag)));
+    llvm::Value* idx = b_.CreateAdd(b_.CreateZExt(reg, b_.getInt64Ty()), emit(op->min));
+    vars_[op->var.get()] = idx;
+    int64_t ext = *as_const_int(op->extent);
+    if (ext < launch_dims_[op->thread_tag]) {
+      auto* then_bb = llvm::BasicBlock::Create(ctx_, "in_range", fn_);
+      auto* done = llvm::BasicBlock::Create(ctx_, "end_range", fn_);
+      b_.CreateCondBr(b_.CreateICmpULT(reg, b_.getInt32(static_cast<uint32_t>(ext))), then_bb, done);
+      b_.SetInsertPoint(then_bb);
+      emit(op->body);
+      b_.CreateBr(done);
+      b_.SetInsertPoint(done);
+    } else {
+      emit(op->body);
+    }
+    vars_.erase(op->var.get());
+  }
+
+  llvm::LLVMContext& ctx_;
+  llvm::Module& m_;
+  TargetInfo info_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  llvm::BasicBlock* alloca_block_ = nullptr;
+  llvm::BasicBlock* error_block_ = nullptr;
+  std::unordered_map<const VarNode*, llvm::Value*> vars_;
+  std::unordered_map<const BufferNode*, llvm::Value*> buffers_;
+  PtxKernel* launch_ = nullptr;
+  std::unordered_map<std::string, int64_t> launch_dims_;
+  Status status_;
+};
+
+void optimize(llvm::Module& m, llvm::TargetMachine* tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+}
+
+// Generates, verifies and optimizes a module; `emit_fn` then writes what the caller wants.
+template <typename EmitFn>
+Status with_module(const LoweredFunc& f, const Target& target, const std::string& entry, PtxKernel* launch, EmitFn emit_fn) {
+  TargetInfo info = target_info(target);
+  TF_ASSIGN_OR_RETURN(auto tm, make_target_machine(info));
+  llvm::LLVMContext ctx;
+  llvm::Module m(entry, ctx);
+  m.setTargetTriple(info.triple);
+  m.setDataLayout(tm->createDataLayout());
+  CodeGen cg(ctx, m, info);
+  TF_RETURN_IF_ERROR(info.gpu ? cg.emit_gpu(f, entry, launch) : cg.emit_cpu(f, entry));
+  std::string err;
+  llvm::raw_string_ostream es(err);
+  if (llvm::verifyModule(m, &es)) return internal_error("codegen produced invalid LLVM IR: " + es.str());
+  optimize(m, tm.get());
+  return emit_fn(m, tm.get());
+}
+
+Status emit_file(llvm::Module& m, llvm::TargetMachine* tm, llvm::CodeGenFileType type, std::string* out) {
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, type)) return internal_error("the target cannot emit this file type");
+  pm.run(m);
+  out->assign(buf.begin(), buf.end());
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<std::string> compile_object(const LoweredFunc& f, const Target& target, const std::string& entry) {
+  if (target.kind != Target::Kind::kLLVM) return invalid_argument("compile_object needs an llvm target, got " + target.to_string());
+  std::string out;
+  TF_RETURN_IF_ERROR(with_module(f, target, entry, nullptr, [&](llvm::Module& m, llvm::TargetMachine* tm) {
+    return emit_file(m, tm, llvm::CGFT_ObjectFile, &out);
+  }));
+  return out;
+}
+
+StatusOr<PtxKernel> compile_ptx(const LoweredFunc& f, const Target& target, const std::string& entry) {
+  if (target.kind != Target::Kind::kCUDA) return invalid_argument("compile_ptx needs a cuda target, got " + target.to_string());
+  PtxKernel k;
+  TF_RETURN_IF_ERROR(with_module(f, target, entry, &k, [&](llvm::Module& m, llvm::TargetMachine* tm) {
+    return emit_file(m, tm, llvm::CGFT_AssemblyFile, &k.ptx);
+  }));
+  return k;
+}
+
+StatusOr<std::string> emit_llvm_ir(const LoweredFunc& f, const Target& target, const std::string& entry) {
+  std::string out;
+  PtxKernel k;
+  TF_RETURN_IF_ERROR(with_module(f, target, entry, &k, [&](llvm::Module& m, llvm::TargetMachine*) {
+    llvm::raw_string_ostream os(out);
+    m.print(os, nullptr);
+    return Status();
+  }));
+  return out;
+}
+
+}  // namespace tunefarm::codegen

@@ -1,0 +1,152 @@
+#include "compiler/lower/bound_inference.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "compiler/ir/printer.h"
+#include "compiler/ir/visitor.h"
+#include "compiler/lower/interval.h"
+
+namespace tunefarm::lower {
+
+using namespace ir;
+
+namespace {
+
+// Extents and values of all axes derived from the root axes by the stage's relations.
+Status derive_axes(const schedule::Stage& stage, StageBounds& sb, RangeMap& ranges) {
+  auto roots = stage.root_iter_vars();
+  for (size_t i = 0; i < roots.size(); ++i) sb.extent[roots[i].get()] = sb.root_extent[i];
+  for (const auto& rel : stage.relations()) {
+    if (rel.kind == schedule::Relation::Kind::kSplit) {
+      Expr e = sb.extent.at(rel.parent.get());
+      Expr f = int_imm(rel.factor);
+      sb.extent[rel.outer.get()] = simplify(div(add(e, int_imm(rel.factor - 1)), f), ranges);
+      if (auto b = const_bounds(sb.extent[rel.outer.get()], ranges))
+        ranges[rel.outer->var.get()] = {0, std::max<int64_t>(0, b->hi - 1)};
+      sb.extent[rel.inner.get()] = simplify(min(f, sub(e, mul(rel.outer->var, f))), ranges);
+    } else {
+      Expr eo = sb.extent.at(rel.outer.get()), ei = sb.extent.at(rel.inner.get());
+      if (!as_const_int(ei) || !as_const_int(eo))
+        return invalid_argument(fmt::format(
+            "stage {}: cannot fuse {} and {}: the axes' extents are not constant (fuse before splitting with a tail)",
+            stage.op()->name, rel.outer->var->name, rel.inner->var->name));
+      sb.extent[rel.fused.get()] = int_imm(*as_const_int(eo) * *as_const_int(ei));
+    }
+  }
+  for (const auto& [iv, e] : sb.extent) {
+    auto b = const_bounds(e, ranges);
+    if (!b) return internal_error(fmt::format("stage {}: no constant bound for extent {}", stage.op()->name, to_string(e)));
+    sb.extent_bound[iv] = b->hi;
+  }
+  for (const auto& leaf : stage.leaf_iter_vars()) {
+    sb.value[leaf.get()] = leaf->var;
+    ranges[leaf->var.get()] = {0, std::max<int64_t>(0, sb.extent_bound.at(leaf.get()) - 1)};
+  }
+  const auto& rels = stage.relations();
+  for (auto it = rels.rbegin(); it != rels.rend(); ++it) {
+    if (it->kind == schedule::Relation::Kind::kSplit) {
+      sb.value[it->parent.get()] = add(mul(sb.value.at(it->outer.get()), int_imm(it->factor)), sb.value.at(it->inner.get()));
+    } else {
+      Expr fused = sb.value.at(it->fused.get());
+      Expr ei = sb.extent.at(it->inner.get());
+      sb.value[it->outer.get()] = div(fused, ei);
+      sb.value[it->inner.get()] = mod(fused, ei);
+    }
+  }
+  return Status();
+}
+
+// The region of `producer` that one iteration of `consumer`'s loops outside `at` reads.
+Status infer_region(const schedule::Stage& producer, const schedule::Stage& consumer, const StageBounds& cb,
+                    const RangeMap& ranges, StageBounds& pb) {
+  const auto& leaves = consumer.leaf_iter_vars();
+  size_t pos = std::find(leaves.begin(), leaves.end(), producer.attach_iv()) - leaves.begin();
+  bool shared = producer.scope() == MemScope::kShared;
+  IntervalMap leaf_iv;
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    bool relax = k > pos || (shared && consumer.annotation(leaves[k]).kind == ForKind::kGpuThread);
+    if (!relax) continue;
+    auto ext = eval_interval(cb.extent.at(leaves[k].get()), leaf_iv);
+    if (!ext) return internal_error("bound inference: cannot bound the extent of " + leaves[k]->var->name);
+    leaf_iv[leaves[k]->var.get()] = Interval{int_imm(0), sub(ext->max, int_imm(1))};
+  }
+  IntervalMap root_iv;
+  auto roots = consumer.root_iter_vars();
+  for (size_t r = 0; r < roots.size(); ++r) {
+    auto v = eval_interval(cb.value.at(roots[r].get()), leaf_iv);
+    if (!v) return internal_error("bound inference: cannot bound axis " + roots[r]->var->name);
+    root_iv[roots[r]->var.get()] = Interval{add(cb.root_min[r], v->min), add(cb.root_min[r], v->max)};
+  }
+  const BufferNode* target = producer.op()->buffer.get();
+  size_t ndim = producer.op()->axes.size();
+  std::vector<Expr> lo(ndim), hi(ndim);
+  Status status;
+  post_order_visit(consumer.op()->body, [&](const Expr& e) {
+    const auto* l = e->as<Load>();
+    if (!l || l->buffer.get() != target || !status.ok()) return;
+    for (size_t d = 0; d < ndim; ++d) {
+      auto iv = eval_interval(l->indices[d], root_iv);
+      if (!iv) {
+        status = invalid_argument(fmt::format("stage {}: cannot infer the region of {} read by {} (index {})",
+                                              producer.op()->name, producer.op()->name, consumer.op()->name,
+                                              to_string(l->indices[d])));
+        return;
+      }
+      lo[d] = lo[d] ? min(lo[d], iv->min) : iv->min;
+      hi[d] = hi[d] ? max(hi[d], iv->max) : iv->max;
+    }
+  });
+  TF_RETURN_IF_ERROR(status);
+  for (size_t d = 0; d < ndim; ++d) {
+    if (!lo[d]) return invalid_argument(fmt::format("stage {} is computed at {}, which does not read it",
+                                                    producer.op()->name, consumer.op()->name));
+    Expr mn = simplify(lo[d], ranges);
+    pb.root_min.push_back(mn);
+    pb.root_extent.push_back(simplify(add(sub(hi[d], mn), int_imm(1)), ranges));
+  }
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<Bounds> infer_bounds(const schedule::Schedule& sched) {
+  TF_RETURN_IF_ERROR(sched.status());
+  Bounds out;
+  const auto& stages = sched.stages();
+  for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
+    const schedule::Stage& stage = **it;
+    const auto& op = stage.op();
+    if (op->kind == te::OperationNode::Kind::kPlaceholder) continue;
+    StageBounds sb;
+    if (stage.attached()) {
+      const schedule::Stage* consumer = stage.attach_stage();
+      auto cit = out.stages.find(consumer);
+      if (cit == out.stages.end())
+        return invalid_argument(fmt::format("stage {} is computed at {}, which does not consume it", op->name, consumer->op()->name));
+      for (const auto& other : stages) {
+        if (other.get() == consumer || other.get() == &stage) continue;
+        for (const auto& in : other->op()->inputs)
+          if (in == op)
+            return invalid_argument(fmt::format("stage {} is computed at {} but {} reads it too", op->name,
+                                                consumer->op()->name, other->op()->name));
+      }
+      TF_RETURN_IF_ERROR(infer_region(stage, *consumer, cit->second, out.ranges, sb));
+    } else {
+      for (const auto& a : op->axes) {
+        sb.root_min.push_back(int_imm(0));
+        sb.root_extent.push_back(int_imm(a->extent));
+      }
+    }
+    for (const auto& r : op->reduce_axes) {
+      sb.root_min.push_back(int_imm(0));
+      sb.root_extent.push_back(int_imm(r->extent));
+    }
+    TF_RETURN_IF_ERROR(derive_axes(stage, sb, out.ranges));
+    out.stages[&stage] = std::move(sb);
+  }
+  return out;
+}
+
+}  // namespace tunefarm::lower

@@ -1,0 +1,26 @@
+#include "compiler/lower/lower.h"
+
+#include "compiler/lower/bound_inference.h"
+#include "compiler/lower/loop_nest.h"
+#include "compiler/lower/loop_partition.h"
+#include "compiler/lower/simplify.h"
+#include "compiler/lower/storage_flatten.h"
+#include "compiler/lower/unroll.h"
+#include "compiler/lower/vectorize.h"
+
+namespace tunefarm::lower {
+
+StatusOr<ir::LoweredFunc> lower(const schedule::Schedule& sched, const std::vector<te::Tensor>& args,
+                                const std::string& name) {
+  TF_ASSIGN_OR_RETURN(Bounds bounds, infer_bounds(sched));
+  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, build_loop_nest(sched, bounds, args, name));
+  ir::Stmt s = storage_flatten(f.body);
+  s = simplify(s);
+  s = loop_partition(s);
+  s = unroll_loops(s);
+  s = vectorize_loops(s);
+  f.body = simplify(s);
+  return f;
+}
+
+}  // namespace tunefarm::lower

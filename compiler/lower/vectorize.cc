@@ -1,0 +1,113 @@
+#include "compiler/lower/vectorize.h"
+
+#include "compiler/ir/visitor.h"
+#include "compiler/lower/simplify.h"
+
+namespace tunefarm::lower {
+
+using namespace ir;
+
+namespace {
+
+Expr widen(const Expr& e, int lanes) { return e->type.lanes == lanes ? e : broadcast(e, lanes); }
+
+// Replaces one variable by a ramp and propagates the lanes through the expression.
+class Widen : public IRMutator {
+ public:
+  Widen(const VarNode* var, Expr min, int lanes) : var_(var), min_(std::move(min)), lanes_(lanes) {}
+  bool ok() const { return ok_; }
+
+ protected:
+  Expr mutate_var(const Expr& e) override {
+    if (e.get() == var_) return ramp(min_, int_imm(1), lanes_);
+    return e;
+  }
+  Expr mutate_binary(const Expr& e, const Binary* op) override {
+    Expr a = mutate(op->a), b = mutate(op->b);
+    if (a == op->a && b == op->b) return e;
+    // Keep index arithmetic affine: ramp +- scalar, ramp * constant stay ramps.
+    const auto* ra = a->as<Ramp>();
+    const auto* rb = b->as<Ramp>();
+    bool sa = !a->type.is_vector(), sb = !b->type.is_vector();
+    if (ra && sb && (op->op == BinaryOp::kAdd || op->op == BinaryOp::kSub))
+      return ramp(binary(op->op, ra->base, b), ra->stride, ra->lanes);
+    if (rb && sa && op->op == BinaryOp::kAdd) return ramp(add(a, rb->base), rb->stride, rb->lanes);
+    if (ra && sb && op->op == BinaryOp::kMul && as_const_int(b)) return ramp(mul(ra->base, b), mul(ra->stride, b), ra->lanes);
+    if (rb && sa && op->op == BinaryOp::kMul && as_const_int(a)) return ramp(mul(rb->base, a), mul(rb->stride, a), rb->lanes);
+    if (ra && rb && (op->op == BinaryOp::kAdd || op->op == BinaryOp::kSub))
+      return ramp(binary(op->op, ra->base, rb->base), binary(op->op, ra->stride, rb->stride), ra->lanes);
+    return binary(op->op, widen(a, lanes_), widen(b, lanes_));
+  }
+  Expr mutate_compare(const Expr& e, const Compare* op) override {
+    Expr a = mutate(op->a), b = mutate(op->b);
+    if (a == op->a && b == op->b) return e;
+    return compare(op->op, widen(a, lanes_), widen(b, lanes_));
+  }
+  Expr mutate_select(const Expr& e, const Select* op) override {
+    Expr c = mutate(op->cond), t = mutate(op->t), f = mutate(op->f);
+    if (c == op->cond && t == op->t && f == op->f) return e;
+    return select(widen(c, lanes_), widen(t, lanes_), widen(f, lanes_));
+  }
+  Expr mutate_load(const Expr& e, const Load* op) override {
+    Expr idx = mutate(op->indices[0]);
+    if (idx == op->indices[0]) return e;
+    return load(op->buffer, {idx});
+  }
+  Expr mutate_reduce(const Expr& e, const Reduce*) override {
+    ok_ = false;
+    return e;
+  }
+  Stmt mutate_store(const Stmt& s, const Store* op) override {
+    Expr v = mutate(op->value);
+    Expr idx = mutate(op->indices[0]);
+    if (v == op->value && idx == op->indices[0]) return s;
+    return store(op->buffer, widen(v, lanes_), {widen(idx, lanes_)});
+  }
+  Stmt mutate_for(const Stmt& s, const For*) override {
+    ok_ = false;
+    return s;
+  }
+  Stmt mutate_let(const Stmt& s, const LetStmt* op) override {
+    Expr v = mutate(op->value);
+    if (v != op->value) ok_ = false;  // A vector let would need vector variables.
+    return IRMutator::mutate_let(s, op);
+  }
+  Stmt mutate_if(const Stmt& s, const IfThenElse* op) override {
+    if (uses_var(op->cond, var_)) ok_ = false;
+    return IRMutator::mutate_if(s, op);
+  }
+  Stmt mutate_allocate(const Stmt& s, const Allocate*) override {
+    ok_ = false;
+    return s;
+  }
+
+ private:
+  const VarNode* var_;
+  Expr min_;
+  int lanes_;
+  bool ok_ = true;
+};
+
+class Vectorizer : public IRMutator {
+ protected:
+  Stmt mutate_for(const Stmt& s, const For* op) override {
+    Stmt body = mutate(op->body);
+    if (op->for_kind == ForKind::kVectorized) {
+      const int64_t* ext = as_const_int(op->extent);
+      if (ext && *ext > 1 && *ext <= 256) {
+        Widen w(op->var.get(), op->min, static_cast<int>(*ext));
+        Stmt v = w.mutate(body);
+        if (w.ok()) return v;
+      }
+      return for_loop(op->var, op->min, op->extent, ForKind::kSerial, body, op->thread_tag);
+    }
+    if (body == op->body) return s;
+    return for_loop(op->var, op->min, op->extent, op->for_kind, body, op->thread_tag);
+  }
+};
+
+}  // namespace
+
+Stmt vectorize_loops(const Stmt& s) { return Vectorizer().mutate(s); }
+
+}  // namespace tunefarm::lower

@@ -1,0 +1,135 @@
+// End to end on the host: te -> schedule -> lower -> LLVM -> JIT and shared object -> the same
+// numbers as plain loops.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "compiler/codegen/codegen.h"
+#include "compiler/ir/printer.h"
+#include "compiler/lower/lower.h"
+#include "compiler/schedule/schedule.h"
+#include "compiler/te/tensor.h"
+#include "compiler/runtime/kernel_runtime.h"
+
+namespace tunefarm {
+namespace {
+
+using ir::Var;
+
+struct Matmul {
+  te::Tensor A, B, C;
+  te::IterVar k;
+};
+
+Matmul define_matmul(int64_t M, int64_t N, int64_t K) {
+  Matmul m;
+  m.A = te::placeholder("A", {M, K});
+  m.B = te::placeholder("B", {K, N});
+  m.k = te::reduce_axis(K, "k");
+  m.C = te::compute("C", {M, N}, [&](const std::vector<Var>& i) {
+    return te::sum(m.A(i[0], m.k->var) * m.B(m.k->var, i[1]), {m.k});
+  }, {"i", "j"});
+  return m;
+}
+
+std::vector<float> random_vector(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> naive_matmul(const std::vector<float>& a, const std::vector<float>& b, int64_t M, int64_t N, int64_t K) {
+  std::vector<float> c(M * N, 0.0f);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(a[i * K + k]) * b[k * N + j];
+      c[i * N + j] = float(acc);
+    }
+  return c;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "at " << i;
+}
+
+Target host() { return *parse_target("llvm"); }
+
+// Runs `f` through the JIT and through a dlopen'ed shared object; both must match plain loops.
+void check_matmul(const ir::LoweredFunc& f, int64_t M, int64_t N, int64_t K) {
+  auto a = random_vector(M * K, 1), b = random_vector(K * N, 2);
+  auto want = naive_matmul(a, b, M, N, K);
+  auto obj = codegen::compile_object(f, host(), "kernel");
+  ASSERT_TRUE(obj.ok()) << obj.status().to_string();
+
+  auto jit = codegen::JitKernel::create(*obj, "kernel");
+  ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+  std::vector<float> c(M * N, -7.0f);
+  void* args[] = {a.data(), b.data(), c.data()};
+  ASSERT_EQ((*jit)->run(args), 0);
+  expect_close(c, want);
+
+  auto so = codegen::link_shared_object(*obj, host());
+  ASSERT_TRUE(so.ok()) << so.status().to_string();
+  std::string path = testing::TempDir() + "/e2e_kernel_" + std::to_string(getpid()) + ".so";
+  { std::ofstream(path, std::ios::binary).write(so->data(), so->size()); }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  auto fn = reinterpret_cast<codegen::KernelFn>(dlsym(handle, "kernel"));
+  ASSERT_NE(fn, nullptr);
+  std::fill(c.begin(), c.end(), -7.0f);
+  ASSERT_EQ(fn(args), 0);
+  expect_close(c, want);
+  dlclose(handle);
+  std::remove(path.c_str());
+}
+
+TEST(EndToEnd, NaiveMatmul) {
+  auto m = define_matmul(13, 7, 5);
+  schedule::Schedule s({m.C});
+  auto f = lower::lower(s, {m.A, m.B, m.C}, "kernel");
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  SCOPED_TRACE(ir::to_string(*f));
+  check_matmul(*f, 13, 7, 5);
+}
+
+// Register tile with a local accumulator, non-dividing splits, vectorized and unrolled inner
+// loops, and a parallel outer loop.
+TEST(EndToEnd, TiledMatmulWithTails) {
+  const int64_t M = 37, N = 45, K = 19;
+  auto m = define_matmul(M, N, K);
+  schedule::Schedule s({m.C});
+  auto CL = s.cache_write(m.C, ir::MemScope::kLocal);
+  auto& c = s[m.C];
+  auto [io, ii] = c.split(c.axis(0), 4);
+  auto [jo, ji] = c.split(c.axis(1), 16);
+  c.reorder({io, jo, ii, ji});
+  c.unroll(ii);
+  c.vectorize(ji);
+  c.parallel(io);
+  auto& cl = s[CL];
+  cl.compute_at(c, jo);
+  auto [ko, ki] = cl.split(cl.reduce_axis(0), 4);
+  cl.reorder({ko, ki, cl.axis(0), cl.axis(1)});
+  cl.unroll(ki);
+  cl.unroll(cl.axis(0));
+  cl.vectorize(cl.axis(1));
+  auto f = lower::lower(s, {m.A, m.B, m.C}, "kernel");
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  SCOPED_TRACE(ir::to_string(*f));
+  check_matmul(*f, M, N, K);
+  if (getenv("SHOW_IR")) printf("%s", ir::to_string(*f).c_str());
+}
+
+}  // namespace
+}  // namespace tunefarm
