@@ -1,0 +1,63 @@
+// The compiler's public build API, what the tuner (and tests and benchmarks) call. LLVM-free.
+//
+//   build_kernel(workload, target, config)  -> a loadable artifact: a shared object implementing
+//       the kernel ABI of compiler/runtime/kernel_runtime.h (CPU targets) or PTX with its launch
+//       dimensions (CUDA), plus its entry symbol and tensor argument specs;
+//   build_reference_kernel(workload, target) -> the same for the naive, obviously correct schedule
+//       that the device agent runs to check candidates;
+//   templates, config spaces, default configs, FLOP counts and the naive C++ reference per op.
+//
+// Every input is validated: a bad workload, an unknown operator, a dtype the operator does not
+// support, a config for another template or target, or a config outside its space is an
+// INVALID_ARGUMENT error that says what is wrong.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+#include "common/target.h"
+#include "common/workload.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/ir/ir.h"
+#include "compiler/ops/op.h"
+#include "compiler/ops/space.h"
+
+namespace tunefarm {
+
+struct BuiltKernel {
+  enum class Format { kSharedObject, kPtx };
+  Format format = Format::kSharedObject;
+  std::string binary;  // Shared-object bytes, or PTX text.
+  std::string entry;
+  std::vector<ops::TensorArg> args;  // In ABI order: inputs, then the output.
+  std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};  // CUDA only.
+  std::string template_name;  // Empty for the reference kernel.
+};
+
+inline constexpr const char* kKernelEntry = "tunefarm_kernel";
+
+StatusOr<BuiltKernel> build_kernel(const Workload& workload, const Target& target, const Config& config);
+StatusOr<BuiltKernel> build_reference_kernel(const Workload& workload, const Target& target);
+
+// The lowered loop IR of a candidate (for features, inspection and tests).
+StatusOr<ir::LoweredFunc> lower_candidate(const Workload& workload, const Target& target, const Config& config);
+
+// A candidate compiled into this process (host targets only): quick checks without a linker.
+StatusOr<std::unique_ptr<codegen::JitKernel>> jit_kernel(const Workload& workload, const Config& config);
+
+// Operator and template lookup; errors name the known alternatives.
+StatusOr<const ops::OpDef*> lookup_op(const Workload& workload);
+StatusOr<const ops::Template*> lookup_template(const Workload& workload, const Target& target, const std::string& name);
+std::vector<std::string> template_names(const Workload& workload, const Target& target);
+StatusOr<ops::ConfigSpace> config_space(const Workload& workload, const Target& target, const std::string& template_name = "");
+StatusOr<Config> default_config(const Workload& workload, const Target& target);
+StatusOr<double> workload_flops(const Workload& workload);
+StatusOr<std::vector<ops::TensorArg>> kernel_args(const Workload& workload);
+// Runs the naive C++ reference: inputs in argument order, output sized for the last argument.
+Status run_reference(const Workload& workload, const std::vector<const float*>& inputs, float* output);
+
+}  // namespace tunefarm

@@ -1,0 +1,357 @@
+// The GEMM family: matmul (C = A·B), dense (C = A·Wᵀ, optional bias and ReLU epilogue) and
+// batch_matmul (C[b] = A[b]·B[b]). One parameterised definition and one pair of templates
+// serve all three.
+//
+// CPU template "<op>.cpu.packed" (what fast CPU GEMMs do):
+//   - B is packed into column panels Bp[j/nr][k][nr] (contiguous vector loads, a padded tail);
+//   - the output is blocked for the caches (mb·mr rows × nb·nr columns), the block loops in one
+//     of four orders;
+//   - an mr × nr register tile accumulates in a local buffer over the whole reduction
+//     (cache_write + compute_at), rows unrolled, columns vectorized (nr = 32 is two zmm
+//     registers), the reduction unrolled by ku, so that LLVM keeps the tile in registers and emits
+//     one broadcast and nr/16 FMAs per row and k;
+//   - the copy-out stage applies the epilogue (bias, ReLU) while the tile is in registers.
+// CUDA template "<op>.cuda.tiled": blocks over output tiles, threads over sub-tiles, each thread
+// accumulating an ry × rx register tile.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "compiler/lower/lower.h"
+#include "compiler/ops/op.h"
+#include "compiler/schedule/schedule.h"
+
+namespace tunefarm::ops {
+namespace {
+
+using ir::Expr;
+using ir::Var;
+
+struct Gemm {
+  bool batched = false;  // batch_matmul: a leading batch axis on A, B and C.
+  bool transpose_b = false;  // dense: the second operand is W[N, K].
+  bool bias = false, relu = false;
+  int64_t batch = 1, M = 0, N = 0, K = 0;
+};
+
+Gemm gemm_of(const Workload& w) {
+  Gemm g;
+  g.M = w.param("M");
+  g.N = w.param("N");
+  g.K = w.param("K");
+  if (w.op == "batch_matmul") {
+    g.batched = true;
+    g.batch = w.param("B");
+  }
+  if (w.op == "dense") {
+    g.transpose_b = true;
+    g.bias = w.param("bias") != 0;
+    g.relu = w.param("relu") != 0;
+  }
+  return g;
+}
+
+std::vector<int64_t> with_batch(const Gemm& g, std::vector<int64_t> shape) {
+  if (g.batched) shape.insert(shape.begin(), g.batch);
+  return shape;
+}
+
+std::vector<TensorArg> gemm_args(const Workload& w) {
+  Gemm g = gemm_of(w);
+  std::vector<TensorArg> args = {{"A", with_batch(g, {g.M, g.K})}};
+  args.push_back(g.transpose_b ? TensorArg{"W", {g.N, g.K}} : TensorArg{"B", with_batch(g, {g.K, g.N})});
+  if (g.bias) args.push_back({"bias", {g.N}});
+  args.push_back({"C", with_batch(g, {g.M, g.N}), DType::kFloat32, true});
+  return args;
+}
+
+double gemm_flops(const Workload& w) {
+  Gemm g = gemm_of(w);
+  return 2.0 * g.batch * g.M * g.N * g.K;
+}
+
+void gemm_reference(const Workload& w, const std::vector<const float*>& in, float* out) {
+  Gemm g = gemm_of(w);
+  const float* a = in[0];
+  const float* b = in[1];
+  const float* bias = g.bias ? in[2] : nullptr;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const float* an = a + n * g.M * g.K;
+    const float* bn = b + n * g.K * g.N;
+    float* cn = out + n * g.M * g.N;
+    for (int64_t i = 0; i < g.M; ++i) {
+      for (int64_t j = 0; j < g.N; ++j) {
+        double acc = 0.0;
+        for (int64_t k = 0; k < g.K; ++k)
+          acc += double(an[i * g.K + k]) * double(g.transpose_b ? bn[j * g.K + k] : bn[k * g.N + j]);
+        if (bias) acc += bias[j];
+        if (g.relu && acc < 0) acc = 0;
+        cn[i * g.N + j] = static_cast<float>(acc);
+      }
+    }
+  }
+}
+
+// Tensors of one GEMM definition. `acc` holds the sum; `out` is the output (the epilogue when
+// there is one, otherwise acc itself).
+struct GemmTensors {
+  std::vector<te::Tensor> inputs;
+  te::Tensor packed;  // Null when B is read directly.
+  te::Tensor acc, out;
+  te::IterVar k;
+};
+
+GemmTensors define_gemm(const Gemm& g, int64_t pack_nr) {
+  GemmTensors t;
+  te::Tensor A = te::placeholder("A", with_batch(g, {g.M, g.K}));
+  te::Tensor B = g.transpose_b ? te::placeholder("W", {g.N, g.K}) : te::placeholder("B", with_batch(g, {g.K, g.N}));
+  t.inputs = {A, B};
+  te::Tensor bias;
+  if (g.bias) {
+    bias = te::placeholder("bias", {g.N});
+    t.inputs.push_back(bias);
+  }
+  // b is the batch index (ignored when not batched).
+  auto b_at = [&](Expr b, Expr k, Expr j) -> Expr {
+    if (g.transpose_b) return B(j, k);
+    return g.batched ? B(b, k, j) : B(k, j);
+  };
+  auto a_at = [&](Expr b, Expr i, Expr k) -> Expr { return g.batched ? A(b, i, k) : A(i, k); };
+  t.k = te::reduce_axis(g.K, "k");
+  Var kv = t.k->var;
+  size_t off = g.batched ? 1 : 0;
+  std::vector<std::string> names = g.batched ? std::vector<std::string>{"b", "i", "j"} : std::vector<std::string>{"i", "j"};
+
+  std::function<Expr(Expr, Expr, Expr)> b_read = b_at;
+  if (pack_nr > 0) {
+    int64_t panels = (g.N + pack_nr - 1) / pack_nr;
+    std::vector<std::string> pnames = {"jp", "kp", "jn"};
+    if (g.batched) pnames.insert(pnames.begin(), "bp");
+    t.packed = te::compute("Bp", with_batch(g, {panels, g.K, pack_nr}), [&](const std::vector<Var>& v) {
+      Expr b = g.batched ? Expr(v[0]) : ir::int_imm(0);
+      Expr j = v[off] * pack_nr + v[off + 2];
+      Expr val = b_at(b, v[off + 1], j);
+      // The last panel is padded with zeros when nr does not divide N.
+      if (g.N % pack_nr != 0) val = ir::select(ir::lt(j, ir::int_imm(g.N)), b_at(b, v[off + 1], ir::min(j, ir::int_imm(g.N - 1))), ir::float_imm(0));
+      return val;
+    }, pnames);
+    te::Tensor P = t.packed;
+    b_read = [&g, P, pack_nr](Expr b, Expr k, Expr j) -> Expr {
+      return g.batched ? P(b, j / pack_nr, k, j % pack_nr) : P(j / pack_nr, k, j % pack_nr);
+    };
+  }
+  std::string acc_name = (g.bias || g.relu) ? "acc" : "C";
+  t.acc = te::compute(acc_name, with_batch(g, {g.M, g.N}), [&](const std::vector<Var>& v) {
+    Expr b = g.batched ? Expr(v[0]) : ir::int_imm(0);
+    return te::sum(a_at(b, v[off], kv) * b_read(b, kv, v[off + 1]), {t.k});
+  }, names);
+  t.out = t.acc;
+  if (g.bias || g.relu) {
+    te::Tensor acc = t.acc;
+    t.out = te::compute("C", with_batch(g, {g.M, g.N}), [&](const std::vector<Var>& v) {
+      Expr val = acc(std::vector<Expr>(v.begin(), v.end()));
+      if (g.bias) val = val + bias(v[off + 1]);
+      if (g.relu) val = ir::max(val, ir::float_imm(0));
+      return val;
+    }, names);
+  }
+  return t;
+}
+
+ComputeDef gemm_compute(const Workload& w) {
+  GemmTensors t = define_gemm(gemm_of(w), 0);
+  return ComputeDef{t.inputs, t.out};
+}
+
+// ---- CPU template ----
+
+const std::vector<int64_t> kMr = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16};
+const std::vector<int64_t> kMb = {1, 2, 4, 8, 16, 32};
+const std::vector<int64_t> kNr = {8, 16, 32, 48, 64};
+const std::vector<int64_t> kNb = {1, 2, 4, 8, 16, 32};
+const std::vector<std::vector<int64_t>> kTileOrders = {{0, 1, 2, 3}, {1, 0, 3, 2}, {1, 0, 2, 3}, {0, 1, 3, 2}};
+// Vector accumulators the register tile may use (of 32 zmm registers; the rest hold B and A).
+constexpr int64_t kMaxTileElements = 28 * 16;
+
+ConfigSpace cpu_space(const std::string& name) {
+  ConfigSpace s(name);
+  s.define_split_candidates("tile_m", {kMb, kMr});
+  s.define_split_candidates("tile_n", {kNb, kNr});
+  s.define_knob("unroll_k", std::vector<int64_t>{1, 2, 4, 8});
+  s.define_reorder("order", kTileOrders);
+  s.define_knob("pack_b", std::vector<int64_t>{1, 0});
+  s.define_annotate("parallel", {"none", "outer"});
+  s.set_validator([](const Config& c) -> Status {
+    int64_t mr = knob_list(c, "tile_m")[2], nr = knob_list(c, "tile_n")[2];
+    if (mr * nr > kMaxTileElements)
+      return invalid_argument(fmt::format("register tile {}x{} has more than {} accumulators", mr, nr, kMaxTileElements));
+    return Status();
+  });
+  return s;
+}
+
+int64_t largest_at_most(const std::vector<int64_t>& choices, int64_t limit) {
+  int64_t best = choices.front();
+  for (int64_t c : choices)
+    if (c <= limit) best = c;
+  return best;
+}
+
+Config cpu_default(const std::string& name, const Workload& w) {
+  Gemm g = gemm_of(w);
+  int64_t nr = g.N >= 32 ? 32 : g.N >= 16 ? 16 : 8;
+  int64_t mr = largest_at_most(kMr, std::min<int64_t>(g.M, 12));
+  // A block of about 256 KiB and a B block of about 1 MiB stay in the 2 MiB L2.
+  int64_t mb = largest_at_most(kMb, std::max<int64_t>(1, (256 * 1024 / 4) / std::max<int64_t>(1, g.K * mr)));
+  int64_t nb = largest_at_most(kNb, std::max<int64_t>(1, (1024 * 1024 / 4) / std::max<int64_t>(1, g.K * nr)));
+  mb = std::min(mb, largest_at_most(kMb, std::max<int64_t>(1, (g.M + mr - 1) / mr)));
+  nb = std::min(nb, largest_at_most(kNb, std::max<int64_t>(1, (g.N + nr - 1) / nr)));
+  Config c;
+  c.template_name = name;
+  c.knobs = {{"tile_m", std::vector<int64_t>{-1, mb, mr}},
+             {"tile_n", std::vector<int64_t>{-1, nb, nr}},
+             {"unroll_k", int64_t{4}},
+             {"order", kTileOrders[0]},
+             {"pack_b", int64_t{g.M >= 4 ? 1 : 0}},
+             {"parallel", std::string("none")}};
+  return c;
+}
+
+StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& c, const std::string& entry) {
+  Gemm g = gemm_of(w);
+  int64_t mb = knob_list(c, "tile_m")[1], mr = knob_list(c, "tile_m")[2];
+  int64_t nb = knob_list(c, "tile_n")[1], nr = knob_list(c, "tile_n")[2];
+  int64_t ku = knob_int(c, "unroll_k");
+  const auto& order = knob_list(c, "order");
+  bool pack = knob_int(c, "pack_b") != 0;
+  bool par = knob_str(c, "parallel") == "outer";
+
+  GemmTensors t = define_gemm(g, pack ? nr : 0);
+  schedule::Schedule s({t.out});
+  te::Tensor acc = t.acc;
+  if (t.out.op == t.acc.op) acc = s.cache_write(t.out, ir::MemScope::kLocal);
+  else s[t.acc].set_scope(ir::MemScope::kLocal);
+
+  auto& out = s[t.out];
+  size_t off = g.batched ? 1 : 0;
+  auto [io, i1] = out.split(out.axis(off), mb * mr);
+  auto [im, ii] = out.split(i1, mr);
+  auto [jo, j1] = out.split(out.axis(off + 1), nb * nr);
+  auto [jm, ji] = out.split(j1, nr);
+  std::vector<te::IterVar> tiles = {io, jo, im, jm};
+  std::vector<te::IterVar> leaf_order;
+  if (g.batched) leaf_order.push_back(out.axis(0));
+  for (int64_t p : order) leaf_order.push_back(tiles[p]);
+  leaf_order.push_back(ii);
+  leaf_order.push_back(ji);
+  out.reorder(leaf_order);
+  out.unroll(ii);
+  out.vectorize(ji);
+  if (par) out.parallel(leaf_order[0]);
+
+  auto& a = s[acc];
+  a.compute_at(out, leaf_order[off + 3]);
+  auto [ko, kin] = a.split(a.reduce_axis(0), ku);
+  std::vector<te::IterVar> acc_order = {ko, kin, a.axis(off), a.axis(off + 1)};
+  if (g.batched) acc_order.insert(acc_order.begin(), a.axis(0));
+  a.reorder(acc_order);
+  a.unroll(kin);
+  a.unroll(a.axis(off));
+  a.vectorize(a.axis(off + 1));
+
+  if (pack) {
+    auto& p = s[t.packed];
+    p.vectorize(p.axis(off + 2));
+    if (par) p.parallel(p.axis(0));
+  }
+  return lower::lower(s, ComputeDef{t.inputs, t.out}.args(), entry);
+}
+
+// ---- CUDA template ----
+
+ConfigSpace cuda_space(const std::string& name) {
+  ConfigSpace s(name);
+  s.define_split_candidates("tile_y", {{1, 2, 4, 8, 16, 32}, {1, 2, 4, 8}});
+  s.define_split_candidates("tile_x", {{1, 2, 4, 8, 16, 32, 64}, {1, 2, 4, 8}});
+  s.define_knob("unroll_k", std::vector<int64_t>{1, 2, 4, 8});
+  s.set_validator([](const Config& c) -> Status {
+    int64_t threads = knob_list(c, "tile_y")[1] * knob_list(c, "tile_x")[1];
+    if (threads > 1024) return invalid_argument(fmt::format("{} threads per block (at most 1024)", threads));
+    if (threads < 32) return invalid_argument(fmt::format("{} threads per block is less than a warp", threads));
+    int64_t regs = knob_list(c, "tile_y")[2] * knob_list(c, "tile_x")[2];
+    if (regs > 32) return invalid_argument(fmt::format("a {}-element register tile per thread (at most 32)", regs));
+    return Status();
+  });
+  return s;
+}
+
+Config cuda_default(const std::string& name, const Workload& w) {
+  Gemm g = gemm_of(w);
+  int64_t ty = g.M >= 64 ? 16 : 4, tx = g.N >= 64 ? 16 : 8;
+  Config c;
+  c.template_name = name;
+  c.knobs = {{"tile_y", std::vector<int64_t>{-1, ty, g.M >= 64 ? 4 : 1}},
+             {"tile_x", std::vector<int64_t>{-1, tx, g.N >= 64 ? 4 : 1}},
+             {"unroll_k", int64_t{4}}};
+  return c;
+}
+
+StatusOr<ir::LoweredFunc> cuda_build(const Workload& w, const Config& c, const std::string& entry) {
+  Gemm g = gemm_of(w);
+  int64_t ty = knob_list(c, "tile_y")[1], ry = knob_list(c, "tile_y")[2];
+  int64_t tx = knob_list(c, "tile_x")[1], rx = knob_list(c, "tile_x")[2];
+  int64_t ku = knob_int(c, "unroll_k");
+  GemmTensors t = define_gemm(g, 0);
+  schedule::Schedule s({t.out});
+  te::Tensor acc = t.acc;
+  if (t.out.op == t.acc.op) acc = s.cache_write(t.out, ir::MemScope::kLocal);
+  else s[t.acc].set_scope(ir::MemScope::kLocal);
+  auto& out = s[t.out];
+  size_t off = g.batched ? 1 : 0;
+  auto [by, i1] = out.split(out.axis(off), ty * ry);
+  auto [thy, iy] = out.split(i1, ry);
+  auto [bx, j1] = out.split(out.axis(off + 1), tx * rx);
+  auto [thx, jx] = out.split(j1, rx);
+  std::vector<te::IterVar> order = {by, bx, thy, thx, iy, jx};
+  if (g.batched) order.insert(order.begin(), out.axis(0));
+  out.reorder(order);
+  if (g.batched) out.bind(out.axis(0), "blockIdx.z");
+  out.bind(by, "blockIdx.y");
+  out.bind(bx, "blockIdx.x");
+  out.bind(thy, "threadIdx.y");
+  out.bind(thx, "threadIdx.x");
+  out.unroll(iy);
+  out.unroll(jx);
+  auto& a = s[acc];
+  a.compute_at(out, thx);
+  auto [ko, kin] = a.split(a.reduce_axis(0), ku);
+  std::vector<te::IterVar> acc_order = {ko, kin, a.axis(off), a.axis(off + 1)};
+  if (g.batched) acc_order.insert(acc_order.begin(), a.axis(0));
+  a.reorder(acc_order);
+  a.unroll(kin);
+  a.unroll(a.axis(off));
+  a.unroll(a.axis(off + 1));
+  return lower::lower(s, ComputeDef{t.inputs, t.out}.args(), entry);
+}
+
+OpDef gemm_op(const std::string& name) {
+  OpDef op;
+  op.name = name;
+  op.flops = gemm_flops;
+  op.args = gemm_args;
+  op.reference = gemm_reference;
+  op.compute = gemm_compute;
+  std::string cpu = name + ".cpu.packed", cuda = name + ".cuda.tiled";
+  op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload&) { return cpu_space(cpu); },
+                          [cpu](const Workload& w) { return cpu_default(cpu, w); }, cpu_build});
+  op.templates.push_back({cuda, Target::Kind::kCUDA, [cuda](const Workload&) { return cuda_space(cuda); },
+                          [cuda](const Workload& w) { return cuda_default(cuda, w); }, cuda_build});
+  return op;
+}
+
+}  // namespace
+
+std::vector<OpDef> gemm_ops() { return {gemm_op("matmul"), gemm_op("dense"), gemm_op("batch_matmul")}; }
+
+}  // namespace tunefarm::ops

@@ -1,0 +1,80 @@
+// The operator library: for each operator (matmul, dense, batch_matmul, conv2d_nchw,
+// conv2d_nhwc, depthwise_conv2d_nchw) its tensor arguments, FLOP count, an independent naive C++
+// reference, a naive schedule (the "reference kernel" the agent checks candidates against), and
+// its tunable templates (at least one for CPUs, one for CUDA), each with its config space and a
+// heuristic default config.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+#include "common/target.h"
+#include "common/workload.h"
+#include "compiler/ir/ir.h"
+#include "compiler/ops/space.h"
+#include "compiler/te/tensor.h"
+
+namespace tunefarm::ops {
+
+struct TensorArg {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kFloat32;
+  bool is_output = false;
+
+  int64_t num_elements() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+// The compute definition of one workload: kernel arguments in order (inputs, then the output).
+struct ComputeDef {
+  std::vector<te::Tensor> inputs;
+  te::Tensor output;
+  std::vector<te::Tensor> args() const {
+    auto a = inputs;
+    a.push_back(output);
+    return a;
+  }
+};
+
+struct Template {
+  std::string name;  // "<op>.<cpu|cuda>.<variant>"
+  Target::Kind target_kind;
+  std::function<ConfigSpace(const Workload&)> space;
+  std::function<Config(const Workload&)> default_config;
+  // Applies a config that `space(w).check(config)` accepted and lowers the schedule.
+  std::function<StatusOr<ir::LoweredFunc>(const Workload&, const Config&, const std::string& entry)> build;
+};
+
+struct OpDef {
+  std::string name;
+  std::function<double(const Workload&)> flops;
+  std::function<std::vector<TensorArg>(const Workload&)> args;
+  // inputs[i] holds args(w)[i]'s elements (row-major), output the last argument's.
+  std::function<void(const Workload&, const std::vector<const float*>& inputs, float* output)> reference;
+  std::function<ComputeDef(const Workload&)> compute;
+  std::vector<Template> templates;
+};
+
+const std::vector<OpDef>& op_library();
+const OpDef* find_op(std::string_view name);
+const Template* find_template(const OpDef& op, std::string_view name);
+// The first template of the op for the target's kind.
+const Template* default_template(const OpDef& op, const Target& target);
+
+// Lowers `def` with the schedule every stage gets without annotations (serial loops over the
+// full tensors): slow but obviously correct; the reference kernel.
+StatusOr<ir::LoweredFunc> build_naive(const ComputeDef& def, const std::string& entry);
+
+// The per-family definitions, collected by op_library().
+std::vector<OpDef> gemm_ops();
+std::vector<OpDef> conv_ops();
+
+}  // namespace tunefarm::ops
