@@ -1,0 +1,97 @@
+// compile_bench: how long the compiler takes from a config to a loadable shared object for one
+// matmul candidate (lowering, LLVM optimization and code generation, `ld -shared`), over random
+// valid configs of the workload's CPU template. Each artifact is also dlopen'ed to prove it
+// loads. Last line: {"median_ms":…,"p90_ms":…}.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "compiler/build.h"
+
+using namespace tunefarm;
+
+namespace {
+
+bool loads(const std::string& so, const std::string& path) {
+  std::ofstream(path, std::ios::binary).write(so.data(), static_cast<std::streamsize>(so.size()));
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  bool ok = h && dlsym(h, kKernelEntry);
+  if (h) dlclose(h);
+  std::remove(path.c_str());
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("compile_bench: config -> loadable shared object time for matmul candidates");
+  std::string workload_text = "matmul:M=1024,N=1024,K=1024";
+  std::string workloads_file;
+  int samples = 40;
+  app.add_option("--workload", workload_text, "workload to compile candidates of");
+  app.add_option("--workloads", workloads_file, "workload file; its first matmul is used");
+  app.add_option("--samples", samples, "number of random valid configs")->check(CLI::Range(1, 100000));
+  CLI11_PARSE(app, argc, argv);
+
+  if (!workloads_file.empty()) {
+    auto ws = read_workload_file(workloads_file);
+    if (!ws.ok()) {
+      fmt::print(stderr, "compile_bench: {}\n", ws.status().to_string());
+      return 1;
+    }
+    auto it = std::find_if(ws->begin(), ws->end(), [](const Workload& w) { return w.op == "matmul"; });
+    if (it == ws->end()) {
+      fmt::print(stderr, "compile_bench: {} holds no matmul workload\n", workloads_file);
+      return 1;
+    }
+    workload_text = it->to_string();
+  }
+  auto w = parse_workload(workload_text);
+  if (!w.ok()) {
+    fmt::print(stderr, "compile_bench: {}\n", w.status().to_string());
+    return 1;
+  }
+  Target host;
+  auto space = config_space(*w, host);
+  if (!space.ok()) {
+    fmt::print(stderr, "compile_bench: {}\n", space.status().to_string());
+    return 1;
+  }
+  std::mt19937_64 rng(1);
+  std::vector<double> ms;
+  std::string path = fmt::format("/tmp/compile_bench_{}.so", getpid());
+  int failures = 0;
+  while (static_cast<int>(ms.size()) < samples) {
+    auto c = space->get(static_cast<int64_t>(rng() % space->size()));
+    if (!c.ok() || !space->check(*c).ok()) continue;
+    auto t0 = std::chrono::steady_clock::now();
+    auto k = build_kernel(*w, host, *c);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!k.ok() || !loads(k->binary, path)) {
+      fmt::print(stderr, "compile_bench: {} failed: {}\n", c->to_json(), k.ok() ? "does not load" : k.status().to_string());
+      if (++failures > 3) return 1;
+      continue;
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted[sorted.size() / 2];
+  double p90 = sorted[std::min(sorted.size() - 1, sorted.size() * 9 / 10)];
+  char host_name[256] = {};
+  gethostname(host_name, sizeof(host_name) - 1);
+  fmt::print("workload {} template {}: {} random valid configs, config -> loadable .so\n", w->to_string(),
+             space->template_name(), ms.size());
+  fmt::print("min {:.2f} ms, median {:.2f} ms, p90 {:.2f} ms, max {:.2f} ms (machine {}, {} CPUs)\n", sorted.front(), median,
+             p90, sorted.back(), host_name, sysconf(_SC_NPROCESSORS_ONLN));
+  fmt::print("{{\"median_ms\":{:.3f},\"p90_ms\":{:.3f}}}\n", median, p90);
+  return 0;
+}

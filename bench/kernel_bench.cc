@@ -1,0 +1,355 @@
+// kernel_bench: our kernels (the template's heuristic config, or the config a --config-file
+// gives) against OpenBLAS and oneDNN on the same workloads, single thread, timed interleaved
+// (ours, OpenBLAS, oneDNN, ours, ...) in one run; prints medians, GFLOP/s and ratios.
+// Last line: {"workloads":[{"workload":…,"ours_gflops":…,"openblas_gflops":…,"onednn_gflops":…}]}
+// (null where a library has no counterpart).
+//
+// Baselines: GEMMs are cblas_sgemm / dnnl_sgemm (dense: B transposed; the bias/ReLU epilogue is
+// ours only). Convolutions: OpenBLAS runs im2col + sgemm (im2col timed); oneDNN runs its
+// convolution primitive with the layouts it prefers ("any"), reorders done before timing.
+// Depthwise has no OpenBLAS counterpart.
+//
+// Debian's OpenBLAS misdetects this CPU, so the program sets OPENBLAS_CORETYPE=SkylakeX (and one
+// thread everywhere) and re-executes itself before the libraries load.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+#include <cblas.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "compiler/build.h"
+#include "compiler/runtime/kernel_runtime.h"
+
+using namespace tunefarm;
+
+namespace {
+
+using Fn = std::function<void()>;
+
+std::vector<float> random_vector(int64_t n, unsigned seed) {
+  std::vector<float> v(n);
+  uint64_t x = seed * 2654435761u + 1;
+  for (auto& f : v) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    f = static_cast<float>((x >> 40) % 2001) / 1000.0f - 1.0f;
+  }
+  return v;
+}
+
+// Environment that must be in place before OpenBLAS, OpenMP and oneDNN initialise.
+void ensure_environment(char** argv) {
+  if (std::getenv("TUNEFARM_KERNEL_BENCH_CHILD")) return;
+  setenv("TUNEFARM_KERNEL_BENCH_CHILD", "1", 1);
+  setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  setenv("OMP_NUM_THREADS", "1", 1);
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  setenv("TUNEFARM_NUM_THREADS", "1", 1);
+  execv("/proc/self/exe", argv);
+  // Without re-exec the numbers may be off; say so and go on.
+  fmt::print(stderr, "kernel_bench: cannot re-execute; OpenBLAS may use a generic kernel\n");
+}
+
+struct Loaded {
+  void* handle = nullptr;
+  codegen::KernelFn fn = nullptr;
+  ~Loaded() {
+    if (handle) dlclose(handle);
+  }
+};
+
+Status load_shared_object(const std::string& bytes, Loaded& out) {
+  std::string path = fmt::format("/tmp/kernel_bench_{}_{}.so", getpid(), reinterpret_cast<uintptr_t>(&out));
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::remove(path.c_str());
+  if (!out.handle) return internal_error(std::string("dlopen: ") + dlerror());
+  out.fn = reinterpret_cast<codegen::KernelFn>(dlsym(out.handle, kKernelEntry));
+  if (!out.fn) return internal_error("entry symbol missing");
+  return Status();
+}
+
+// ---- baselines ----
+
+struct Baselines {
+  Fn openblas, onednn;
+  // oneDNN objects must outlive the timing.
+  std::shared_ptr<void> keep;
+};
+
+Baselines gemm_baselines(const Workload& w, std::vector<std::vector<float>>& in, std::vector<float>& out) {
+  bool dense = w.op == "dense";
+  int64_t batch = w.op == "batch_matmul" ? w.param("B") : 1;
+  int64_t M = w.param("M"), N = w.param("N"), K = w.param("K");
+  float *a = in[0].data(), *b = in[1].data(), *c = out.data();
+  Baselines bl;
+  bl.openblas = [=] {
+    for (int64_t i = 0; i < batch; ++i)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, dense ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a + i * M * K, K,
+                  b + i * K * N, dense ? K : N, 0.0f, c + i * M * N, N);
+  };
+  bl.onednn = [=] {
+    for (int64_t i = 0; i < batch; ++i)
+      dnnl_sgemm('N', dense ? 'T' : 'N', M, N, K, 1.0f, a + i * M * K, K, b + i * K * N, dense ? K : N, 0.0f,
+                 c + i * M * N, N);
+  };
+  return bl;
+}
+
+struct ConvShape {
+  int64_t N, C, H, W, K, R, S, stride, pad, dil, P, Q;
+  bool depthwise, nhwc;
+};
+
+ConvShape conv_shape(const Workload& w) {
+  ConvShape s;
+  s.N = w.param("N"), s.C = w.param("C"), s.H = w.param("H"), s.W = w.param("W");
+  s.depthwise = w.op == "depthwise_conv2d_nchw";
+  s.nhwc = w.op == "conv2d_nhwc";
+  s.K = s.depthwise ? s.C : w.param("K");
+  s.R = w.param("R"), s.S = w.param("S");
+  s.stride = w.param("stride"), s.pad = w.param("pad"), s.dil = w.param("dilation");
+  s.P = (s.H + 2 * s.pad - s.dil * (s.R - 1) - 1) / s.stride + 1;
+  s.Q = (s.W + 2 * s.pad - s.dil * (s.S - 1) - 1) / s.stride + 1;
+  return s;
+}
+
+struct DnnlConv {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  dnnl::convolution_forward prim;
+  dnnl::memory src, wei, dst;
+};
+
+Baselines conv_baselines(const Workload& w, std::vector<std::vector<float>>& in, std::vector<float>& out) {
+  ConvShape s = conv_shape(w);
+  Baselines bl;
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  auto conv = std::make_shared<DnnlConv>();
+  dnnl::memory::dims src_dims = {s.N, s.C, s.H, s.W}, dst_dims = {s.N, s.K, s.P, s.Q};
+  dnnl::memory::dims wei_dims = s.depthwise ? dnnl::memory::dims{s.C, 1, 1, s.R, s.S} : dnnl::memory::dims{s.K, s.C, s.R, s.S};
+  auto any = [&](const dnnl::memory::dims& d) { return dnnl::memory::desc(d, dt::f32, tag::any); };
+  dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                       any(src_dims), any(wei_dims), any(dst_dims), {s.stride, s.stride},
+                                       {s.dil - 1, s.dil - 1}, {s.pad, s.pad}, {s.pad, s.pad});
+  dnnl::convolution_forward::primitive_desc pd(desc, conv->eng);
+  conv->prim = dnnl::convolution_forward(pd);
+  conv->src = dnnl::memory(pd.src_desc(), conv->eng);
+  conv->wei = dnnl::memory(pd.weights_desc(), conv->eng);
+  conv->dst = dnnl::memory(pd.dst_desc(), conv->eng);
+  // Fill oneDNN's layouts from ours (outside the timing).
+  dnnl::memory user_src({src_dims, dt::f32, s.nhwc ? tag::nhwc : tag::nchw}, conv->eng, in[0].data());
+  dnnl::memory user_wei({wei_dims, dt::f32, s.depthwise ? tag::goihw : s.nhwc ? tag::hwio : tag::oihw}, conv->eng, in[1].data());
+  dnnl::reorder(user_src, conv->src).execute(conv->strm, user_src, conv->src);
+  dnnl::reorder(user_wei, conv->wei).execute(conv->strm, user_wei, conv->wei);
+  conv->strm.wait();
+  bl.keep = conv;
+  DnnlConv* c = conv.get();
+  bl.onednn = [c] {
+    c->prim.execute(c->strm, {{DNNL_ARG_SRC, c->src}, {DNNL_ARG_WEIGHTS, c->wei}, {DNNL_ARG_DST, c->dst}});
+    c->strm.wait();
+  };
+  if (s.depthwise) return bl;
+  // im2col + sgemm, the classic library formulation.
+  int64_t rows = s.C * s.R * s.S, cols = s.P * s.Q;
+  auto col = std::make_shared<std::vector<float>>(rows * cols);
+  float *x = in[0].data(), *wt = in[1].data(), *y = out.data();
+  bl.openblas = [=] {
+    float* cm = col->data();
+    for (int64_t n = 0; n < s.N; ++n) {
+      const float* xn = x + n * s.C * s.H * s.W;
+      if (!s.nhwc) {
+        for (int64_t c = 0; c < s.C; ++c)
+          for (int64_t r = 0; r < s.R; ++r)
+            for (int64_t q = 0; q < s.S; ++q) {
+              float* row = cm + ((c * s.R + r) * s.S + q) * cols;
+              for (int64_t p = 0; p < s.P; ++p) {
+                int64_t h = p * s.stride + r * s.dil - s.pad;
+                for (int64_t o = 0; o < s.Q; ++o) {
+                  int64_t ww = o * s.stride + q * s.dil - s.pad;
+                  row[p * s.Q + o] = (h >= 0 && h < s.H && ww >= 0 && ww < s.W) ? xn[(c * s.H + h) * s.W + ww] : 0.0f;
+                }
+              }
+            }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.K, cols, rows, 1.0f, wt, rows, cm, cols, 0.0f,
+                    y + n * s.K * cols, cols);
+      } else {
+        for (int64_t p = 0; p < s.P; ++p)
+          for (int64_t o = 0; o < s.Q; ++o) {
+            float* row = cm + (p * s.Q + o) * rows;
+            for (int64_t r = 0; r < s.R; ++r)
+              for (int64_t q = 0; q < s.S; ++q) {
+                int64_t h = p * s.stride + r * s.dil - s.pad, ww = o * s.stride + q * s.dil - s.pad;
+                bool inside = h >= 0 && h < s.H && ww >= 0 && ww < s.W;
+                for (int64_t c = 0; c < s.C; ++c) row[(r * s.S + q) * s.C + c] = inside ? xn[(h * s.W + ww) * s.C + c] : 0.0f;
+              }
+          }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cols, s.K, rows, 1.0f, cm, rows, wt, s.K, 0.0f,
+                    y + n * cols * s.K, s.K);
+      }
+    }
+  };
+  return bl;
+}
+
+// Repetitions per sample so that one sample takes about `min_ms`.
+int calibrate(const Fn& fn, double min_ms) {
+  fn();
+  auto t0 = std::chrono::steady_clock::now();
+  fn();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return std::max(1, static_cast<int>(min_ms / std::max(ms, 1e-3)));
+}
+
+double sample_ms(const Fn& fn, int reps) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) fn();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+StatusOr<std::map<std::string, Config>> read_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return not_found("cannot open config file " + path);
+  std::map<std::string, Config> out;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos || line[line.find_first_not_of(" \t")] == '#') continue;
+    auto where = fmt::format("{}:{}", path, lineno);
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("workload") || !j["workload"].is_string())
+      return invalid_argument(where + ": expected a JSON object with \"workload\" and \"config\"");
+    auto w = parse_workload(j["workload"].get<std::string>());
+    if (!w.ok()) return w.status().with_context(where);
+    // Either {"workload":…, "config":{"template":…,"knobs":…}} or the config's fields inline.
+    const nlohmann::json& cj = j.contains("config") ? j["config"] : j;
+    auto c = parse_config_json(cj.dump());
+    if (!c.ok()) return c.status().with_context(where);
+    out[w->to_string()] = *c;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ensure_environment(argv);
+  CLI::App app("kernel_bench: our kernels vs OpenBLAS and oneDNN, single thread, interleaved");
+  std::string workloads_file, config_file;
+  int repeats = 7;
+  double min_ms = 40;
+  app.add_option("--workloads", workloads_file, "workload file (one workload string a line)")->required();
+  app.add_option("--config-file", config_file, "JSON lines: {\"workload\":…, \"config\":{…}}; default: heuristic configs");
+  app.add_option("--repeats", repeats, "interleaved rounds")->check(CLI::Range(1, 1000));
+  app.add_option("--min-ms", min_ms, "length of one timed sample");
+  CLI11_PARSE(app, argc, argv);
+
+  auto workloads = read_workload_file(workloads_file);
+  if (!workloads.ok()) {
+    fmt::print(stderr, "kernel_bench: {}\n", workloads.status().to_string());
+    return 1;
+  }
+  std::map<std::string, Config> configs;
+  if (!config_file.empty()) {
+    auto c = read_config_file(config_file);
+    if (!c.ok()) {
+      fmt::print(stderr, "kernel_bench: {}\n", c.status().to_string());
+      return 1;
+    }
+    configs = std::move(*c);
+  }
+  tunefarm_runtime_set_num_threads(1);
+  openblas_set_num_threads(1);
+  char host_name[256] = {};
+  gethostname(host_name, sizeof(host_name) - 1);
+  fmt::print("kernel_bench on {} ({} CPUs online), 1 thread, {} interleaved rounds of ~{} ms samples; "
+             "OPENBLAS_CORETYPE={}\n", host_name, sysconf(_SC_NPROCESSORS_ONLN), repeats, min_ms,
+             std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  Target host;
+  int exit_code = 0;
+  for (const Workload& w : *workloads) {
+    std::string ws = w.to_string();
+    auto cfg_it = configs.find(ws);
+    StatusOr<Config> config = cfg_it != configs.end() ? StatusOr<Config>(cfg_it->second) : default_config(w, host);
+    auto flops = workload_flops(w);
+    auto args = kernel_args(w);
+    StatusOr<BuiltKernel> kernel = config.ok() ? build_kernel(w, host, *config) : StatusOr<BuiltKernel>(config.status());
+    Loaded loaded;
+    Status st = kernel.ok() ? load_shared_object(kernel->binary, loaded) : kernel.status();
+    if (!st.ok() || !flops.ok() || !args.ok()) {
+      fmt::print("{}: FAILED: {}\n", ws, st.ok() ? "bad workload" : st.to_string());
+      exit_code = 1;
+      continue;
+    }
+    std::vector<std::vector<float>> in;
+    for (size_t i = 0; i + 1 < args->size(); ++i) in.push_back(random_vector((*args)[i].num_elements(), 11 + i));
+    std::vector<float> ours_out(args->back().num_elements()), lib_out(args->back().num_elements());
+    std::vector<void*> ptrs;
+    for (auto& v : in) ptrs.push_back(v.data());
+    ptrs.push_back(ours_out.data());
+    Fn ours = [&] { loaded.fn(ptrs.data()); };
+
+    // Check our answer before timing it.
+    std::string check = "skipped (large)";
+    if (*flops <= 4e9) {
+      std::vector<const float*> cin;
+      for (auto& v : in) cin.push_back(v.data());
+      std::vector<float> want(ours_out.size());
+      (void)run_reference(w, cin, want.data());
+      ours();
+      double worst = 0;
+      for (size_t i = 0; i < want.size(); ++i)
+        worst = std::max(worst, std::fabs(double(ours_out[i]) - want[i]) / std::max(1.0, std::fabs(double(want[i]))));
+      check = worst <= 1e-4 ? "ok" : fmt::format("MISMATCH (rel err {:.2e})", worst);
+      if (worst > 1e-4) exit_code = 1;
+    }
+
+    Baselines bl = (w.op == "matmul" || w.op == "dense" || w.op == "batch_matmul") ? gemm_baselines(w, in, lib_out)
+                                                                                     : conv_baselines(w, in, lib_out);
+    std::vector<std::pair<std::string, Fn>> contenders = {{"ours", ours}};
+    if (bl.openblas) contenders.push_back({"openblas", bl.openblas});
+    if (bl.onednn) contenders.push_back({"onednn", bl.onednn});
+    std::vector<int> reps;
+    for (auto& [name, fn] : contenders) reps.push_back(calibrate(fn, min_ms));
+    std::vector<std::vector<double>> samples(contenders.size());
+    for (int r = 0; r < repeats; ++r)
+      for (size_t i = 0; i < contenders.size(); ++i) samples[i].push_back(sample_ms(contenders[i].second, reps[i]));
+
+    std::map<std::string, double> gflops;
+    std::string line = fmt::format("{} [{}] check {}:", ws, config->template_name, check);
+    for (size_t i = 0; i < contenders.size(); ++i) {
+      double med = median(samples[i]);
+      gflops[contenders[i].first] = *flops / (med * 1e6);
+      line += fmt::format("  {} {:.3f} ms {:.1f} GFLOP/s", contenders[i].first, med, gflops[contenders[i].first]);
+    }
+    for (const char* lib : {"openblas", "onednn"})
+      if (gflops.count(lib)) line += fmt::format("  ours/{} {:.2f}x", lib, gflops["ours"] / gflops[lib]);
+    fmt::print("{}\n  config {}\n", line, config->to_json());
+    std::fflush(stdout);
+    nlohmann::ordered_json entry = {{"workload", ws}, {"ours_gflops", gflops["ours"]}};
+    entry["openblas_gflops"] = gflops.count("openblas") ? nlohmann::ordered_json(gflops["openblas"]) : nlohmann::ordered_json();
+    entry["onednn_gflops"] = gflops.count("onednn") ? nlohmann::ordered_json(gflops["onednn"]) : nlohmann::ordered_json();
+    results.push_back(entry);
+  }
+  fmt::print("{}\n", nlohmann::ordered_json{{"workloads", results}}.dump());
+  return exit_code;
+}
