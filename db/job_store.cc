@@ -164,7 +164,7 @@ StatusOr<std::vector<v1::Job>> RecordStore::list_jobs(const std::vector<v1::JobS
   std::string sql(kSelectJob);
   for (size_t i = 0; i < states.size(); ++i) sql += fmt::format("{}?{}", i == 0 ? "WHERE state IN (" : ", ", i + 2);
   if (!states.empty()) sql += ") ";
-  sql += "ORDER BY created_at_us DESC, id DESC LIMIT ?1";
+  sql += "ORDER BY created_at_us DESC, rowid DESC LIMIT ?1";
   std::vector<v1::Job> jobs;
   TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
     jobs.clear();

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -45,10 +46,12 @@ std::string costs_to_json(const google::protobuf::RepeatedField<double>& costs) 
 
 StatusOr<Config> checked_config(const v1::Config& proto) {
   if (proto.template_name().empty()) return invalid_argument("config has no template name");
+  std::set<std::string_view> names;
   for (const auto& knob : proto.knobs()) {
     if (knob.name().empty()) return invalid_argument("config has a knob without a name");
+    if (!names.insert(knob.name()).second) return invalid_argument(fmt::format("config repeats knob '{}'", knob.name()));
   }
-  // The stable JSON's own parser names what is wrong (a repeated knob, say).
+  // Whatever else the stable JSON cannot carry, its own parser names.
   Config config = from_proto(proto);
   auto reparsed = parse_config_json(config.to_json());
   if (!reparsed.ok()) return reparsed.status().with_context("config");

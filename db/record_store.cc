@@ -196,12 +196,14 @@ StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path
   TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
   Status status = db::retry_while_busy(
       [&]() -> Status {
-        TF_ASSIGN_OR_RETURN(Statement stmt, connection->prepare("PRAGMA journal_mode = WAL"));
-        TF_ASSIGN_OR_RETURN(bool row, stmt.step());
-        if (!row || stmt.column_text(0) != "wal") {
-          return unavailable(fmt::format("history database {} cannot use write-ahead logging (journal mode '{}'); "
-                                         "put the data directory on a local file system",
-                                         path, row ? stmt.column_text(0) : ""));
+        {
+          TF_ASSIGN_OR_RETURN(Statement stmt, connection->prepare("PRAGMA journal_mode = WAL"));
+          TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+          if (!row || stmt.column_text(0) != "wal") {
+            return unavailable(fmt::format("history database {} cannot use write-ahead logging (journal mode "
+                                           "'{}'); put the data directory on a local file system",
+                                           path, row ? stmt.column_text(0) : ""));
+          }
         }
         // Committed transactions survive a crash of the process; only a power cut can lose the
         // last few, which is the right trade for measurements that can be taken again.

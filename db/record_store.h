@@ -44,10 +44,10 @@ struct RecordStoreOptions {
 
 // Which records a listing or an export covers; unset fields match everything.
 struct RecordFilter {
-  std::optional<Workload> workload;
-  std::optional<Target> target;
-  std::string device_key;
-  std::string job_id;
+  std::optional<Workload> workload = std::nullopt;
+  std::optional<Target> target = std::nullopt;
+  std::string device_key = {};
+  std::string job_id = {};
 };
 
 struct RecordPage {

@@ -27,11 +27,13 @@ Statement::~Statement() {
 // Bind errors can only come from a wrong index or type in this folder's own SQL: tests catch them.
 void Statement::bind(int index, int64_t value) { sqlite3_bind_int64(stmt_, index, value); }
 void Statement::bind(int index, double value) { sqlite3_bind_double(stmt_, index, value); }
+// An empty string_view may have no data pointer, which SQLite would store as NULL.
 void Statement::bind(int index, std::string_view text) {
-  sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_text(stmt_, index, text.empty() ? "" : text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
 }
 void Statement::bind_blob(int index, std::string_view bytes) {
-  sqlite3_bind_blob(stmt_, index, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_blob(stmt_, index, bytes.empty() ? "" : bytes.data(), static_cast<int>(bytes.size()),
+                    SQLITE_TRANSIENT);
 }
 void Statement::bind_null(int index) { sqlite3_bind_null(stmt_, index); }
 
