@@ -36,8 +36,9 @@ struct PtxKernel {
 };
 StatusOr<PtxKernel> compile_ptx(const ir::LoweredFunc& f, const Target& target, const std::string& entry);
 
-// LLVM IR text after optimization, for inspection ("look at what we generated").
-StatusOr<std::string> emit_llvm_ir(const ir::LoweredFunc& f, const Target& target, const std::string& entry);
+// LLVM IR text, as generated or after optimization, for inspection.
+StatusOr<std::string> emit_llvm_ir(const ir::LoweredFunc& f, const Target& target, const std::string& entry,
+                                   bool optimized = true);
 
 using KernelFn = int32_t (*)(void* const*);
 

@@ -10,9 +10,10 @@ using namespace ir;
 
 namespace {
 
-// Nested partitions can multiply code; past this depth the remaining mins stay as they are,
-// which is still correct, only slower.
-constexpr int kMaxDepth = 12;
+// Nested partitions multiply code (and compile time); past this depth the remaining mins stay
+// as they are: the loops they bound run with variable extents, scalar, which is correct and
+// only matters for the tails of tails.
+constexpr int kMaxDepth = 3;
 
 // The first iteration t in (lo, hi] where some min/max in `body` changes sides, if any.
 std::optional<int64_t> find_split_point(const Stmt& body, const VarNode* v, int64_t lo, int64_t hi) {

@@ -1,5 +1,7 @@
 #include "compiler/lower/vectorize.h"
 
+#include <algorithm>
+
 #include "compiler/ir/visitor.h"
 #include "compiler/lower/simplify.h"
 
@@ -8,6 +10,9 @@ namespace tunefarm::lower {
 using namespace ir;
 
 namespace {
+
+// 16 floats fill one AVX-512 register; narrower targets split them in LLVM.
+constexpr int64_t kMaxLanes = 16;
 
 Expr widen(const Expr& e, int lanes) { return e->type.lanes == lanes ? e : broadcast(e, lanes); }
 
@@ -95,9 +100,17 @@ class Vectorizer : public IRMutator {
     if (op->for_kind == ForKind::kVectorized) {
       const int64_t* ext = as_const_int(op->extent);
       if (ext && *ext > 1 && *ext <= 256) {
-        Widen w(op->var.get(), op->min, static_cast<int>(*ext));
-        Stmt v = w.mutate(body);
-        if (w.ok()) return v;
+        // Chunks of at most the native width: wider vectors only make LLVM split them again,
+        // at a high compile-time cost.
+        std::vector<Stmt> chunks;
+        bool ok = true;
+        for (int64_t start = 0; start < *ext && ok; start += kMaxLanes) {
+          int lanes = static_cast<int>(std::min<int64_t>(kMaxLanes, *ext - start));
+          Widen w(op->var.get(), add(op->min, int_imm(start)), lanes);
+          chunks.push_back(lanes == 1 ? substitute(body, {{op->var.get(), add(op->min, int_imm(start))}}) : w.mutate(body));
+          ok = w.ok();
+        }
+        if (ok) return block(std::move(chunks));
       }
       return for_loop(op->var, op->min, op->extent, ForKind::kSerial, body, op->thread_tag);
     }

@@ -178,7 +178,7 @@ ConfigSpace cpu_space(const std::string& name) {
   ConfigSpace s(name);
   s.define_split_candidates("tile_m", {kMb, kMr});
   s.define_split_candidates("tile_n", {kNb, kNr});
-  s.define_knob("unroll_k", std::vector<int64_t>{1, 2, 4, 8});
+  s.define_knob("unroll_k", std::vector<int64_t>{1, 2, 4});
   s.define_reorder("order", kTileOrders);
   s.define_knob("pack_b", std::vector<int64_t>{1, 0});
   s.define_annotate("parallel", {"none", "outer"});
@@ -211,7 +211,7 @@ Config cpu_default(const std::string& name, const Workload& w) {
   c.template_name = name;
   c.knobs = {{"tile_m", std::vector<int64_t>{-1, mb, mr}},
              {"tile_n", std::vector<int64_t>{-1, nb, nr}},
-             {"unroll_k", int64_t{4}},
+             {"unroll_k", int64_t{2}},
              {"order", kTileOrders[0]},
              {"pack_b", int64_t{g.M >= 4 ? 1 : 0}},
              {"parallel", std::string("none")}};
