@@ -64,13 +64,7 @@ Expr IRMutator::mutate(const Expr& e) {
     case ExprKind::kVar: return mutate_var(e);
     case ExprKind::kBinary: return mutate_binary(e, e->as<Binary>());
     case ExprKind::kCompare: return mutate_compare(e, e->as<Compare>());
-    case ExprKind::kLogical: {
-      auto* op = e->as<Logical>();
-      Expr a = mutate(op->a), b = mutate(op->b);
-      if (a == op->a && b == op->b) return e;
-      if (op->op == LogicalOp::kAnd) return logical_and(a, b);
-      return std::make_shared<Logical>(op->op, a, b);
-    }
+    case ExprKind::kLogical: return mutate_logical(e, e->as<Logical>());
     case ExprKind::kNot: {
       Expr a = mutate(e->as<Not>()->a);
       return a == e->as<Not>()->a ? e : std::make_shared<Not>(a);
@@ -105,6 +99,13 @@ Expr IRMutator::mutate_compare(const Expr& e, const Compare* op) {
   if (a == op->a && b == op->b) return e;
   return compare(op->op, a, b);
 }
+Expr IRMutator::mutate_logical(const Expr& e, const Logical* op) {
+  Expr a = mutate(op->a), b = mutate(op->b);
+  if (a == op->a && b == op->b) return e;
+  if (op->op == LogicalOp::kAnd) return logical_and(a, b);
+  return std::make_shared<Logical>(op->op, a, b);
+}
+
 Expr IRMutator::mutate_load(const Expr& e, const Load* op) {
   bool changed = false;
   auto idx = mutate_all(op->indices, &changed);

@@ -35,6 +35,7 @@ class IRMutator {
   virtual Expr mutate_var(const Expr& e) { return e; }
   virtual Expr mutate_binary(const Expr& e, const Binary* op);
   virtual Expr mutate_compare(const Expr& e, const Compare* op);
+  virtual Expr mutate_logical(const Expr& e, const Logical* op);
   virtual Expr mutate_load(const Expr& e, const Load* op);
   virtual Expr mutate_select(const Expr& e, const Select* op);
   virtual Expr mutate_broadcast(const Expr& e, const Broadcast* op);

@@ -48,6 +48,14 @@ class Widen : public IRMutator {
     if (a == op->a && b == op->b) return e;
     return compare(op->op, widen(a, lanes_), widen(b, lanes_));
   }
+  Expr mutate_logical(const Expr& e, const Logical* op) override {
+    Expr a = mutate(op->a), b = mutate(op->b);
+    if (a == op->a && b == op->b) return e;
+    a = widen(a, lanes_);
+    b = widen(b, lanes_);
+    if (op->op == LogicalOp::kAnd) return logical_and(a, b);
+    return std::make_shared<Logical>(op->op, a, b);
+  }
   Expr mutate_select(const Expr& e, const Select* op) override {
     Expr c = mutate(op->cond), t = mutate(op->t), f = mutate(op->f);
     if (c == op->cond && t == op->t && f == op->f) return e;
