@@ -55,6 +55,12 @@ Status derive_axes(const schedule::Stage& stage, StageBounds& sb, RangeMap& rang
       sb.value[it->inner.get()] = mod(fused, ei);
     }
   }
+  // An inner extent refers to its split's outer axis; when that axis was split again it has no
+  // loop of its own, so express it through the leaves.
+  VarMap derived;
+  for (const auto& [iv, v] : sb.value)
+    if (v.get() != iv->var.get()) derived[iv->var.get()] = v;
+  for (auto& [iv, e] : sb.extent) e = simplify(substitute(e, derived), ranges);
   return Status();
 }
 

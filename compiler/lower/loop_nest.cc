@@ -115,7 +115,10 @@ class NestBuilder {
       post_order_visit(ext, [&](const Expr& e) {
         if (auto* v = e->as<VarNode>(); v && inner_vars.count(v)) inner_dep = true;
       });
-      if (inner_dep) {
+      // GPU launch dimensions are constants: a bound loop with a tail runs to its bound, guarded.
+      ForKind kind = st.annotation(leaves[k]).kind;
+      bool gpu_tail = (kind == ForKind::kGpuBlock || kind == ForKind::kGpuThread) && !as_const_int(ext);
+      if (inner_dep || gpu_tail) {
         ext = int_imm(sb.extent_bound.at(leaves[k].get()));
         need_guard = true;
       }

@@ -1,0 +1,142 @@
+// The public build API: config spaces (size, index <-> config, validity) and clear errors for bad
+// input (invalid workloads, unsupported dtype, configs for another template or target, knobs
+// missing, unknown or out of their choices, points the template rejects).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "compiler/build.h"
+
+namespace tunefarm {
+namespace {
+
+Workload matmul(int64_t m, int64_t n, int64_t k) { return *parse_workload(fmt::format("matmul:M={},N={},K={}", m, n, k)); }
+
+TEST(ConfigSpace, Matmul1024HasAtLeastTenThousandValidConfigs) {
+  auto space = config_space(matmul(1024, 1024, 1024), Target{});
+  ASSERT_TRUE(space.ok()) << space.status().to_string();
+  EXPECT_GE(space->count_valid(), 10000);
+  EXPECT_LT(space->count_valid(), space->size());  // Some points are invalid and recognised as such.
+}
+
+TEST(ConfigSpace, IndexAndConfigRoundTrip) {
+  auto space = *config_space(matmul(64, 64, 64), Target{});
+  for (int64_t i : {int64_t{0}, int64_t{1}, space.size() / 3, space.size() - 1}) {
+    auto c = space.get(i);
+    ASSERT_TRUE(c.ok());
+    auto back = space.index_of(*c);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, i);
+    auto reparsed = parse_config_json(c->to_json());
+    ASSERT_TRUE(reparsed.ok());
+    EXPECT_EQ(*space.index_of(*reparsed), i);
+  }
+  EXPECT_FALSE(space.get(space.size()).ok());
+  EXPECT_FALSE(space.get(-1).ok());
+}
+
+TEST(ConfigSpace, FactorSplitsDivideTheExtent) {
+  ops::ConfigSpace s("t");
+  s.define_split_factors("tile", 12, 3);
+  for (const auto& choice : s.knobs()[0].choices) {
+    const auto& f = std::get<std::vector<int64_t>>(choice);
+    ASSERT_EQ(f.size(), 3u);
+    EXPECT_EQ(f[0], -1);
+    EXPECT_EQ(12 % (f[1] * f[2]), 0);
+  }
+  EXPECT_EQ(s.size(), 18);  // Ordered pairs (a, b) with a*b dividing 12.
+}
+
+TEST(BadInput, InvalidWorkloadsAreRejected) {
+  Target host;
+  Workload zero = matmul(4, 4, 4);
+  zero.params[0].second = 0;
+  auto k = build_reference_kernel(zero, host);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(k.status().message().find("M"), std::string::npos) << k.status().message();
+
+  Workload negative = matmul(4, 4, 4);
+  negative.params[2].second = -3;
+  EXPECT_FALSE(default_config(negative, host).ok());
+
+  Workload huge = matmul(4, 4, 4);
+  huge.params[0].second = int64_t{1} << 40;
+  EXPECT_FALSE(workload_flops(huge).ok());
+
+  Workload unknown = matmul(4, 4, 4);
+  unknown.op = "softmax";
+  auto s = config_space(unknown, host);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("softmax"), std::string::npos) << s.status().message();
+}
+
+TEST(BadInput, UnsupportedDtypeIsRejected) {
+  Workload w = matmul(8, 8, 8);
+  w.dtype = DType::kFloat16;
+  auto k = build_reference_kernel(w, Target{});
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("float"), std::string::npos) << k.status().message();
+}
+
+TEST(BadInput, InvalidConfigsAreRejectedWithTheReason) {
+  Workload w = matmul(32, 32, 32);
+  Target host;
+  Config good = *default_config(w, host);
+  ASSERT_TRUE(build_kernel(w, host, good).ok());
+
+  auto expect_error = [&](const Config& c, const std::string& needle) {
+    auto k = build_kernel(w, host, c);
+    ASSERT_FALSE(k.ok()) << c.to_json();
+    EXPECT_EQ(k.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(k.status().message().find(needle), std::string::npos) << k.status().message();
+  };
+  Config wrong_template = good;
+  wrong_template.template_name = "matmul.cpu.nonexistent";
+  expect_error(wrong_template, "no template");
+
+  Config missing = good;
+  missing.knobs.pop_back();
+  expect_error(missing, "parallel");
+
+  Config extra = good;
+  extra.knobs.back().first = "mystery";
+  expect_error(extra, "mystery");
+
+  Config bad_value = good;
+  bad_value.knobs[0].second = std::vector<int64_t>{-1, 3, 9};
+  expect_error(bad_value, "tile_m");
+
+  Config wrong_type = good;
+  wrong_type.knobs[2].second = std::string("fast");
+  expect_error(wrong_type, "unroll_k");
+
+  Config too_many_registers = good;
+  too_many_registers.knobs[0].second = std::vector<int64_t>{-1, 1, 16};
+  too_many_registers.knobs[1].second = std::vector<int64_t>{-1, 1, 64};
+  expect_error(too_many_registers, "register tile");
+
+  auto cuda = *parse_target("cuda -arch=sm_80");
+  auto cuda_config = *default_config(w, cuda);
+  expect_error(cuda_config, "not for target");
+}
+
+TEST(BadInput, ReferenceRunnerChecksArgumentCount) {
+  Workload w = matmul(2, 2, 2);
+  std::vector<float> a(4), out(4);
+  EXPECT_FALSE(run_reference(w, {a.data()}, out.data()).ok());
+}
+
+TEST(BuildApi, KernelArgumentsAndFlops) {
+  auto w = *parse_workload("dense:M=2,N=3,K=5,bias=1,relu=1");
+  auto args = *kernel_args(w);
+  ASSERT_EQ(args.size(), 4u);
+  EXPECT_EQ(args[1].name, "W");
+  EXPECT_EQ(args[1].shape, (std::vector<int64_t>{3, 5}));
+  EXPECT_TRUE(args[3].is_output);
+  EXPECT_DOUBLE_EQ(*workload_flops(w), 2.0 * 2 * 3 * 5);
+  auto conv = *parse_workload("conv2d_nchw:N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1");
+  EXPECT_DOUBLE_EQ(*workload_flops(conv), 2.0 * 64 * 56 * 56 * 64 * 9);
+}
+
+}  // namespace
+}  // namespace tunefarm
