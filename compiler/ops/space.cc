@@ -101,8 +101,10 @@ StatusOr<Config> ConfigSpace::get(int64_t index) const {
 StatusOr<int64_t> ConfigSpace::index_of(const Config& config) const {
   if (config.template_name != template_name_)
     return invalid_argument(fmt::format("config is for template '{}', this space is '{}'", config.template_name, template_name_));
-  if (config.knobs.size() != knobs_.size())
-    return invalid_argument(fmt::format("config has {} knobs, template {} has {}", config.knobs.size(), template_name_, knobs_.size()));
+  for (const auto& [name, value] : config.knobs) {
+    if (std::none_of(knobs_.begin(), knobs_.end(), [&](const Knob& k) { return k.name == name; }))
+      return invalid_argument(fmt::format("config has unknown knob '{}' for template {}", name, template_name_));
+  }
   int64_t index = 0, radix = 1;
   for (size_t i = 0; i < knobs_.size(); ++i) {
     const Knob& k = knobs_[i];
@@ -114,10 +116,8 @@ StatusOr<int64_t> ConfigSpace::index_of(const Config& config) const {
     index += radix * (it - k.choices.begin());
     radix *= static_cast<int64_t>(k.choices.size());
   }
-  for (const auto& [name, value] : config.knobs) {
-    if (std::none_of(knobs_.begin(), knobs_.end(), [&](const Knob& k) { return k.name == name; }))
-      return invalid_argument(fmt::format("config has unknown knob '{}' for template {}", name, template_name_));
-  }
+  if (config.knobs.size() != knobs_.size())
+    return invalid_argument(fmt::format("config has {} knobs (a knob is repeated), template {} has {}", config.knobs.size(), template_name_, knobs_.size()));
   return index;
 }
 
