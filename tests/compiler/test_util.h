@@ -2,7 +2,9 @@
 // with the naive reference.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -12,6 +14,43 @@
 #include "compiler/build.h"
 
 namespace tunefarm::testing_util {
+
+// Small and odd shapes (primes, sizes just off the vector width, strides, dilation): every
+// operator twice, so that random configs hit non-dividing splits.
+inline const std::vector<std::string>& small_workloads() {
+  static const std::vector<std::string> kWorkloads = {
+      "matmul:M=37,N=45,K=19",
+      "matmul:M=5,N=70,K=33",
+      "dense:M=3,N=41,K=29,bias=1,relu=1",
+      "dense:M=17,N=20,K=13",
+      "batch_matmul:B=3,M=11,N=35,K=9",
+      "batch_matmul:B=2,M=20,N=17,K=24",
+      "conv2d_nchw:N=1,C=5,H=9,W=11,K=7,R=3,S=3,stride=1,pad=1",
+      "conv2d_nchw:N=2,C=3,H=10,W=13,K=6,R=3,S=2,stride=2,pad=1,dilation=2",
+      "conv2d_nhwc:N=1,C=5,H=9,W=11,K=7,R=3,S=3,stride=1,pad=1",
+      "conv2d_nhwc:N=2,C=4,H=8,W=7,K=19,R=2,S=3,stride=2,pad=0",
+      "depthwise_conv2d_nchw:N=1,C=5,H=9,W=11,R=3,S=3,stride=1,pad=1",
+      "depthwise_conv2d_nchw:N=2,C=3,H=12,W=10,R=5,S=3,stride=2,pad=2",
+  };
+  return kWorkloads;
+}
+
+// `count` distinct random valid configs of a space (fewer if the space has fewer).
+inline std::vector<Config> random_valid_configs(const ops::ConfigSpace& space, int count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Config> out;
+  for (int attempt = 0; static_cast<int>(out.size()) < count && attempt < 100000; ++attempt) {
+    auto c = space.get(static_cast<int64_t>(rng() % space.size()));
+    if (c.ok() && space.check(*c).ok() && std::find(out.begin(), out.end(), *c) == out.end()) out.push_back(*c);
+  }
+  return out;
+}
+
+// Number of configs per workload and template; two workloads per operator make 50 per template.
+inline int configs_per_workload() {
+  const char* env = std::getenv("TUNEFARM_TEST_CONFIGS");
+  return env ? std::atoi(env) : 25;
+}
 
 inline std::vector<float> random_vector(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -1,0 +1,77 @@
+// CUDA code generation: every operator's CUDA template (default and random valid configs) and
+// its reference kernel produce PTX that NVIDIA's assembler accepts for sm_90 (and sm_75), with
+// launch dimensions. Skips when ptxas is not installed.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "compiler/build.h"
+#include "test_util.h"
+
+namespace tunefarm {
+namespace {
+
+std::string find_ptxas() {
+  for (const char* p : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
+    if (access(p, X_OK) == 0) return p;
+  return "";
+}
+
+// Runs ptxas on the PTX; returns its exit status (0: accepted).
+int ptxas(const std::string& tool, const std::string& ptx, const std::string& arch) {
+  std::string path = ::testing::TempDir() + "/k_" + std::to_string(getpid()) + ".ptx";
+  std::ofstream(path) << ptx;
+  std::string cmd = tool + " -arch=" + arch + " " + path + " -o /dev/null";
+  int rc = std::system(cmd.c_str());
+  std::remove(path.c_str());
+  return rc;
+}
+
+class CudaTemplates : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaTemplates, PtxAssemblesForSm90) {
+  std::string tool = find_ptxas();
+  if (tool.empty()) GTEST_SKIP() << "ptxas not found (CUDA toolkit not installed): PTX not validated";
+  Workload w = *parse_workload(GetParam());
+  Target sm90 = *parse_target("cuda -arch=sm_90");
+  // A few configs per workload: ptxas takes ~50 ms a kernel.
+  for (const std::string& tname : template_names(w, sm90)) {
+    auto space = *config_space(w, sm90, tname);
+    auto configs = testing_util::random_valid_configs(space, 4, 9);
+    configs.push_back(space.template_name() == default_config(w, sm90)->template_name ? *default_config(w, sm90) : configs[0]);
+    for (const Config& c : configs) {
+      auto k = build_kernel(w, sm90, c);
+      ASSERT_TRUE(k.ok()) << c.to_json() << ": " << k.status().to_string();
+      EXPECT_EQ(k->format, BuiltKernel::Format::kPtx);
+      EXPECT_NE(k->binary.find(".entry " + std::string(kKernelEntry)), std::string::npos);
+      int64_t threads = k->block[0] * k->block[1] * k->block[2];
+      EXPECT_GE(threads, 1);
+      EXPECT_LE(threads, 1024);
+      EXPECT_EQ(ptxas(tool, k->binary, "sm_90"), 0) << c.to_json();
+    }
+  }
+  auto ref = build_reference_kernel(w, sm90);
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  EXPECT_EQ(ptxas(tool, ref->binary, "sm_90"), 0);
+}
+
+TEST(Ptx, OlderArchitectureAssembles) {
+  std::string tool = find_ptxas();
+  if (tool.empty()) GTEST_SKIP() << "ptxas not found (CUDA toolkit not installed)";
+  Workload w = *parse_workload("matmul:M=64,N=64,K=64");
+  Target sm75 = *parse_target("cuda -arch=sm_75");
+  auto k = build_kernel(w, sm75, *default_config(w, sm75));
+  ASSERT_TRUE(k.ok()) << k.status().to_string();
+  EXPECT_NE(k->binary.find(".target sm_75"), std::string::npos);
+  EXPECT_EQ(ptxas(tool, k->binary, "sm_75"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaTemplates, ::testing::ValuesIn(testing_util::small_workloads()));
+
+}  // namespace
+}  // namespace tunefarm
