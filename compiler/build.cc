@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/features/features.h"
 #include "compiler/lower/lower.h"
 #include "compiler/schedule/schedule.h"
 
@@ -65,12 +66,26 @@ Status run_reference(const Workload& workload, const std::vector<const float*>& 
   return Status();
 }
 
-StatusOr<ir::LoweredFunc> lower_candidate(const Workload& workload, const Target& target, const Config& config) {
+namespace {
+
+StatusOr<ir::LoweredFunc> candidate_loops(const Workload& workload, const Target& target, const Config& config) {
   TF_ASSIGN_OR_RETURN(const ops::Template* t, lookup_template(workload, target, config.template_name));
   TF_RETURN_IF_ERROR(t->space(workload).check(config).with_context("config for " + t->name));
   auto f = t->build(workload, config, kKernelEntry);
   if (!f.ok()) return f.status().with_context(fmt::format("{} with {}", t->name, config.to_json()));
   return f;
+}
+
+}  // namespace
+
+StatusOr<ir::LoweredFunc> lower_candidate(const Workload& workload, const Target& target, const Config& config) {
+  TF_ASSIGN_OR_RETURN(ir::LoweredFunc loops, candidate_loops(workload, target, config));
+  return lower::finish_lowering(std::move(loops));
+}
+
+StatusOr<std::vector<float>> candidate_features(const Workload& workload, const Target& target, const Config& config) {
+  TF_ASSIGN_OR_RETURN(ir::LoweredFunc loops, candidate_loops(workload, target, config));
+  return features::extract_features(loops);
 }
 
 namespace {

@@ -46,6 +46,9 @@ StatusOr<BuiltKernel> build_reference_kernel(const Workload& workload, const Tar
 // The lowered loop IR of a candidate (for features, inspection and tests).
 StatusOr<ir::LoweredFunc> lower_candidate(const Workload& workload, const Target& target, const Config& config);
 
+// The candidate's fixed-length feature vector (compiler/features), for the cost model.
+StatusOr<std::vector<float>> candidate_features(const Workload& workload, const Target& target, const Config& config);
+
 // A candidate compiled into this process (host targets only): quick checks without a linker.
 StatusOr<std::unique_ptr<codegen::JitKernel>> jit_kernel(const Workload& workload, const Config& config);
 

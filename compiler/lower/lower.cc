@@ -10,17 +10,26 @@
 
 namespace tunefarm::lower {
 
-StatusOr<ir::LoweredFunc> lower(const schedule::Schedule& sched, const std::vector<te::Tensor>& args,
-                                const std::string& name) {
+StatusOr<ir::LoweredFunc> lower_loops(const schedule::Schedule& sched, const std::vector<te::Tensor>& args,
+                                      const std::string& name) {
   TF_ASSIGN_OR_RETURN(Bounds bounds, infer_bounds(sched));
   TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, build_loop_nest(sched, bounds, args, name));
-  ir::Stmt s = storage_flatten(f.body);
-  s = simplify(s);
-  s = loop_partition(s);
+  f.body = simplify(storage_flatten(f.body));
+  return f;
+}
+
+ir::LoweredFunc finish_lowering(ir::LoweredFunc f) {
+  ir::Stmt s = loop_partition(f.body);
   s = unroll_loops(s);
   s = vectorize_loops(s);
   f.body = simplify(s);
   return f;
+}
+
+StatusOr<ir::LoweredFunc> lower(const schedule::Schedule& sched, const std::vector<te::Tensor>& args,
+                                const std::string& name) {
+  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, lower_loops(sched, args, name));
+  return finish_lowering(std::move(f));
 }
 
 }  // namespace tunefarm::lower

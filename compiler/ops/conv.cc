@@ -283,7 +283,7 @@ StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& cfg, const 
     pd.vectorize(pd.axis(3));
     if (par) pd.parallel(pd.axis(1));
   }
-  return lower::lower(s, {t.input, t.weight, t.acc}, entry);
+  return lower::lower_loops(s, {t.input, t.weight, t.acc}, entry);
 }
 
 // ---- CUDA template ----
@@ -344,7 +344,7 @@ StatusOr<ir::LoweredFunc> cuda_build(const Workload& w, const Config& cfg, const
     a.unroll(order[order.size() - 3]);
     a.unroll(order[order.size() - 2]);
   }
-  return lower::lower(s, {t.input, t.weight, t.acc}, entry);
+  return lower::lower_loops(s, {t.input, t.weight, t.acc}, entry);
 }
 
 OpDef conv_op(const std::string& name) {

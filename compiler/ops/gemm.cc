@@ -265,7 +265,7 @@ StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& c, const st
     p.vectorize(p.axis(off + 2));
     if (par) p.parallel(p.axis(0));
   }
-  return lower::lower(s, ComputeDef{t.inputs, t.out}.args(), entry);
+  return lower::lower_loops(s, ComputeDef{t.inputs, t.out}.args(), entry);
 }
 
 // ---- CUDA template ----
@@ -332,7 +332,7 @@ StatusOr<ir::LoweredFunc> cuda_build(const Workload& w, const Config& c, const s
   a.unroll(kin);
   a.unroll(a.axis(off));
   a.unroll(a.axis(off + 1));
-  return lower::lower(s, ComputeDef{t.inputs, t.out}.args(), entry);
+  return lower::lower_loops(s, ComputeDef{t.inputs, t.out}.args(), entry);
 }
 
 OpDef gemm_op(const std::string& name) {

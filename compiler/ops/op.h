@@ -49,7 +49,8 @@ struct Template {
   Target::Kind target_kind;
   std::function<ConfigSpace(const Workload&)> space;
   std::function<Config(const Workload&)> default_config;
-  // Applies a config that `space(w).check(config)` accepted and lowers the schedule.
+  // Applies a config that `space(w).check(config)` accepted and lowers the schedule to its
+  // annotated loop nest (lower::lower_loops); the build API finishes lowering.
   std::function<StatusOr<ir::LoweredFunc>(const Workload&, const Config&, const std::string& entry)> build;
 };
 
