@@ -17,6 +17,8 @@ namespace tunefarm::db {
 namespace {
 
 constexpr size_t kMaxKeyLength = 256;
+// Bounds an encoder's memory when every record names a different workload.
+constexpr size_t kMaxRemembered = 4096;
 
 Status check_number(double value, std::string_view field) {
   if (!std::isfinite(value) || value < 0) {
@@ -51,11 +53,19 @@ StatusOr<Config> checked_config(const v1::Config& proto) {
     if (knob.name().empty()) return invalid_argument("config has a knob without a name");
     if (!names.insert(knob.name()).second) return invalid_argument(fmt::format("config repeats knob '{}'", knob.name()));
   }
-  // Whatever else the stable JSON cannot carry, its own parser names.
-  Config config = from_proto(proto);
-  auto reparsed = parse_config_json(config.to_json());
-  if (!reparsed.ok()) return reparsed.status().with_context("config");
-  return config;
+  return from_proto(proto);
+}
+
+// The canonical text of a workload or target message, parsed once per distinct message.
+template <typename Message>
+StatusOr<std::string> canonical_text(const Message& message, std::unordered_map<std::string, std::string>& known,
+                                     std::string_view field) {
+  std::string key = message.SerializeAsString();
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  auto parsed = from_proto(message);
+  if (!parsed.ok()) return parsed.status().with_context(field);
+  if (known.size() >= kMaxRemembered) known.clear();
+  return known.emplace(std::move(key), parsed->to_string()).first->second;
 }
 
 Status row_data_loss(int64_t row_id, std::string_view what, const Status& cause) {
@@ -66,17 +76,14 @@ Status row_data_loss(int64_t row_id, std::string_view what, const Status& cause)
 
 }  // namespace
 
-StatusOr<RecordRow> to_row(const v1::Record& record) {
+StatusOr<RecordRow> to_row(const v1::Record& record) { return RowEncoder().to_row(record); }
+
+StatusOr<RecordRow> RowEncoder::to_row(const v1::Record& record) {
   RecordRow row;
   if (!record.has_workload()) return invalid_argument("record has no workload");
-  auto workload = from_proto(record.workload());
-  if (!workload.ok()) return workload.status().with_context("record workload");
-  row.workload = workload->to_string();
-
+  TF_ASSIGN_OR_RETURN(row.workload, canonical_text(record.workload(), workloads_, "record workload"));
   if (!record.has_target()) return invalid_argument("record has no target");
-  auto target = from_proto(record.target());
-  if (!target.ok()) return target.status().with_context("record target");
-  row.target = target->to_string();
+  TF_ASSIGN_OR_RETURN(row.target, canonical_text(record.target(), targets_, "record target"));
 
   TF_RETURN_IF_ERROR(check_key(record.device_key(), "record device_key", true));
   row.device_key = record.device_key();

@@ -50,6 +50,11 @@ Status Statement::run() {
   return Status();
 }
 
+void Statement::reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
 int64_t Statement::column_int(int column) const { return sqlite3_column_int64(stmt_, column); }
 double Statement::column_double(int column) const { return sqlite3_column_double(stmt_, column); }
 std::string_view Statement::column_text(int column) const {

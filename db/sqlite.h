@@ -43,6 +43,8 @@ class Statement {
   StatusOr<bool> step();
   // Steps a statement that returns no rows.
   Status run();
+  // Makes the statement ready to run again with new parameters.
+  void reset();
 
   int64_t column_int(int column) const;
   double column_double(int column) const;

@@ -91,6 +91,18 @@ TEST(RecordCodec, RefusesInvalidRecordsNamingTheField) {
   }
 }
 
+TEST(RecordCodec, EncoderRemembersOnlyWhatParsed) {
+  db::RowEncoder encoder;
+  v1::Record dense = make_record({.workload = "dense:M=1,N=1000,K=2048"});
+  v1::Record bad = make_record({});
+  bad.mutable_workload()->mutable_params(0)->set_value(0);
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(encoder.to_row(make_record({})).value().workload, "matmul:M=64,N=64,K=64");
+    EXPECT_EQ(encoder.to_row(dense).value().workload, "dense:M=1,N=1000,K=2048");
+    EXPECT_EQ(encoder.to_row(bad).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(RecordCodec, JsonLineRoundTripsWithProtoFieldNames) {
   v1::Record record = make_record({.config = 3, .cost = 2.0 / 7.0});
   std::string line = db::to_json_line(record);
