@@ -72,20 +72,17 @@ Linear to_linear(const Expr& e) {
   return out;
 }
 
+// Positive terms, then a positive constant, then what is subtracted: a + b + 3 - c - 1.
 Expr from_linear(const Linear& l) {
   Expr out;
-  // Positive terms first so that results read as a + b - c.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (const auto& [a, c] : l.terms) {
-      if (c == 0 || (pass == 0) != (c > 0)) continue;
-      if (!out) out = c == 1 ? a : mul(a, int_imm(c));
-      else if (c > 0) out = std::make_shared<Binary>(BinaryOp::kAdd, out, c == 1 ? a : mul(a, int_imm(c)));
-      else out = std::make_shared<Binary>(BinaryOp::kSub, out, c == -1 ? a : mul(a, int_imm(-c)));
-    }
-  }
+  auto term = [](const Expr& a, int64_t c) { return c == 1 ? a : mul(a, int_imm(c)); };
+  for (const auto& [a, c] : l.terms)
+    if (c > 0) out = out ? std::make_shared<Binary>(BinaryOp::kAdd, out, term(a, c)) : term(a, c);
+  if (l.constant > 0) out = out ? std::make_shared<Binary>(BinaryOp::kAdd, out, int_imm(l.constant)) : int_imm(l.constant);
+  for (const auto& [a, c] : l.terms)
+    if (c < 0) out = out ? std::make_shared<Binary>(BinaryOp::kSub, out, term(a, -c)) : term(a, c);
   if (!out) return int_imm(l.constant);
-  if (l.constant > 0) return std::make_shared<Binary>(BinaryOp::kAdd, out, int_imm(l.constant));
-  if (l.constant < 0) return std::make_shared<Binary>(BinaryOp::kSub, out, int_imm(-l.constant));
+  if (l.constant < 0) out = std::make_shared<Binary>(BinaryOp::kSub, out, int_imm(-l.constant));
   return out;
 }
 
@@ -105,6 +102,13 @@ class Simplifier : public IRMutator {
   Stmt mutate(const Stmt& s) override { return IRMutator::mutate(s); }
 
  protected:
+  // A variable known to take a single value is that value.
+  Expr mutate_var(const Expr& e) override {
+    auto it = ranges_.find(static_cast<const VarNode*>(e.get()));
+    if (it != ranges_.end() && it->second.lo == it->second.hi && e->type.is_int()) return int_imm(it->second.lo);
+    return e;
+  }
+
   Expr mutate_binary(const Expr& e, const Binary* op) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     if (!e->type.is_int() || e->type.is_vector()) {

@@ -1,0 +1,55 @@
+// Bound inference: regions of stages computed inside a consumer's loops, and derived extents.
+#include <gtest/gtest.h>
+
+#include "compiler/ir/printer.h"
+#include "compiler/lower/bound_inference.h"
+
+namespace tunefarm::lower {
+namespace {
+
+using ir::Var;
+
+TEST(BoundInference, SplitExtentsWithTail) {
+  te::Tensor a = te::placeholder("a", {10});
+  te::Tensor c = te::compute("c", {10}, [&](const std::vector<Var>& i) { return a(i[0]); }, {"i"});
+  schedule::Schedule s({c});
+  auto [o, i] = s[c].split(s[c].axis(0), 4);
+  auto b = infer_bounds(s);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  const StageBounds& sb = b->stages.at(&s[c]);
+  EXPECT_EQ(ir::to_string(sb.extent.at(o.get())), "3");
+  EXPECT_EQ(ir::to_string(sb.extent.at(i.get())), "min(4, (10 - (i.o*4)))");
+  EXPECT_EQ(sb.extent_bound.at(i.get()), 4);
+  EXPECT_EQ(ir::to_string(sb.value.at(s[c].axis(0).get())), "((i.o*4) + i.i)");
+}
+
+TEST(BoundInference, ProducerAtConsumerTileCoversItsWindow) {
+  // b is a 3-point stencil of a padded copy p; p computed per tile of 8 outputs needs 10 points.
+  te::Tensor a = te::placeholder("a", {32});
+  te::Tensor p = te::compute("p", {34}, [&](const std::vector<Var>& i) { return a(ir::min(i[0], ir::int_imm(31))); }, {"x"});
+  te::Tensor b = te::compute("b", {32}, [&](const std::vector<Var>& i) {
+    return p(i[0]) + p(i[0] + 1) + p(i[0] + 2);
+  }, {"i"});
+  schedule::Schedule s({b});
+  auto [o, in] = s[b].split(s[b].axis(0), 8);
+  s[p].compute_at(s[b], o);
+  auto bounds = infer_bounds(s);
+  ASSERT_TRUE(bounds.ok()) << bounds.status().to_string();
+  const StageBounds& pb = bounds->stages.at(&s[p]);
+  EXPECT_EQ(ir::to_string(pb.root_min[0]), "(i.o*8)");
+  EXPECT_EQ(ir::to_string(pb.root_extent[0]), "10");
+}
+
+TEST(BoundInference, ComputeAtANonConsumerIsAnError) {
+  te::Tensor a = te::placeholder("a", {8});
+  te::Tensor p = te::compute("p", {8}, [&](const std::vector<Var>& i) { return a(i[0]); });
+  te::Tensor q = te::compute("q", {8}, [&](const std::vector<Var>& i) { return a(i[0]); });
+  te::Tensor r = te::compute("r", {8}, [&](const std::vector<Var>& i) { return p(i[0]) + q(i[0]); });
+  schedule::Schedule s({r});
+  s[p].compute_at(s[q], s[q].axis(0));
+  auto b = infer_bounds(s);
+  EXPECT_FALSE(b.ok());
+}
+
+}  // namespace
+}  // namespace tunefarm::lower

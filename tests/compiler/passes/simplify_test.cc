@@ -1,0 +1,61 @@
+// Simplification with loop-variable ranges.
+#include <gtest/gtest.h>
+
+#include "compiler/ir/printer.h"
+#include "compiler/lower/simplify.h"
+
+namespace tunefarm::lower {
+namespace {
+
+using namespace ir;
+
+TEST(Simplify, CollectsLinearTerms) {
+  Var x = make_var("x"), y = make_var("y");
+  Expr e = sub(add(add(mul(x, int_imm(4)), y), mul(int_imm(2), x)), add(x, y));
+  EXPECT_EQ(to_string(simplify(e)), "(x*5)");
+}
+
+TEST(Simplify, DivModOfSplitIndexWithRanges) {
+  Var jo = make_var("jo"), ji = make_var("ji");
+  RangeMap r = {{jo.get(), {0, 31}}, {ji.get(), {0, 31}}};
+  Expr j = add(mul(jo, int_imm(32)), ji);
+  EXPECT_EQ(to_string(simplify(div(j, int_imm(32)), r)), "jo");
+  EXPECT_EQ(to_string(simplify(mod(j, int_imm(32)), r)), "ji");
+  // Without knowing ji < 32 nothing can be said.
+  EXPECT_EQ(to_string(simplify(div(j, int_imm(32)))), "(((jo*32) + ji)/32)");
+}
+
+TEST(Simplify, MinMaxAndComparisonsDecidedByRanges) {
+  Var o = make_var("o");
+  RangeMap r = {{o.get(), {0, 2}}};
+  // The inner extent of a split of 100 by 32 in the first three iterations.
+  Expr ext = min(int_imm(32), sub(int_imm(100), mul(o, int_imm(32))));
+  EXPECT_EQ(to_string(simplify(ext, r)), "32");
+  RangeMap last = {{o.get(), {3, 3}}};
+  EXPECT_EQ(to_string(simplify(ext, last)), "4");
+  EXPECT_EQ(to_string(simplify(lt(o, int_imm(3)), r)), "true");
+  EXPECT_EQ(to_string(simplify(lt(o, int_imm(2)), r)), "(o < 2)");
+}
+
+TEST(Simplify, LoopsOfOneIterationDisappear) {
+  Var i = make_var("i"), j = make_var("j");
+  Buffer b = make_buffer("b", Type::f32(), {8});
+  Stmt s = for_loop(i, int_imm(0), int_imm(1), ForKind::kSerial,
+                    for_loop(j, int_imm(0), int_imm(8), ForKind::kSerial, store(b, float_imm(0), {add(i, j)})));
+  EXPECT_EQ(to_string(simplify(s)), "for (j, 0, 8) {\n  b[j] = 0f\n}\n");
+  Stmt empty = for_loop(i, int_imm(0), int_imm(0), ForKind::kSerial, store(b, float_imm(0), {i}));
+  EXPECT_EQ(to_string(simplify(empty)), "");
+}
+
+TEST(Simplify, ConstBounds) {
+  Var x = make_var("x");
+  RangeMap r = {{x.get(), {2, 5}}};
+  auto b = const_bounds(add(mul(x, int_imm(3)), int_imm(1)), r);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->lo, 7);
+  EXPECT_EQ(b->hi, 16);
+  EXPECT_FALSE(const_bounds(add(x, make_var("unknown")), r));
+}
+
+}  // namespace
+}  // namespace tunefarm::lower

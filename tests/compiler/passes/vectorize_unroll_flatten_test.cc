@@ -1,0 +1,61 @@
+// Explicit vectorization, unrolling and storage flattening.
+#include <gtest/gtest.h>
+
+#include "compiler/ir/printer.h"
+#include "compiler/lower/simplify.h"
+#include "compiler/lower/storage_flatten.h"
+#include "compiler/lower/unroll.h"
+#include "compiler/lower/vectorize.h"
+
+namespace tunefarm::lower {
+namespace {
+
+using namespace ir;
+
+TEST(Vectorize, DenseLoopBecomesVectorStatementsOfNativeWidth) {
+  Var i = make_var("i");
+  Buffer a = make_buffer("a", Type::f32(), {24}), c = make_buffer("c", Type::f32(), {24});
+  Stmt loop = for_loop(i, int_imm(0), int_imm(24), ForKind::kVectorized,
+                       store(c, mul(load(a, {i}), float_imm(2)), {i}));
+  EXPECT_EQ(to_string(simplify(vectorize_loops(loop))),
+            "c[ramp(0, 1, 16)] = (a[ramp(0, 1, 16)]*x16(2f))\n"
+            "c[ramp(16, 1, 8)] = (a[ramp(16, 1, 8)]*x8(2f))\n");
+}
+
+TEST(Vectorize, StridedAccessStaysARampWithItsStride) {
+  Var i = make_var("i");
+  Buffer a = make_buffer("a", Type::f32(), {32}), c = make_buffer("c", Type::f32(), {8});
+  Stmt loop = for_loop(i, int_imm(0), int_imm(8), ForKind::kVectorized, store(c, load(a, {mul(i, int_imm(4))}), {i}));
+  EXPECT_EQ(to_string(simplify(vectorize_loops(loop))), "c[ramp(0, 1, 8)] = a[ramp(0, 4, 8)]\n");
+}
+
+TEST(Vectorize, LoopWithInnerLoopStaysScalar) {
+  Var i = make_var("i"), j = make_var("j");
+  Buffer c = make_buffer("c", Type::f32(), {16});
+  Stmt loop = for_loop(i, int_imm(0), int_imm(4), ForKind::kVectorized,
+                       for_loop(j, int_imm(0), int_imm(4), ForKind::kSerial, store(c, float_imm(0), {add(mul(i, int_imm(4)), j)})));
+  Stmt out = vectorize_loops(loop);
+  ASSERT_TRUE(out->as<For>());
+  EXPECT_EQ(out->as<For>()->for_kind, ForKind::kSerial);
+}
+
+TEST(Unroll, ConstantLoopIsReplicated) {
+  Var i = make_var("i");
+  Buffer c = make_buffer("c", Type::f32(), {3});
+  Stmt loop = for_loop(i, int_imm(0), int_imm(3), ForKind::kUnrolled, store(c, float_imm(1), {i}));
+  EXPECT_EQ(to_string(simplify(unroll_loops(loop))), "c[0] = 1f\nc[1] = 1f\nc[2] = 1f\n");
+  Stmt big = for_loop(i, int_imm(0), int_imm(1000), ForKind::kUnrolled, store(c, float_imm(1), {i}));
+  EXPECT_EQ(unroll_loops(big)->as<For>()->for_kind, ForKind::kSerial);
+}
+
+TEST(StorageFlatten, RowMajorOffsets) {
+  Var i = make_var("i"), j = make_var("j");
+  Buffer a = make_buffer("a", Type::f32(), {4, 5, 6});
+  Stmt s = store(a, load(a, {i, j, int_imm(2)}), {int_imm(1), i, j});
+  std::string text = to_string(simplify(storage_flatten(s)));
+  EXPECT_NE(text.find("a[(((i*6) + j) + 30)]"), std::string::npos) << text;
+  EXPECT_NE(text.find("a[(((i*30) + (j*6)) + 2)]"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace tunefarm::lower
