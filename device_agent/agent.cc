@@ -59,7 +59,8 @@ class DeviceAgent::BatchQueue {
   void push(v1::LeasedBatch batch) {
     std::lock_guard<std::mutex> lock(mu_);
     batches_.push_back(std::move(batch));
-    ready_.notify_one();
+    // All: the heartbeat thread sleeps on the same condition and would swallow a single wake-up.
+    ready_.notify_all();
   }
   void close() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -176,9 +177,16 @@ Status DeviceAgent::serve_once() {
   hello.mutable_hello()->set_token(options_.token);
   *hello.mutable_hello()->mutable_capabilities() = capabilities_;
   v1::TrackerMessage first;
-  if (!stream->Write(hello) || !stream->Read(&first) || !first.has_hello_ack()) {
-    if (first.has_goodbye()) spdlog::warn("the tracker refused this agent: {}", first.goodbye().reason());
-    context.TryCancel();
+  bool answered = stream->Write(hello) && stream->Read(&first);
+  if (!answered || !first.has_hello_ack()) {
+    if (first.has_goodbye()) {
+      // The tracker ends the call itself, with the status that says why.
+      spdlog::warn("the tracker refused this agent: {}", first.goodbye().reason());
+      while (stream->Read(&first)) {
+      }
+    } else if (answered) {
+      context.TryCancel();
+    }
     Status s = from_grpc(stream->Finish());
     forget_context();
     return s.ok() ? unavailable("the tracker did not acknowledge the hello") : s;
@@ -215,6 +223,7 @@ Status DeviceAgent::serve_once() {
 }
 
 void DeviceAgent::run_batch(const v1::LeasedBatch& batch, SessionWriter& writer, BatchQueue& queue) {
+  spdlog::debug("lease {}: {} candidates of {}", batch.lease_id(), batch.candidates_size(), batch.workload().op());
   for (const auto& candidate : batch.candidates()) {
     // The session is over: the tracker has requeued what is left.
     if (queue.closed()) return;
@@ -226,6 +235,8 @@ void DeviceAgent::run_batch(const v1::LeasedBatch& batch, SessionWriter& writer,
     result->set_candidate_id(candidate.id());
     *result->mutable_result() = measure_(batch, candidate);
     result->mutable_result()->set_agent_id(options_.agent_id);
+    spdlog::debug("lease {}: candidate {} -> {}", batch.lease_id(), candidate.id(),
+                  v1::ErrorCode_Name(result->result().error()));
     if (!writer.write(message)) return;
   }
   v1::AgentMessage done;

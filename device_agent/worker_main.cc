@@ -2,9 +2,9 @@
 // private scratch directory and talks to it over fd 3 (worker_channel.h); everything that runs
 // foreign code happens here, so a crash or a hang costs this process, never its parent.
 #include <signal.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -165,9 +166,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s SCRATCH_DIR PARENT_PID (started by the measurement library)\n", argv[0]);
     return 2;
   }
-  // Die with the parent: an orphaned worker would hold a core for nothing.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != static_cast<pid_t>(std::atol(argv[2]))) return 1;
+  // Die with the parent: an orphaned worker (say, in a hanging kernel) would hold a core for nothing.
+  // PR_SET_PDEATHSIG would fire when the parent *thread* that started us ends, so poll instead.
+  pid_t parent = static_cast<pid_t>(std::atol(argv[2]));
+  if (getppid() != parent) return 1;
+  std::thread([parent] {
+    for (;;) {
+      if (getppid() != parent) _exit(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }).detach();
   // Start the kernels' thread pool now rather than inside the first timed run; this call also
   // keeps the runtime library linked, so that loaded kernels find its symbols.
   tunefarm_runtime_num_threads();

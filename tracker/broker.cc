@@ -349,6 +349,7 @@ void Broker::dispatch_locked(const std::string& key_name) {
     }
     agent.lease_id = lease.id;
     leases_[lease.id] = std::move(lease);
+    spdlog::debug("lease {} of request {}: {} candidates to agent {}", batch.lease_id(), id, batch.candidates_size(), agent.hello.agent_id());
     agent.channel->send_batch(std::move(batch));
   }
 }

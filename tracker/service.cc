@@ -91,7 +91,9 @@ class TunerStream : public TunerChannel {
 grpc::Status TrackerService::AgentSession(grpc::ServerContext* context,
                                           grpc::ServerReaderWriter<v1::TrackerMessage, v1::AgentMessage>* stream) {
   v1::AgentMessage first;
-  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "the agent left before its hello");
+  // A first message that does not parse also ends up here: the synchronous API reports both alike.
+  if (!stream->Read(&first))
+    return to_grpc(invalid_argument("no hello: the stream ended, or its first message is not an AgentMessage"));
   if (first.msg_case() != v1::AgentMessage::kHello) {
     Status refused = invalid_argument("the first message of a session must be a hello");
     stream->Write(goodbye(refused));

@@ -1,0 +1,96 @@
+// Real farm processes on 127.0.0.1 for integration tests: a tracker on a free port, agents that
+// dial it, and a tuner's Measure call. Every process started here is killed when its handle goes
+// away (and dies with the test process through PR_SET_PDEATHSIG), so a failing test leaves none.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "tunefarm/v1/tracker.grpc.pb.h"
+
+namespace tunefarm::testing {
+
+// build/bin/<name>: $TUNEFARM_BIN_DIR, else beside the test's own directory.
+std::string bin_path(const std::string& name);
+
+// A port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
+class Process {
+ public:
+  // Starts `binary` with `args`; stdout and stderr go to `log_path`.
+  Process(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
+          const std::vector<std::string>& extra_env = {});
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool running();
+  void signal(int sig);
+  // Waits for the exit and returns the wait status (-1 when not started).
+  int wait();
+  std::string log() const;
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int wait_status_ = -1;
+  std::string log_path_;
+};
+
+struct MeasureOutcome {
+  grpc::Status status;
+  std::vector<v1::MeasureResponse> results;
+  double seconds = 0;
+};
+
+class Farm {
+ public:
+  explicit Farm(std::vector<std::string> tracker_args = {});
+  ~Farm();
+
+  const std::string& address() const { return address_; }
+  // (Re)starts trackerd on the same port.
+  void start_tracker();
+  void kill_tracker(int sig);
+  Process& tracker() { return *tracker_; }
+  Process& start_agent(const std::string& id, const std::string& key = "local-cpu",
+                       const std::vector<std::string>& extra_args = {});
+  Process& agent(const std::string& id) { return *agents_.at(id); }
+
+  std::unique_ptr<v1::Tracker::Stub> stub() const;
+  v1::QueueStatusResponse queue_status() const;
+  // Waits until `key` has `n` agents registered; false after `timeout`.
+  bool wait_for_agents(const std::string& key, int n, std::chrono::milliseconds timeout) const;
+  // One Measure call; `on_result` sees each result as it arrives (e.g. to kill an agent midway).
+  MeasureOutcome measure(const v1::MeasureRequest& request,
+                         const std::function<void(const v1::MeasureResponse&, int count)>& on_result = nullptr) const;
+  // Everything the farm's processes logged, for a failing test's output.
+  std::string logs() const;
+  std::string log_dir() const { return dir_; }
+
+ private:
+  std::vector<std::string> tracker_args_;
+  std::string dir_;
+  int port_;
+  std::string address_;
+  std::unique_ptr<Process> tracker_;
+  int tracker_starts_ = 0;
+  std::map<std::string, std::unique_ptr<Process>> agents_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+// A request of `n` candidates of one test kernel (see tests/device_agent/test_kernels.h), ids 0..n-1,
+// with the reference attached and correctness checked.
+v1::MeasureRequest kernel_request(const std::string& kernel, int n, const std::string& key = "local-cpu",
+                                  double timeout_s = 5);
+
+}  // namespace tunefarm::testing
