@@ -385,13 +385,10 @@ class CodeGen {
       auto* v = b_.CreateAlignedLoad(elem, b_.CreateInBoundsGEP(elem, base, emit(bc->value)), align);
       return b_.CreateVectorSplat(lanes, v);
     }
-    llvm::Value* vidx = emit(idx);
-    llvm::Value* out = llvm::UndefValue::get(llvm::FixedVectorType::get(elem, lanes));
-    for (int i = 0; i < lanes; ++i) {
-      auto* p = b_.CreateInBoundsGEP(elem, base, b_.CreateExtractElement(vidx, i));
-      out = b_.CreateInsertElement(out, b_.CreateAlignedLoad(elem, p, align), i);
-    }
-    return out;
+    // Other index vectors (strided or computed) gather; AVX-512 has an instruction for it and
+    // other targets get it expanded by LLVM.
+    auto* ptrs = b_.CreateInBoundsGEP(elem, base, emit(idx));
+    return b_.CreateMaskedGather(llvm::FixedVectorType::get(elem, lanes), ptrs, align);
   }
 
   void emit_store(const Store* op) {

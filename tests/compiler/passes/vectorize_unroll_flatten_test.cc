@@ -12,7 +12,7 @@ namespace {
 
 using namespace ir;
 
-TEST(Vectorize, DenseLoopBecomesVectorStatementsOfNativeWidth) {
+TEST(Vectorize, DenseLoopBecomesPowerOfTwoVectorStatements) {
   Var i = make_var("i");
   Buffer a = make_buffer("a", Type::f32(), {24}), c = make_buffer("c", Type::f32(), {24});
   Stmt loop = for_loop(i, int_imm(0), int_imm(24), ForKind::kVectorized,
@@ -20,6 +20,9 @@ TEST(Vectorize, DenseLoopBecomesVectorStatementsOfNativeWidth) {
   EXPECT_EQ(to_string(simplify(vectorize_loops(loop))),
             "c[ramp(0, 1, 16)] = (a[ramp(0, 1, 16)]*x16(2f))\n"
             "c[ramp(16, 1, 8)] = (a[ramp(16, 1, 8)]*x8(2f))\n");
+  Stmt odd = for_loop(i, int_imm(0), int_imm(7), ForKind::kVectorized, store(c, load(a, {i}), {i}));
+  EXPECT_EQ(to_string(simplify(vectorize_loops(odd))),
+            "c[ramp(0, 1, 4)] = a[ramp(0, 1, 4)]\nc[ramp(4, 1, 2)] = a[ramp(4, 1, 2)]\nc[6] = a[6]\n");
 }
 
 TEST(Vectorize, StridedAccessStaysARampWithItsStride) {
