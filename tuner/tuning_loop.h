@@ -19,6 +19,8 @@
 
 #include "common/config.h"
 #include "common/status.h"
+#include "common/target.h"
+#include "common/workload.h"
 #include "tuner/search.h"
 #include "tuner/space.h"
 #include "tunefarm/v1/common.pb.h"
@@ -40,6 +42,16 @@ class TuningTask {
   virtual StatusOr<v1::Artifact> build(const Point& point) const = 0;
   // A known-good kernel of the same workload whose output checks every candidate.
   virtual StatusOr<v1::Artifact> build_reference() const = 0;
+};
+
+// Makes the tuning task of a workload (tunerd: compiler-backed tasks; tests: synthetic ones).
+class TaskFactory {
+ public:
+  virtual ~TaskFactory() = default;
+  // The tuning task of one workload on one target with the named template (empty: the operator's
+  // default for the target). INVALID_ARGUMENT when there is no such template.
+  virtual StatusOr<std::unique_ptr<TuningTask>> make_task(const Workload& workload, const Target& target,
+                                                          const std::string& template_name) = 0;
 };
 
 // Measures built candidates somewhere.

@@ -9,93 +9,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/tuner/fakes.h"
+
 namespace tunefarm {
 namespace {
-
-// A task over a synthetic landscape: the "artifact" carries the point's index, and the fake
-// backend turns it into a time. Knob a == 7 cannot be built; knob b == 7 crashes at run time.
-class FakeTask : public TuningTask {
- public:
-  FakeTask(std::vector<int64_t> radices, std::function<double(const Point&)> gflops)
-      : space_(names(radices.size()), radices), gflops_(std::move(gflops)) {
-    workload_.set_op("matmul");
-  }
-  static std::vector<std::string> names(size_t n) {
-    std::vector<std::string> out;
-    for (size_t i = 0; i < n; ++i) out.push_back(fmt::format("k{}", i));
-    return out;
-  }
-  const v1::Workload& workload() const override { return workload_; }
-  double flops() const override { return 1e9; }
-  const SearchSpace& space() const override { return space_; }
-  Config config_at(const Point& p) const override {
-    Config c{"fake", {}};
-    for (size_t i = 0; i < p.size(); ++i) c.knobs.emplace_back(space_.names()[i], int64_t{p[i]});
-    return c;
-  }
-  StatusOr<Point> point_of(const Config& c) const override {
-    Point p;
-    for (const auto& [name, v] : c.knobs) p.push_back(static_cast<int32_t>(std::get<int64_t>(v)));
-    TF_RETURN_IF_ERROR(space_.check_range(p));
-    return p;
-  }
-  Status features(std::span<const Point> points, FeatureMatrix& out) const override {
-    for (const Point& p : points) TF_RETURN_IF_ERROR(out.add_row(std::vector<float>(p.begin(), p.end())));
-    return Status();
-  }
-  StatusOr<v1::Artifact> build(const Point& p) const override {
-    if (p.size() > 0 && p[0] == 7) return invalid_argument("tile does not fit");
-    v1::Artifact a;
-    a.set_entry_symbol(std::to_string(space_.index_of(p)));
-    return a;
-  }
-  StatusOr<v1::Artifact> build_reference() const override {
-    v1::Artifact a;
-    a.set_entry_symbol("reference");
-    return a;
-  }
-  double true_gflops(int64_t index) const { return gflops_(space_.point_at(index)); }
-
- private:
-  v1::Workload workload_;
-  SearchSpace space_;
-  std::function<double(const Point&)> gflops_;
-};
-
-class FakeBackend : public MeasureBackend {
- public:
-  FakeBackend(const FakeTask& task, bool shares_cpu) : task_(task), shares_cpu_(shares_cpu) {}
-  Status measure(const v1::Workload&, const v1::MeasureOptions&, const v1::Artifact* reference,
-                 std::span<const v1::Artifact> candidates, const ResultFn& on_result) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    saw_reference_ |= reference != nullptr;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      int64_t index = std::stoll(candidates[i].entry_symbol());
-      measured_[index]++;
-      v1::MeasureResult r;
-      Point p = task_.space().point_at(index);
-      double g = task_.true_gflops(index) * (lucky_.count(index) && measured_[index] == 1 ? 10.0 : 1.0);
-      if (p.size() > 1 && p[1] == 7) {
-        r.set_error(v1::RUNTIME_ERROR);
-        r.set_error_msg("segfault");
-      } else {
-        r.add_costs(1.0 / g);
-      }
-      on_result(i, r);
-    }
-    return Status();
-  }
-  bool shares_host_cpu() const override { return shares_cpu_; }
-
-  std::mutex mu_;
-  std::map<int64_t, int> measured_;
-  std::set<int64_t> lucky_;  // Measured 10x too fast the first time only.
-  bool saw_reference_ = false;
-
- private:
-  const FakeTask& task_;
-  bool shares_cpu_;
-};
 
 double peak(const Point& p) {
   return 1.0 + 100.0 * std::exp(-(std::pow(p[0] - 5, 2) + std::pow(p[1] - 2, 2) + std::pow(p[2] - 3, 2)) / 4.0);

@@ -1,0 +1,240 @@
+#include "tuner/job_manager.h"
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/tuner/fakes.h"
+
+namespace tunefarm {
+namespace {
+
+using ::testing::HasSubstr;
+
+double peak(const Point& p) {
+  return 1.0 + 100.0 * std::exp(-(std::pow(p[0] - 5, 2) + std::pow(p[1] - 2, 2) + std::pow(p[2] - 3, 2)) / 4.0);
+}
+
+class FakeTasks : public TaskFactory {
+ public:
+  StatusOr<std::unique_ptr<TuningTask>> make_task(const Workload& w, const Target&, const std::string& name) override {
+    if (!name.empty() && name != "fake") return invalid_argument(fmt::format("no template '{}'", name));
+    return std::unique_ptr<TuningTask>(std::make_unique<FakeTask>(std::vector<int64_t>{8, 8, 8}, peak, w.to_string()));
+  }
+};
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("jobs-" + std::to_string(::getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    auto store = RecordStore::open((dir_ / "history.db").string());
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    store_ = std::move(*store);
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  BackendFactory backends(std::function<void(FakeBackend&)> setup = {}) {
+    return [this, setup](const v1::Job& job) -> StatusOr<std::unique_ptr<MeasureBackend>> {
+      auto task = std::make_unique<FakeTask>(std::vector<int64_t>{8, 8, 8}, peak,
+                                             from_proto(job.spec().tasks(0).workload())->to_string());
+      auto backend = std::make_unique<FakeBackend>(*task, false);
+      if (setup) setup(*backend);
+      std::lock_guard<std::mutex> lock(mu_);
+      owned_tasks_.push_back(std::move(task));
+      return std::unique_ptr<MeasureBackend>(std::move(backend));
+    };
+  }
+
+  static v1::JobSpec spec(int trials, const std::string& workload = "matmul:M=8,N=8,K=8") {
+    v1::JobSpec s;
+    *s.add_tasks()->mutable_workload() = to_proto(*parse_workload(workload));
+    *s.mutable_target() = to_proto(*parse_target("llvm"));
+    s.set_device_key("local-cpu");
+    s.set_trials(trials);
+    s.set_batch_size(16);
+    return s;
+  }
+
+  static Status known_keys(const std::string& key) {
+    if (key == "local-cpu") return Status();
+    return invalid_argument(fmt::format("unknown device key '{}' (the tracker knows: local-cpu)", key));
+  }
+
+  v1::Job wait_until_ended(JobManager& m, const std::string& id) {
+    uint64_t version = 0;
+    for (int i = 0; i < 600; ++i) {
+      auto u = m.wait_for_update(id, version, std::chrono::milliseconds(100));
+      EXPECT_TRUE(u.ok());
+      if (!u.ok()) break;
+      version = u->version;
+      if (u->ended) return u->job;
+    }
+    ADD_FAILURE() << "job " << id << " did not end";
+    return {};
+  }
+
+  std::set<std::string> distinct_configs(const std::string& job_id) {
+    auto n = store_->count_measured_configs(job_id);
+    EXPECT_TRUE(n.ok());
+    RecordFilter f;
+    f.job_id = job_id;
+    auto page = store_->list_records(f, 100000);
+    std::set<std::string> out;
+    for (const auto& r : page->records) out.insert(from_proto(r.config()).to_json());
+    EXPECT_EQ(static_cast<int64_t>(out.size()), *n);
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<RecordStore> store_;
+  FakeTasks tasks_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<FakeTask>> owned_tasks_;
+};
+
+TEST_F(JobManagerTest, AJobRunsToItsBudgetAndRecordsEveryResult) {
+  JobManager m(*store_, tasks_, backends(), known_keys);
+  ASSERT_TRUE(m.start().ok());
+  auto job = m.submit(spec(64));
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(job->state(), v1::QUEUED);
+  v1::Job done = wait_until_ended(m, job->id());
+  EXPECT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  EXPECT_EQ(done.progress().trials_done(), 64);
+  ASSERT_EQ(done.progress().tasks_size(), 1);
+  EXPECT_GT(done.progress().tasks(0).best_gflops(), 0);
+  EXPECT_EQ(distinct_configs(job->id()).size(), 64u);
+
+  // The history's best is the fastest successful record of the job.
+  auto best = store_->query_best(*parse_workload("matmul:M=8,N=8,K=8"), *parse_target("llvm"), "local-cpu", 1);
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  RecordFilter f;
+  f.job_id = job->id();
+  double fastest = 0;
+  for (const auto& r : store_->list_records(f, 1000)->records) fastest = std::max(fastest, r.gflops());
+  EXPECT_DOUBLE_EQ((*best)[0].gflops(), fastest);
+}
+
+TEST_F(JobManagerTest, InvalidSpecsAreRefusedWithTheFieldAtFault) {
+  JobManager m(*store_, tasks_, backends(), known_keys);
+  struct Case {
+    std::function<void(v1::JobSpec&)> edit;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {[](v1::JobSpec& s) { s.clear_tasks(); }, "no tasks"},
+      {[](v1::JobSpec& s) { s.mutable_tasks(0)->mutable_workload()->set_op("gemm"); }, "unknown operator 'gemm'"},
+      {[](v1::JobSpec& s) { s.mutable_tasks(0)->mutable_workload()->mutable_params(0)->set_value(0); }, "M=0 is out of range"},
+      {[](v1::JobSpec& s) { s.mutable_target()->set_kind("opencl"); }, "unknown target kind"},
+      {[](v1::JobSpec& s) { s.set_trials(0); }, "trials 0 must be between"},
+      {[](v1::JobSpec& s) { s.set_trials(-5); }, "trials -5"},
+      {[](v1::JobSpec& s) { s.set_time_budget_s(-1); }, "time budget -1"},
+      {[](v1::JobSpec& s) { s.set_batch_size(5000); }, "batch size 5000"},
+      {[](v1::JobSpec& s) { s.set_early_stopping(-1); }, "early stopping -1"},
+      {[](v1::JobSpec& s) { s.set_device_key(""); }, "device key is empty"},
+      {[](v1::JobSpec& s) { s.set_device_key("bad key!"); }, "device key 'bad key!'"},
+      {[](v1::JobSpec& s) { s.set_device_key("rk3399"); }, "unknown device key 'rk3399'"},
+      {[](v1::JobSpec& s) { s.mutable_tasks(0)->set_template_name("nope"); }, "no template 'nope'"},
+      {[](v1::JobSpec& s) { s.mutable_measure()->set_repeat(-1); }, "measure.repeat -1"},
+      {[](v1::JobSpec& s) { s.mutable_measure()->set_timeout_s(1e9); }, "measure.timeout_s"},
+  };
+  for (const auto& c : cases) {
+    v1::JobSpec s = spec(10);
+    c.edit(s);
+    auto job = m.submit(s);
+    ASSERT_FALSE(job.ok()) << c.expected;
+    EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument) << c.expected;
+    EXPECT_THAT(job.status().message(), HasSubstr(c.expected));
+  }
+  auto none = m.list({}, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty()) << "a refused job was stored";
+}
+
+TEST_F(JobManagerTest, CancelEndsARunningJobAndRefusesAnEndedOne) {
+  std::atomic<bool> slow{true};
+  JobManager m(*store_, tasks_, backends([&](FakeBackend& b) {
+                 b.after_result = [&](int64_t) {
+                   if (slow.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                 };
+               }),
+               known_keys);
+  auto job = m.submit(spec(5000));
+  ASSERT_TRUE(job.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(m.cancel(job->id()).ok());
+  v1::Job done = wait_until_ended(m, job->id());
+  EXPECT_EQ(done.state(), v1::CANCELLED);
+  EXPECT_LT(done.progress().trials_done(), 5000);
+  EXPECT_EQ(m.cancel(job->id()).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m.cancel("no-such-job").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, AJobStoppedMidwayResumesAndEndsWithExactlyItsBudget) {
+  std::string id;
+  {
+    JobManager first(*store_, tasks_, backends([&](FakeBackend& b) {
+                       b.after_result = [&](int64_t n) {
+                         // The service goes down after 40 results, in the middle of a batch.
+                         if (n == 40) std::thread([&first] { first.shutdown(); }).detach();
+                       };
+                     }),
+                     known_keys);
+    auto job = first.submit(spec(100));
+    ASSERT_TRUE(job.ok());
+    id = job->id();
+    for (int i = 0; i < 200; ++i) {
+      auto j = store_->get_job(id);
+      if (j->state() == v1::RUNNING && store_->count_measured_configs(id).value() >= 40) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    first.shutdown();
+  }
+  ASSERT_TRUE(store_->flush().ok());
+  auto midway = store_->get_job(id);
+  ASSERT_TRUE(midway.ok());
+  EXPECT_EQ(midway->state(), v1::RUNNING);
+  size_t before = distinct_configs(id).size();
+  EXPECT_GE(before, 40u);
+  EXPECT_LT(before, 100u);
+
+  JobManager second(*store_, tasks_, backends(), known_keys);
+  ASSERT_TRUE(second.start().ok());
+  v1::Job done = wait_until_ended(second, id);
+  EXPECT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  EXPECT_EQ(distinct_configs(id).size(), 100u);
+  EXPECT_EQ(done.progress().trials_done(), 100);
+}
+
+TEST_F(JobManagerTest, SeveralJobsRunAtOnceAndAllFinish) {
+  JobManagerOptions options;
+  options.max_running_jobs = 2;
+  JobManager m(*store_, tasks_, backends(), known_keys, options);
+  std::vector<std::string> ids;
+  for (const char* w : {"matmul:M=8,N=8,K=8", "matmul:M=16,N=16,K=16", "dense:M=4,N=8,K=8"}) {
+    auto job = m.submit(spec(48, w));
+    ASSERT_TRUE(job.ok()) << job.status().to_string();
+    ids.push_back(job->id());
+  }
+  for (const auto& id : ids) {
+    v1::Job done = wait_until_ended(m, id);
+    EXPECT_EQ(done.state(), v1::SUCCEEDED);
+    EXPECT_EQ(distinct_configs(id).size(), 48u);
+  }
+  auto all = m.list({v1::SUCCEEDED}, 0);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 3u);
+}
+
+}  // namespace
+}  // namespace tunefarm

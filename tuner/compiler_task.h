@@ -1,0 +1,50 @@
+// A TuningTask backed by the embedded compiler: the template's config space as a search space,
+// configs built into artifacts, and feature vectors for the cost model.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/target.h"
+#include "common/workload.h"
+#include "tuner/tuning_loop.h"
+
+namespace tunefarm {
+
+struct BuiltKernel;
+
+// Turns a compiled kernel into the artifact that agents load.
+v1::Artifact to_artifact(const BuiltKernel& kernel, const Target& target);
+
+class CompilerTask : public TuningTask {
+ public:
+  // INVALID_ARGUMENT when the workload, target or template is not one the compiler knows.
+  static StatusOr<std::unique_ptr<CompilerTask>> create(const Workload& workload, const Target& target,
+                                                        const std::string& template_name = "");
+  ~CompilerTask() override;
+
+  const v1::Workload& workload() const override;
+  double flops() const override;
+  const SearchSpace& space() const override;
+  Config config_at(const Point& point) const override;
+  StatusOr<Point> point_of(const Config& config) const override;
+  Status features(std::span<const Point> points, FeatureMatrix& out) const override;
+  StatusOr<v1::Artifact> build(const Point& point) const override;
+  StatusOr<v1::Artifact> build_reference() const override;
+
+  const std::string& template_name() const;
+
+ private:
+  struct Impl;
+  explicit CompilerTask(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The TaskFactory that tunerd uses.
+class CompilerTaskFactory : public TaskFactory {
+ public:
+  StatusOr<std::unique_ptr<TuningTask>> make_task(const Workload& workload, const Target& target,
+                                                  const std::string& template_name) override;
+};
+
+}  // namespace tunefarm

@@ -1,0 +1,424 @@
+#include "tuner/job_manager.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/wire.h"
+
+namespace tunefarm {
+namespace {
+
+constexpr int kMaxTasks = 64;
+constexpr int kMaxTrials = 1'000'000;
+constexpr int kMaxBatch = 1024;
+constexpr double kMaxTimeBudgetS = 30.0 * 24 * 3600;
+
+bool valid_name_chars(const std::string& s, bool allow_upper) {
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+              (allow_upper && c >= 'A' && c <= 'Z');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool ended(v1::JobState s) { return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED; }
+
+}  // namespace
+
+v1::MeasureOptions JobManagerOptions::default_measure_options() {
+  v1::MeasureOptions m;
+  m.set_number(0);
+  m.set_repeat(3);
+  m.set_min_repeat_ms(50);
+  m.set_timeout_s(10);
+  m.set_flush_cache(false);
+  m.set_check_correctness(true);
+  m.set_rtol(1e-3);
+  m.set_atol(1e-4);
+  return m;
+}
+
+struct JobManager::Running {
+  std::thread thread;
+  TuningLoop* loop = nullptr;  // Set while the loop runs; guarded by mu_.
+  bool user_cancelled = false;
+  bool shutting_down = false;
+};
+
+JobManager::JobManager(RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
+                       JobManagerOptions options)
+    : store_(store),
+      tasks_(tasks),
+      backends_(std::move(backends)),
+      device_check_(std::move(device_check)),
+      options_(std::move(options)) {}
+
+JobManager::~JobManager() { shutdown(); }
+
+Status JobManager::validate(const v1::JobSpec& spec) const {
+  auto bad = [](std::string why) { return invalid_argument(std::move(why)); };
+  if (spec.name().size() > 256) return bad("job name is longer than 256 characters");
+  if (spec.tasks_size() == 0) return bad("the job has no tasks: give at least one workload");
+  if (spec.tasks_size() > kMaxTasks) return bad(fmt::format("the job has {} tasks, at most {}", spec.tasks_size(), kMaxTasks));
+  for (int i = 0; i < spec.tasks_size(); ++i) {
+    const v1::TuneTask& t = spec.tasks(i);
+    auto w = from_proto(t.workload());
+    if (!w.ok()) return w.status().with_context(fmt::format("task {}", i));
+    if (t.template_name().size() > 64 || !valid_name_chars(t.template_name(), false))
+      return bad(fmt::format("task {}: template name '{}' is not a template name", i, t.template_name()));
+    if (!std::isfinite(t.weight()) || t.weight() < 0)
+      return bad(fmt::format("task {}: weight {} must be a non-negative number", i, t.weight()));
+  }
+  auto target = from_proto(spec.target());
+  if (!target.ok()) return target.status();
+  if (spec.device_key().empty()) return bad("device key is empty: say which boards measure (e.g. local-cpu)");
+  if (spec.device_key().size() > 64 || !valid_name_chars(spec.device_key(), true))
+    return bad(fmt::format("device key '{}' may hold only letters, digits, '-', '_' and '.' (at most 64)",
+                           spec.device_key()));
+  if (spec.trials() <= 0 || spec.trials() > kMaxTrials)
+    return bad(fmt::format("trials {} must be between 1 and {}", spec.trials(), kMaxTrials));
+  if (!std::isfinite(spec.time_budget_s()) || spec.time_budget_s() < 0 || spec.time_budget_s() > kMaxTimeBudgetS)
+    return bad(fmt::format("time budget {} s must be between 0 (none) and 30 days", spec.time_budget_s()));
+  if (spec.early_stopping() < 0) return bad(fmt::format("early stopping {} must not be negative", spec.early_stopping()));
+  if (spec.batch_size() < 0 || spec.batch_size() > kMaxBatch)
+    return bad(fmt::format("batch size {} must be between 0 (default) and {}", spec.batch_size(), kMaxBatch));
+  if (!v1::SearchStrategy_IsValid(spec.strategy()))
+    return bad(fmt::format("search strategy {} is not known", static_cast<int>(spec.strategy())));
+  if (spec.priority() < -1000 || spec.priority() > 1000)
+    return bad(fmt::format("priority {} must be between -1000 and 1000", spec.priority()));
+  const v1::MeasureOptions& m = spec.measure();
+  if (m.number() < 0 || m.number() > 1'000'000) return bad(fmt::format("measure.number {} is out of range [0, 1000000]", m.number()));
+  if (m.repeat() < 0 || m.repeat() > 1000) return bad(fmt::format("measure.repeat {} is out of range [0, 1000]", m.repeat()));
+  if (m.min_repeat_ms() < 0 || m.min_repeat_ms() > 60'000)
+    return bad(fmt::format("measure.min_repeat_ms {} is out of range [0, 60000]", m.min_repeat_ms()));
+  if (!std::isfinite(m.timeout_s()) || m.timeout_s() < 0 || m.timeout_s() > 3600)
+    return bad(fmt::format("measure.timeout_s {} is out of range [0, 3600]", m.timeout_s()));
+  if (!std::isfinite(m.rtol()) || m.rtol() < 0 || !std::isfinite(m.atol()) || m.atol() < 0)
+    return bad("measure.rtol and measure.atol must be non-negative numbers");
+  return Status();
+}
+
+Status JobManager::start() {
+  TF_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_.list_jobs({v1::QUEUED, v1::RUNNING}, 100000));
+  std::lock_guard<std::mutex> lock(mu_);
+  // Oldest first, as they were submitted.
+  for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
+    spdlog::info("job {}: resuming ({})", it->id(), v1::JobState_Name(it->state()));
+    queue_.push_back(it->id());
+    updates_[it->id()] = JobUpdate{*it, "resumed after a restart", 1, false};
+  }
+  launch_queued_locked();
+  return Status();
+}
+
+StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec) {
+  TF_RETURN_IF_ERROR(validate(spec));
+  TF_ASSIGN_OR_RETURN(Target target, from_proto(spec.target()));
+  for (int i = 0; i < spec.tasks_size(); ++i) {
+    TF_ASSIGN_OR_RETURN(Workload w, from_proto(spec.tasks(i).workload()));
+    auto task = tasks_.make_task(w, target, spec.tasks(i).template_name());
+    if (!task.ok()) return task.status().with_context(fmt::format("task {} ({})", i, w.to_string()));
+  }
+  if (device_check_) {
+    Status known = device_check_(spec.device_key());
+    if (!known.ok()) return known;
+  }
+  TF_ASSIGN_OR_RETURN(v1::Job job, store_.create_job(spec));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return unavailable("the tuning service is shutting down");
+  updates_[job.id()] = JobUpdate{job, "queued", 1, false};
+  queue_.push_back(job.id());
+  launch_queued_locked();
+  changed_.notify_all();
+  return job;
+}
+
+StatusOr<v1::Job> JobManager::get(const std::string& job_id) { return store_.get_job(job_id); }
+
+StatusOr<std::vector<v1::Job>> JobManager::list(const std::vector<v1::JobState>& states, int limit) {
+  return store_.list_jobs(states, limit);
+}
+
+StatusOr<v1::Job> JobManager::cancel(const std::string& job_id) {
+  TF_ASSIGN_OR_RETURN(v1::Job job, store_.get_job(job_id));
+  if (ended(job.state()))
+    return failed_precondition(fmt::format("job {} has already ended ({})", job_id, v1::JobState_Name(job.state())));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = running_.find(job_id);
+    if (it != running_.end()) {
+      it->second->user_cancelled = true;
+      if (it->second->loop) it->second->loop->cancel();
+      return job;  // The job's thread records CANCELLED when its batch in flight ends.
+    }
+    std::erase(queue_, job_id);
+  }
+  TF_ASSIGN_OR_RETURN(v1::Job cancelled, store_.update_job_state(job_id, v1::CANCELLED));
+  publish(job_id, cancelled, "cancelled before it started");
+  return cancelled;
+}
+
+StatusOr<JobUpdate> JobManager::wait_for_update(const std::string& job_id, uint64_t after_version,
+                                                std::chrono::milliseconds timeout) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait_for(lock, timeout, [&] {
+      auto it = updates_.find(job_id);
+      return stopping_ || (it != updates_.end() && it->second.version > after_version);
+    });
+    auto it = updates_.find(job_id);
+    if (it != updates_.end()) return it->second;
+  }
+  // A job this process has not touched (e.g. one that ended before a restart).
+  TF_ASSIGN_OR_RETURN(v1::Job job, store_.get_job(job_id));
+  return JobUpdate{job, "", after_version + 1, ended(job.state())};
+}
+
+void JobManager::publish(const std::string& job_id, const v1::Job& job, std::string message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobUpdate& u = updates_[job_id];
+  u.job = job;
+  u.message = std::move(message);
+  u.version++;
+  u.ended = ended(job.state());
+  changed_.notify_all();
+}
+
+void JobManager::launch_queued_locked() {
+  // Threads that ended have left their handles here; they no longer need the lock, so joining
+  // them while holding it is safe. A job thread never calls this: it cannot join itself.
+  for (auto& t : finished_threads_) t.join();
+  finished_threads_.clear();
+  start_queued_locked();
+}
+
+void JobManager::start_queued_locked() {
+  while (!stopping_ && !queue_.empty() && static_cast<int>(running_.size()) < options_.max_running_jobs) {
+    std::string id = queue_.front();
+    queue_.erase(queue_.begin());
+    auto running = std::make_unique<Running>();
+    Running* r = running.get();
+    running_[id] = std::move(running);
+    r->thread = std::thread([this, id] { run_job(id); });
+  }
+}
+
+void JobManager::run_job(const std::string& job_id) {
+  Running* running;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running = running_.at(job_id).get();
+  }
+  Status status = run_job_inner(job_id, *running);
+  bool shutting_down;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down = running->shutting_down;
+  }
+  if (!status.ok() && !shutting_down) {
+    spdlog::error("job {}: {}", job_id, status.to_string());
+    auto failed = store_.update_job_state(job_id, v1::FAILED, status.message());
+    if (failed.ok()) publish(job_id, *failed, "failed: " + status.message());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = running_.find(job_id);
+  finished_threads_.push_back(std::move(it->second->thread));
+  running_.erase(it);
+  start_queued_locked();
+  changed_.notify_all();
+}
+
+Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
+  TF_ASSIGN_OR_RETURN(v1::Job job, store_.get_job(job_id));
+  const v1::JobSpec& spec = job.spec();
+  TF_ASSIGN_OR_RETURN(Target target, from_proto(spec.target()));
+
+  std::vector<std::unique_ptr<TuningTask>> tasks;
+  std::vector<const TuningTask*> task_ptrs;
+  std::vector<double> weights;
+  for (const v1::TuneTask& t : spec.tasks()) {
+    TF_ASSIGN_OR_RETURN(Workload w, from_proto(t.workload()));
+    TF_ASSIGN_OR_RETURN(auto task, tasks_.make_task(w, target, t.template_name()));
+    task_ptrs.push_back(task.get());
+    weights.push_back(t.weight() > 0 ? t.weight() : 1.0);
+    tasks.push_back(std::move(task));
+  }
+  TF_ASSIGN_OR_RETURN(std::unique_ptr<MeasureBackend> backend, backends_(job));
+
+  TuningOptions options;
+  options.trials = spec.trials();
+  options.time_budget_s = spec.time_budget_s();
+  options.early_stopping = spec.early_stopping();
+  options.batch_size = spec.batch_size() > 0 ? spec.batch_size() : options_.default_batch_size;
+  options.build_threads = options_.build_threads;
+  switch (spec.strategy()) {
+    case v1::RANDOM: options.strategy = Strategy::kRandom; break;
+    case v1::GRID: options.strategy = Strategy::kGrid; break;
+    case v1::GENETIC: options.strategy = Strategy::kGenetic; break;
+    default: options.strategy = Strategy::kXgbSa; break;
+  }
+  options.search.seed = spec.seed() ? spec.seed() : std::hash<std::string>{}(job_id);
+  options.search.model.seed = options.search.seed;
+  options.measure = options_.default_measure;
+  if (spec.has_measure()) {
+    const v1::MeasureOptions& m = spec.measure();
+    if (m.number() > 0) options.measure.set_number(m.number());
+    if (m.repeat() > 0) options.measure.set_repeat(m.repeat());
+    if (m.min_repeat_ms() > 0) options.measure.set_min_repeat_ms(m.min_repeat_ms());
+    if (m.timeout_s() > 0) options.measure.set_timeout_s(m.timeout_s());
+    if (m.rtol() > 0) options.measure.set_rtol(m.rtol());
+    if (m.atol() > 0) options.measure.set_atol(m.atol());
+    if (m.input_seed() > 0) options.measure.set_input_seed(m.input_seed());
+    options.measure.set_flush_cache(m.flush_cache());
+    options.measure.set_check_correctness(m.check_correctness());
+  }
+
+  TuningLoop loop(task_ptrs, weights, *backend, options);
+
+  // Resume: what this job already measured counts and is not measured again.
+  int resumed = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    RecordFilter filter;
+    filter.job_id = job_id;
+    TF_ASSIGN_OR_RETURN(filter.workload, from_proto(spec.tasks(i).workload()));
+    std::vector<TrialResult> earlier;
+    for (int64_t offset = 0;;) {
+      TF_ASSIGN_OR_RETURN(RecordPage page, store_.list_records(filter, 1000, offset));
+      for (const v1::Record& r : page.records) {
+        auto point = tasks[i]->point_of(from_proto(r.config()));
+        if (!point.ok()) {
+          spdlog::warn("job {}: ignoring a recorded config that no longer fits its space: {}", job_id,
+                       point.status().message());
+          continue;
+        }
+        TrialResult t;
+        t.task = static_cast<int>(i);
+        t.point = std::move(*point);
+        t.result = r.result();
+        t.gflops = r.gflops();
+        earlier.push_back(std::move(t));
+      }
+      offset += static_cast<int64_t>(page.records.size());
+      if (page.records.empty() || offset >= page.total) break;
+    }
+    TF_RETURN_IF_ERROR(loop.preload(static_cast<int>(i), earlier));
+    resumed += static_cast<int>(earlier.size());
+  }
+
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (running.shutting_down) return Status();
+    if (running.user_cancelled) loop.cancel();
+    running.loop = &loop;
+  }
+  TF_ASSIGN_OR_RETURN(job, store_.update_job_state(job_id, v1::RUNNING));
+  publish(job_id, job, resumed ? fmt::format("running; {} earlier results resumed", resumed) : "running");
+
+  Status record_error;
+  std::mutex record_mu;
+  auto on_result = [&](const TrialResult& t) {
+    v1::Record rec;
+    *rec.mutable_workload() = task_ptrs[t.task]->workload();
+    *rec.mutable_target() = spec.target();
+    rec.set_device_key(spec.device_key());
+    *rec.mutable_config() = to_proto(t.config);
+    *rec.mutable_result() = t.result;
+    double mean = 0;
+    for (double c : t.result.costs()) mean += c;
+    if (t.result.costs_size() > 0 && t.result.error() == v1::OK) rec.set_mean_cost_s(mean / t.result.costs_size());
+    rec.set_gflops(t.gflops);
+    rec.set_build_time_s(t.build_time_s);
+    rec.set_job_id(job_id);
+    if (rec.result().started_at_us() == 0) rec.mutable_result()->set_started_at_us(now_us());
+    Status st = store_.add({rec});
+    std::lock_guard<std::mutex> lock(record_mu);
+    if (!st.ok() && record_error.ok()) record_error = st;
+  };
+  int trials_at_start = resumed;
+  auto on_progress = [&](const TuningProgress& p) {
+    v1::JobProgress progress;
+    progress.set_trials_done(p.trials_done);
+    progress.set_trials_budget(p.trials_budget);
+    progress.set_best_gflops(p.best_gflops);
+    progress.set_current_gflops(p.last_batch_gflops);
+    for (size_t code = 0; code < p.errors_by_code.size(); ++code)
+      if (p.errors_by_code[code] > 0)
+        (*progress.mutable_errors_by_code())[v1::ErrorCode_Name(static_cast<v1::ErrorCode>(code))] = p.errors_by_code[code];
+    progress.set_elapsed_s(p.elapsed_s);
+    int new_trials = p.trials_done - trials_at_start;
+    progress.set_eta_s(new_trials > 0 ? p.elapsed_s / new_trials * (p.trials_budget - p.trials_done) : -1);
+    Status st = store_.update_job_progress(job_id, progress);
+    if (!st.ok()) spdlog::warn("job {}: progress not saved: {}", job_id, st.message());
+    *job.mutable_progress() = progress;
+    publish(job_id, job, p.message);
+  };
+
+  auto outcome = loop.run(on_result, on_progress);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running.loop = nullptr;
+  }
+  TF_RETURN_IF_ERROR(store_.flush());
+  if (!outcome.ok()) return outcome.status();
+  if (!record_error.ok()) return record_error.with_context("recording results");
+
+  bool shutting_down, user_cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down = running.shutting_down;
+    user_cancelled = running.user_cancelled;
+  }
+  if (shutting_down) return Status();  // Stays RUNNING in the database: resumed at the next start.
+
+  v1::JobProgress progress = job.progress();
+  progress.clear_tasks();
+  for (size_t i = 0; i < outcome->tasks.size(); ++i) {
+    const TaskOutcome& t = outcome->tasks[i];
+    auto* tp = progress.add_tasks();
+    *tp->mutable_workload() = task_ptrs[i]->workload();
+    tp->set_trials_done(t.trials);
+    tp->set_best_gflops(t.best_gflops);
+    if (t.has_best) *tp->mutable_best_config() = to_proto(t.best_config);
+  }
+  progress.set_trials_done(outcome->trials);
+  progress.set_eta_s(0);
+  TF_RETURN_IF_ERROR(store_.update_job_progress(job_id, progress));
+  TF_ASSIGN_OR_RETURN(job, store_.update_job_state(job_id, user_cancelled ? v1::CANCELLED : v1::SUCCEEDED));
+  publish(job_id, job, fmt::format("{} ({}): {} trials", user_cancelled ? "cancelled" : "done", outcome->stop_reason,
+                                   outcome->trials));
+  return Status();
+}
+
+void JobManager::shutdown() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && running_.empty() && finished_threads_.empty()) return;
+    stopping_ = true;
+    for (auto& [id, r] : running_) {
+      r->shutting_down = true;
+      if (r->loop) r->loop->cancel();
+    }
+    changed_.notify_all();
+  }
+  // Wait for the job threads to wind down; each moves its handle to finished_threads_.
+  for (;;) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (running_.empty()) {
+      threads.swap(finished_threads_);
+      break;
+    }
+    changed_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace tunefarm

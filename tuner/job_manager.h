@@ -1,0 +1,106 @@
+// Tuning jobs as a service runs them: submitted specs are validated and stored, run on their own
+// threads (a bounded number at once, the rest queued), every result is written to the history as
+// it arrives, progress is published to watchers, and jobs that were running when the service
+// stopped resume from the records already in the database — their measured configs are never
+// measured again and count towards the budget.
+//
+// The manager knows neither gRPC nor the compiler: a TaskFactory makes tuning tasks, a
+// BackendFactory makes the measurement backend of a job, and a DeviceKeyCheck says whether a
+// device key exists. tuner/service.cc wires the real ones in.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "common/target.h"
+#include "common/workload.h"
+#include "db/record_store.h"
+#include "tuner/tuning_loop.h"
+#include "tunefarm/v1/tuner.pb.h"
+
+namespace tunefarm {
+
+using BackendFactory = std::function<StatusOr<std::unique_ptr<MeasureBackend>>(const v1::Job& job)>;
+using DeviceKeyCheck = std::function<Status(const std::string& device_key)>;
+
+struct JobManagerOptions {
+  int max_running_jobs = 4;
+  int default_batch_size = 64;
+  int build_threads = 0;           // Per job; 0: one per CPU.
+  v1::MeasureOptions default_measure = default_measure_options();
+
+  static v1::MeasureOptions default_measure_options();
+};
+
+// A job as watchers see it. `version` grows with every change; `ended` is set once the job reached
+// SUCCEEDED, FAILED or CANCELLED.
+struct JobUpdate {
+  v1::Job job;
+  std::string message;
+  uint64_t version = 0;
+  bool ended = false;
+};
+
+class JobManager {
+ public:
+  JobManager(RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
+             JobManagerOptions options = {});
+  // Stops running jobs without ending them: they resume at the next start().
+  ~JobManager();
+
+  // Picks up the jobs that were queued or running when the service last stopped.
+  Status start();
+
+  // Validates the spec (tasks, workloads, target, device key, budgets, measure options) and queues
+  // the job. INVALID_ARGUMENT names the field at fault.
+  StatusOr<v1::Job> submit(const v1::JobSpec& spec);
+  StatusOr<v1::Job> get(const std::string& job_id);
+  // Cancels a queued or running job; cancelling an ended job is FAILED_PRECONDITION.
+  StatusOr<v1::Job> cancel(const std::string& job_id);
+  StatusOr<std::vector<v1::Job>> list(const std::vector<v1::JobState>& states, int limit);
+
+  // The job's state once it is newer than `after_version`, or as it is when `timeout` passes.
+  StatusOr<JobUpdate> wait_for_update(const std::string& job_id, uint64_t after_version,
+                                      std::chrono::milliseconds timeout);
+
+  // Stops every running job, leaving it resumable; no new job starts afterwards.
+  void shutdown();
+
+  // Validation shared by submit() and the service's own checks; OK or INVALID_ARGUMENT.
+  Status validate(const v1::JobSpec& spec) const;
+
+ private:
+  struct Running;
+
+  // Joins ended job threads, then starts queued jobs while there is room.
+  void launch_queued_locked();
+  void start_queued_locked();
+  void run_job(const std::string& job_id);
+  Status run_job_inner(const std::string& job_id, Running& running);
+  void publish(const std::string& job_id, const v1::Job& job, std::string message);
+
+  RecordStore& store_;
+  TaskFactory& tasks_;
+  BackendFactory backends_;
+  DeviceKeyCheck device_check_;
+  JobManagerOptions options_;
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool stopping_ = false;
+  std::vector<std::string> queue_;                         // Job ids waiting to run, oldest first.
+  std::map<std::string, std::unique_ptr<Running>> running_;
+  std::map<std::string, JobUpdate> updates_;               // Latest state of jobs seen by this process.
+  std::vector<std::thread> finished_threads_;
+};
+
+}  // namespace tunefarm

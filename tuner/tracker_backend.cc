@@ -1,0 +1,91 @@
+#include "tuner/tracker_backend.h"
+
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "common/wire.h"
+#include "tunefarm/v1/tracker.grpc.pb.h"
+
+namespace tunefarm {
+namespace {
+
+// Codes after which sending the same request again can succeed.
+bool transient(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::ABORTED || code == grpc::StatusCode::CANCELLED ||
+         code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::UNKNOWN;
+}
+
+}  // namespace
+
+TrackerMeasureBackend::TrackerMeasureBackend(std::shared_ptr<grpc::Channel> channel, TrackerBackendOptions options)
+    : channel_(std::move(channel)), options_(std::move(options)) {}
+
+TrackerMeasureBackend::~TrackerMeasureBackend() = default;
+
+Status TrackerMeasureBackend::measure(const v1::Workload& workload, const v1::MeasureOptions& options,
+                                      const v1::Artifact* reference, std::span<const v1::Artifact> candidates,
+                                      const ResultFn& on_result) {
+  auto stub = v1::Tracker::NewStub(channel_);
+  std::vector<bool> done(candidates.size(), false);
+  size_t remaining = candidates.size();
+  auto give_up_at = std::chrono::steady_clock::now() + options_.retry_budget;
+  auto backoff = std::chrono::milliseconds(200);
+  std::string last_error;
+
+  while (remaining > 0) {
+    v1::MeasureRequest request;
+    request.set_device_key(options_.device_key);
+    request.set_priority(options_.priority);
+    request.set_job_id(options_.job_id);
+    *request.mutable_workload() = workload;
+    *request.mutable_options() = options;
+    if (reference) *request.mutable_reference() = *reference;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (done[i]) continue;
+      auto* c = request.add_candidates();
+      c->set_id(i);
+      *c->mutable_artifact() = candidates[i];
+    }
+
+    grpc::ClientContext context;
+    // The call lives as long as the batch may take: every candidate's timeout in turn, plus slack
+    // for queueing behind other tuners.
+    double per_candidate = options.timeout_s() > 0 ? options.timeout_s() : 10.0;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(static_cast<int64_t>(1000 * (60 + per_candidate * remaining * 2))));
+    auto reader = stub->Measure(&context, request);
+    v1::MeasureResponse response;
+    while (reader->Read(&response)) {
+      uint64_t id = response.candidate_id();
+      if (id >= candidates.size() || done[id]) continue;  // Not ours, or a duplicate.
+      done[id] = true;
+      --remaining;
+      on_result(id, response.result());
+    }
+    grpc::Status status = reader->Finish();
+    if (remaining == 0) break;
+    if (!status.ok() && !transient(status.error_code())) return from_grpc(status).with_context("tracker");
+    last_error = status.ok() ? "the tracker ended the batch early" : status.error_message();
+    if (std::chrono::steady_clock::now() + backoff > give_up_at) break;
+    spdlog::warn("tracker: {} candidates without results ({}); retrying in {} ms", remaining, last_error,
+                 backoff.count());
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+  }
+
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (done[i]) continue;
+    v1::MeasureResult lost;
+    lost.set_error(v1::DEVICE_LOST);
+    lost.set_error_msg(fmt::format("no result from the farm before the retry budget ran out: {}", last_error));
+    on_result(i, lost);
+  }
+  return Status();
+}
+
+}  // namespace tunefarm

@@ -1,0 +1,41 @@
+// Measures candidates on the farm: one Tracker.Measure call per batch, results streamed back as
+// agents finish them. When the tracker is unreachable or restarts mid-batch, the candidates still
+// without a result are sent again (with backoff) until `retry_budget` runs out; only then do they
+// come back as DEVICE_LOST. Requests the tracker refuses (an unknown device key, a malformed
+// batch) are an error of the whole batch.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "tuner/tuning_loop.h"
+
+namespace grpc {
+class Channel;
+}
+
+namespace tunefarm {
+
+struct TrackerBackendOptions {
+  std::string device_key;
+  std::string job_id;
+  int priority = 0;
+  std::chrono::seconds retry_budget{120};
+};
+
+class TrackerMeasureBackend : public MeasureBackend {
+ public:
+  TrackerMeasureBackend(std::shared_ptr<grpc::Channel> channel, TrackerBackendOptions options);
+  ~TrackerMeasureBackend() override;
+
+  Status measure(const v1::Workload& workload, const v1::MeasureOptions& options, const v1::Artifact* reference,
+                 std::span<const v1::Artifact> candidates, const ResultFn& on_result) override;
+  bool shares_host_cpu() const override { return false; }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  TrackerBackendOptions options_;
+};
+
+}  // namespace tunefarm
