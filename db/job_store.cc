@@ -3,6 +3,7 @@
 // listing by state is an index scan.
 #include <chrono>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -161,16 +162,25 @@ StatusOr<v1::Job> RecordStore::get_job(std::string_view job_id) {
 StatusOr<std::vector<v1::Job>> RecordStore::list_jobs(const std::vector<v1::JobState>& states, int limit) {
   if (limit < 0) return invalid_argument(fmt::format("limit {} is negative", limit));
   if (limit == 0) limit = kDefaultJobLimit;
+  // Distinct states only: the query's text (and so the statement cache) stays bounded.
+  std::set<v1::JobState> wanted;
+  for (v1::JobState state : states) {
+    if (!v1::JobState_IsValid(state) || state == v1::JOB_STATE_UNSPECIFIED) {
+      return invalid_argument(fmt::format("job state {} is not a state a job can be in", static_cast<int>(state)));
+    }
+    wanted.insert(state);
+  }
+  std::vector<v1::JobState> distinct(wanted.begin(), wanted.end());
   std::string sql(kSelectJob);
-  for (size_t i = 0; i < states.size(); ++i) sql += fmt::format("{}?{}", i == 0 ? "WHERE state IN (" : ", ", i + 2);
-  if (!states.empty()) sql += ") ";
+  for (size_t i = 0; i < distinct.size(); ++i) sql += fmt::format("{}?{}", i == 0 ? "WHERE state IN (" : ", ", i + 2);
+  if (!distinct.empty()) sql += ") ";
   sql += "ORDER BY created_at_us DESC, rowid DESC LIMIT ?1";
   std::vector<v1::Job> jobs;
   TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
     jobs.clear();
     TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(sql));
     stmt.bind(1, int64_t{limit});
-    for (size_t i = 0; i < states.size(); ++i) stmt.bind(static_cast<int>(i + 2), int64_t{states[i]});
+    for (size_t i = 0; i < distinct.size(); ++i) stmt.bind(static_cast<int>(i + 2), int64_t{distinct[i]});
     for (;;) {
       TF_ASSIGN_OR_RETURN(bool row, stmt.step());
       if (!row) return Status();

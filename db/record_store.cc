@@ -30,6 +30,9 @@ constexpr std::chrono::milliseconds kCallBusyTimeout{1000};
 // Records per writer operation when importing.
 constexpr size_t kImportBatch = 5000;
 constexpr int64_t kDefaultListLimit = 1000;
+// Answers are built in memory: larger listings go through export, which streams.
+constexpr int64_t kMaxListLimit = 100000;
+constexpr int kMaxTopK = 1000;
 constexpr size_t kMaxIdleReaders = 8;
 // Page caches (negative sizes are KiB) and a memory map for reads, which skips copying pages.
 constexpr std::string_view kWriterCache =
@@ -186,6 +189,10 @@ Status check_file_header(const std::string& path) {
 
 Status check_limits(int64_t limit, int64_t offset) {
   if (limit < 0) return invalid_argument(fmt::format("limit {} is negative", limit));
+  if (limit > kMaxListLimit) {
+    return invalid_argument(fmt::format("limit {} is above {}; export the records to read more at once", limit,
+                                        kMaxListLimit));
+  }
   if (offset < 0) return invalid_argument(fmt::format("offset {} is negative", offset));
   return Status();
 }
@@ -276,7 +283,9 @@ StatusOr<int64_t> RecordStore::insert(const std::vector<v1::Record>& records) {
 
 StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& workload, const Target& target,
                                                           std::string_view device_key, int top_k) {
-  if (top_k < 0) return invalid_argument(fmt::format("top_k {} is negative", top_k));
+  if (top_k < 0 || top_k > kMaxTopK) {
+    return invalid_argument(fmt::format("top_k {} is outside 0..{}", top_k, kMaxTopK));
+  }
   if (top_k == 0) top_k = 1;
   std::string sql = db::best_query_sql(!device_key.empty());
   std::string workload_text = workload.to_string();

@@ -7,6 +7,7 @@
 // into transactions; reads use their own connections and never wait for it. Records added with
 // add() become visible to queries once flush() returns. Every error is a Status with a message
 // for people: a busy database is waited out, a damaged one is reported as such, never a crash.
+// Every method may be called from any thread.
 //
 // Records are unique by (job, workload, config, target, device key, measurement start, agent):
 // adding or importing a record that is already there is skipped, so imports can be repeated and
@@ -84,10 +85,11 @@ class RecordStore {
   StatusOr<int64_t> insert(const std::vector<v1::Record>& records);
 
   // The `top_k` fastest successful records of `workload` on `target`, fastest first; on one device
-  // key, or on any when `device_key` is empty. Failed records never appear.
+  // key, or on any when `device_key` is empty; `top_k` 0 means 1, at most 1000. Failed records
+  // never appear.
   StatusOr<std::vector<v1::Record>> query_best(const Workload& workload, const Target& target,
                                                std::string_view device_key = {}, int top_k = 1);
-  // Matching records, oldest first; `limit` 0 means 1000.
+  // Matching records, oldest first; `limit` 0 means 1000, at most 100000 (export reads more).
   StatusOr<RecordPage> list_records(const RecordFilter& filter, int64_t limit = 0, int64_t offset = 0);
   // The distinct configs (stable JSON) that job `job_id` has recorded for `workload`, successful or
   // not, in the order they were first recorded. This is what a resumed job must not measure again.
@@ -111,8 +113,8 @@ class RecordStore {
   // rest (device keys, strategies).
   StatusOr<v1::Job> create_job(const v1::JobSpec& spec);
   // Moves a job to `state`, stamping started_at on the first RUNNING and finished_at on an end
-  // state. An ended job (SUCCEEDED, FAILED, CANCELLED) does not change again; `error` is kept
-  // for FAILED.
+  // state. An ended job (SUCCEEDED, FAILED, CANCELLED) does not change again. `error` replaces
+  // the stored reason: why the job failed, empty otherwise.
   StatusOr<v1::Job> update_job_state(std::string_view job_id, v1::JobState state, std::string_view error = {});
   Status update_job_progress(std::string_view job_id, const v1::JobProgress& progress);
   StatusOr<v1::Job> get_job(std::string_view job_id);

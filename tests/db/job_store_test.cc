@@ -99,6 +99,8 @@ TEST_F(JobStoreTest, ListsByStateNewestFirst) {
   ASSERT_EQ(all->size(), 2u);
   EXPECT_EQ((*all)[0].id(), ids[4]);
   EXPECT_EQ(store_->list_jobs({}, -1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->list_jobs({v1::RUNNING, v1::RUNNING, v1::RUNNING})->size(), 2u);
+  EXPECT_EQ(store_->list_jobs({static_cast<v1::JobState>(42)}).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(JobStoreTest, InvalidSpecsAreRefused) {

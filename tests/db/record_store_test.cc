@@ -143,6 +143,7 @@ TEST_F(RecordStoreTest, ListFiltersPagesAndCounts) {
   EXPECT_EQ(store_->list_records(arm)->total, 0);
   EXPECT_EQ(store_->list_records({}, -1).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->list_records({}, 1, -1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->list_records({}, 100001).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(RecordStoreTest, MeasuredConfigsAreDistinctPerJobAndWorkload) {
@@ -176,6 +177,10 @@ TEST_F(RecordStoreTest, OneInvalidRecordRefusesTheWholeCallNamingIt) {
   ASSERT_TRUE(store_->flush().ok());
   EXPECT_EQ(store_->list_records({})->total, 0);
   EXPECT_EQ(store_->query_best(testing::workload("matmul:M=64,N=64,K=64"), testing::target("llvm"), "", -2)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->query_best(testing::workload("matmul:M=64,N=64,K=64"), testing::target("llvm"), "", 1001)
                 .status()
                 .code(),
             StatusCode::kInvalidArgument);
