@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -33,8 +35,17 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-inline Workload workload(const std::string& text) { return parse_workload(text).value(); }
-inline Target target(const std::string& text) { return parse_target(text).value(); }
+// Test inputs are meant to be valid: a typo stops the test binary with the parser's message.
+template <typename T>
+T valid(StatusOr<T> parsed, const std::string& text) {
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "test input '%s' does not parse: %s\n", text.c_str(), parsed.status().to_string().c_str());
+    std::abort();
+  }
+  return std::move(parsed).value();
+}
+inline Workload workload(const std::string& text) { return valid(parse_workload(text), text); }
+inline Target target(const std::string& text) { return valid(parse_target(text), text); }
 
 // A matmul config whose knobs are derived from `variant`, so that different variants differ.
 inline Config config(int variant) {

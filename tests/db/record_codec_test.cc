@@ -29,6 +29,16 @@ TEST(RecordCodec, RowRoundTripLosesNothing) {
   EXPECT_EQ(back.result().costs(1), 0.1 + 0.2);
 }
 
+TEST(RecordCodec, OtherOperatorsTargetsAndEmptyFieldsRoundTrip) {
+  v1::Record record = make_record({.workload = "batch_matmul:B=12,M=128,N=128,K=64",
+                                   .target = "cuda -arch=sm_90", .device_key = "h100", .job_id = "",
+                                   .agent_id = ""});
+  record.mutable_config()->clear_knobs();
+  v1::Record back = round_trip(record);
+  EXPECT_TRUE(same(back, record)) << back.DebugString();
+  EXPECT_EQ(back.target().arch(), "sm_90");
+}
+
 TEST(RecordCodec, FailedRecordRoundTrips) {
   v1::Record record = make_record({.error = v1::RUNTIME_ERROR});
   EXPECT_TRUE(same(round_trip(record), record));
