@@ -214,7 +214,42 @@ class CodeGen {
   // distinct expression once per scope keeps the LLVM module (and its optimization time) small.
   struct CseScope {
     std::unordered_multimap<size_t, std::pair<Expr, llvm::Value*>> entries;
+    // Known contents of memory: (buffer, index) -> value last loaded or stored there. Register
+    // tiles are unrolled straight-line code, so forwarding stores to loads here keeps the module
+    // small (LLVM would find the same with SROA, at a higher compile-time cost).
+    std::vector<std::tuple<const BufferNode*, Expr, llvm::Value*>> memory;
   };
+
+  llvm::Value* known_memory(const BufferNode* buf, const Expr& idx, const Type& type) {
+    for (auto scope = cse_.rbegin(); scope != cse_.rend(); ++scope)
+      for (const auto& [b, i, v] : scope->memory)
+        if (b == buf && i->type == idx->type && equal(i, idx) && v->getType() == llvm_type(type)) return v;
+    return nullptr;
+  }
+  void forget_memory(const BufferNode* buf) {
+    for (auto& scope : cse_)
+      std::erase_if(scope.memory, [&](const auto& m) { return std::get<0>(m) == buf; });
+  }
+  void remember_memory(const BufferNode* buf, const Expr& idx, llvm::Value* v) {
+    if (!cse_.empty() && pure_hash(idx) != 0)
+      cse_.back().memory.emplace_back(buf, idx, v);
+  }
+  // Buffers a statement writes: what a loop or branch invalidates.
+  static std::vector<const BufferNode*> stored_buffers(const Stmt& s) {
+    struct Finder : IRVisitor {
+      std::vector<const BufferNode*> out;
+      void visit_store(const Store* op) override {
+        if (std::find(out.begin(), out.end(), op->buffer.get()) == out.end()) out.push_back(op->buffer.get());
+        IRVisitor::visit_store(op);
+      }
+      using IRVisitor::visit;
+    } f;
+    f.visit(s);
+    return f.out;
+  }
+  void forget_stored(const Stmt& s) {
+    for (const BufferNode* b : stored_buffers(s)) forget_memory(b);
+  }
 
   // A structural hash of pure integer arithmetic; 0 for what must not be reused (loads, calls).
   static size_t pure_hash(const Expr& e) {
@@ -222,6 +257,11 @@ class CodeGen {
     switch (e->kind) {
       case ExprKind::kIntImm: return mix(1, static_cast<size_t>(e->as<IntImm>()->value));
       case ExprKind::kVar: return mix(2, reinterpret_cast<size_t>(e.get()));
+      case ExprKind::kRamp: {
+        auto* r = e->as<Ramp>();
+        size_t x = pure_hash(r->base), y = pure_hash(r->stride);
+        return (x && y) ? mix(mix(10, x), mix(y, static_cast<size_t>(r->lanes))) : 0;
+      }
       case ExprKind::kBinary: {
         auto* b = e->as<Binary>();
         size_t x = pure_hash(b->a), y = pure_hash(b->b);
@@ -289,7 +329,13 @@ class CodeGen {
         return b_.CreateSelect(emit(op->cond), emit(op->t), emit(op->f));
       }
       case ExprKind::kCast: return emit_cast(e->as<Cast>());
-      case ExprKind::kLoad: return emit_load(e->as<Load>());
+      case ExprKind::kLoad: {
+        const auto* l = e->as<Load>();
+        if (llvm::Value* v = known_memory(l->buffer.get(), l->indices[0], e->type)) return v;
+        llvm::Value* v = emit_load(l);
+        remember_memory(l->buffer.get(), l->indices[0], v);
+        return v;
+      }
       case ExprKind::kBroadcast: {
         auto* op = e->as<Broadcast>();
         return b_.CreateVectorSplat(op->lanes, emit(op->value));
@@ -304,6 +350,8 @@ class CodeGen {
       }
       case ExprKind::kCall: {
         auto* op = e->as<Call>();
+        // Other threads may have written anything before a barrier.
+        for (auto& scope : cse_) scope.memory.clear();
         if (op->name == "gpu.barrier" && info_.gpu) {
           b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::nvvm_barrier0));
           return b_.getInt64(0);
@@ -397,6 +445,9 @@ class CodeGen {
     const Expr& idx = op->indices[0];
     llvm::Align align(op->buffer->dtype.bytes());
     llvm::Value* v = emit(op->value);
+    // Any other element of this buffer may overlap the stored one; only this one is known now.
+    forget_memory(op->buffer.get());
+    if (v->getType() == llvm_type(op->buffer->dtype.with_lanes(idx->type.lanes))) remember_memory(op->buffer.get(), idx, v);
     if (!idx->type.is_vector()) {
       b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(elem, base, emit(idx)), align);
       return;
@@ -448,6 +499,8 @@ class CodeGen {
           b_.CreateBr(done);
         }
         b_.SetInsertPoint(done);
+        forget_stored(op->then_case);
+        if (op->else_case) forget_stored(op->else_case);
         return;
       }
       case StmtKind::kBlock:
@@ -513,6 +566,8 @@ class CodeGen {
     auto* head = llvm::BasicBlock::Create(ctx_, "for_" + var->name, fn_);
     auto* body_bb = llvm::BasicBlock::Create(ctx_, "for_body_" + var->name, fn_);
     auto* exit = llvm::BasicBlock::Create(ctx_, "for_end_" + var->name, fn_);
+    // What the body writes differs between iterations and after the loop.
+    forget_stored(body);
     b_.CreateBr(head);
     b_.SetInsertPoint(head);
     auto* phi = b_.CreatePHI(b_.getInt64Ty(), 2, var->name);
@@ -523,6 +578,7 @@ class CodeGen {
     push_scope();
     emit(body);
     pop_scope();
+    forget_stored(body);
     vars_.erase(var);
     auto* next = b_.CreateAdd(phi, b_.getInt64(1), "", true, true);
     phi->addIncoming(next, b_.GetInsertBlock());
@@ -596,6 +652,7 @@ class CodeGen {
     // when there are enough iterations.
     llvm::Value* ntask = b_.CreateTrunc(b_.CreateSelect(b_.CreateICmpSLT(extent, b_.getInt64(1024)), extent, b_.getInt64(0)), i32);
     llvm::Value* rc = b_.CreateCall(launch, {body_fn, closure, ntask});
+    forget_stored(op->body);
     auto* ok = llvm::BasicBlock::Create(ctx_, "par_ok", fn_);
     auto* bad = llvm::BasicBlock::Create(ctx_, "par_failed", fn_);
     b_.CreateCondBr(b_.CreateICmpEQ(rc, b_.getInt32(0)), ok, bad);
