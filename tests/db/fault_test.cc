@@ -70,6 +70,23 @@ TEST(Fault, TruncatedFileIsAClearErrorAtOpen) {
   }
 }
 
+// Another program cutting the file short while tunerd has it open: queries fail with an error
+// naming the file, the process lives on.
+TEST(Fault, FileTruncatedWhileOpenIsAnErrorNotACrash) {
+  TempDir dir;
+  std::string path = make_history(dir);
+  auto store = RecordStore::open(path).value();
+  ASSERT_TRUE(store->list_records({}, 10).ok());
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 3);
+  auto page = store->list_records({}, 100000);
+  ASSERT_FALSE(page.ok());
+  EXPECT_TRUE(mentions(page.status(), path)) << page.status().to_string();
+  auto best = store->query_best(testing::workload("matmul:M=64,N=64,K=64"), testing::target("llvm"), "", 1000);
+  if (!best.ok()) {
+    EXPECT_TRUE(mentions(best.status(), path)) << best.status().to_string();
+  }
+}
+
 TEST(Fault, FileThatIsNotADatabaseIsAClearError) {
   TempDir dir;
   std::string path = dir.file("notes.db");
