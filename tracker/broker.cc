@@ -310,10 +310,11 @@ void Broker::dispatch_locked(const std::string& key_name) {
     key.free_agents.pop_front();
     Agent& agent = agents_[session];
 
-    // Spread a request over the free agents, but never more than max_lease_candidates to one.
+    // Spread a request over the free agents, in chunks of min..max_lease_candidates.
     int free_agents = static_cast<int>(key.free_agents.size()) + 1;
     int share = (static_cast<int>(request.pending.size()) + free_agents - 1) / free_agents;
-    int take = std::max(1, std::min(options_.max_lease_candidates, share));
+    int take = std::clamp(share, std::max(1, options_.min_lease_candidates),
+                          std::max(1, std::max(options_.min_lease_candidates, options_.max_lease_candidates)));
 
     Lease lease;
     lease.id = fmt::format("L{}", next_id_++);
@@ -332,7 +333,7 @@ void Broker::dispatch_locked(const std::string& key_name) {
       lease.open.push_back(index);
       *batch.add_candidates() = request.proto.candidates(index);
     }
-    auto budget = std::chrono::duration<double>(request.candidate_budget_s * (static_cast<double>(take) + 1));
+    auto budget = std::chrono::duration<double>(request.candidate_budget_s * (static_cast<double>(lease.open.size()) + 1));
     lease.deadline = now + std::chrono::duration_cast<BrokerClock::duration>(budget) + options_.lease_grace;
     batch.set_deadline_us(unix_us(lease.deadline, now));
     if (request.pending.empty()) {

@@ -32,6 +32,9 @@ using RequestId = uint64_t;
 
 struct BrokerOptions {
   int max_lease_candidates = 8;       // Largest chunk of a request leased to one agent at once.
+  // Smallest chunk while a request has that many pending: a lease costs a round trip and two
+  // messages, which outweigh spreading a few candidates over more agents.
+  int min_lease_candidates = 4;
   int max_attempts = 3;               // Agents a candidate may be lost on before it is DEVICE_LOST.
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{5000};   // Silence after which an agent is dropped.

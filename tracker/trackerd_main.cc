@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--max-lease-candidates", options.max_lease_candidates, "Largest chunk of a request leased to one agent")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--min-lease-candidates", options.min_lease_candidates,
+                 "Smallest chunk leased to one agent while a request has that many pending")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--max-attempts", options.max_attempts, "Agents a candidate may be lost on before DEVICE_LOST")
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms, "Silence after which an agent is dropped")

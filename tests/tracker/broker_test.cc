@@ -82,6 +82,18 @@ TEST_F(BrokerTest, SplitsARequestOverFreeAgentsInBoundedChunks) {
   for (auto [id, n] : counts) EXPECT_EQ(n, 1) << id;
 }
 
+TEST_F(BrokerTest, ManyFreeAgentsGetChunksOfAtLeastTheMinimum) {
+  Broker broker(options());
+  std::vector<std::shared_ptr<FakeAgent>> agents;
+  for (char id = 'a'; id < 'g'; ++id) agents.push_back(connect(broker, std::string(1, id)));
+  auto tuner = std::make_shared<FakeTuner>();
+  ASSERT_TRUE(broker.submit(request(10), tuner).ok());
+  std::vector<int> sizes;
+  for (auto& a : agents)
+    if (!a->batches.empty()) sizes.push_back(a->batches[0].candidates_size());
+  EXPECT_EQ(sizes, std::vector<int>({4, 4, 2}));
+}
+
 TEST_F(BrokerTest, UnansweredCandidatesOfALostAgentGoToAnother) {
   Broker broker(options());
   SessionId a_session = 0;
@@ -173,6 +185,7 @@ TEST_F(BrokerTest, SilentAgentIsDroppedAndItsWorkRequeued) {
 TEST_F(BrokerTest, HigherPriorityFirstThenJobsTakeTurnsThenArrival) {
   BrokerOptions o = options();
   o.max_lease_candidates = 1;
+  o.min_lease_candidates = 1;
   Broker broker(o);
   SessionId session = 0;
   auto agent = connect(broker, "a", "cpu", &session);
