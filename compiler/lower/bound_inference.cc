@@ -66,7 +66,7 @@ Status derive_axes(const schedule::Stage& stage, StageBounds& sb, RangeMap& rang
 
 // The region of `producer` that one iteration of `consumer`'s loops outside `at` reads.
 Status infer_region(const schedule::Stage& producer, const schedule::Stage& consumer, const StageBounds& cb,
-                    const RangeMap& ranges, StageBounds& pb) {
+                    const RangeMap& ranges, const IntervalMap& thread_vars, StageBounds& pb) {
   const auto& leaves = consumer.leaf_iter_vars();
   size_t pos = std::find(leaves.begin(), leaves.end(), producer.attach_iv()) - leaves.begin();
   bool shared = producer.scope() == MemScope::kShared;
@@ -105,12 +105,23 @@ Status infer_region(const schedule::Stage& producer, const schedule::Stage& cons
     }
   });
   TF_RETURN_IF_ERROR(status);
+  // A shared-memory stage holds what the whole thread block reads: relax every thread index.
+  if (shared) {
+    for (size_t d = 0; d < ndim && lo[d]; ++d) {
+      auto l = eval_interval(lo[d], thread_vars), h = eval_interval(hi[d], thread_vars);
+      if (!l || !h) return internal_error("bound inference: cannot relax thread indices for " + producer.op()->name);
+      lo[d] = l->min;
+      hi[d] = h->max;
+    }
+  }
   for (size_t d = 0; d < ndim; ++d) {
     if (!lo[d]) return invalid_argument(fmt::format("stage {} is computed at {}, which does not read it",
                                                     producer.op()->name, consumer.op()->name));
     Expr mn = simplify(lo[d], ranges);
     pb.root_min.push_back(mn);
-    pb.root_extent.push_back(simplify(add(sub(hi[d], mn), int_imm(1)), ranges));
+    // Never more than the tensor has: a block-wide tile at the edge of a matrix stops there.
+    Expr extent = min(add(sub(hi[d], mn), int_imm(1)), sub(int_imm(producer.op()->axes[d]->extent), mn));
+    pb.root_extent.push_back(simplify(extent, ranges));
   }
   return Status();
 }
@@ -120,6 +131,7 @@ Status infer_region(const schedule::Stage& producer, const schedule::Stage& cons
 StatusOr<Bounds> infer_bounds(const schedule::Schedule& sched) {
   TF_RETURN_IF_ERROR(sched.status());
   Bounds out;
+  IntervalMap thread_vars;  // Every threadIdx-bound loop variable seen so far, over its range.
   const auto& stages = sched.stages();
   for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
     const schedule::Stage& stage = **it;
@@ -138,7 +150,7 @@ StatusOr<Bounds> infer_bounds(const schedule::Schedule& sched) {
             return invalid_argument(fmt::format("stage {} is computed at {} but {} reads it too", op->name,
                                                 consumer->op()->name, other->op()->name));
       }
-      TF_RETURN_IF_ERROR(infer_region(stage, *consumer, cit->second, out.ranges, sb));
+      TF_RETURN_IF_ERROR(infer_region(stage, *consumer, cit->second, out.ranges, thread_vars, sb));
     } else {
       for (const auto& a : op->axes) {
         sb.root_min.push_back(int_imm(0));
@@ -150,6 +162,11 @@ StatusOr<Bounds> infer_bounds(const schedule::Schedule& sched) {
       sb.root_extent.push_back(int_imm(r->extent));
     }
     TF_RETURN_IF_ERROR(derive_axes(stage, sb, out.ranges));
+    for (const auto& leaf : stage.leaf_iter_vars()) {
+      if (stage.annotation(leaf).kind != ForKind::kGpuThread) continue;
+      const ConstRange& r = out.ranges.at(leaf->var.get());
+      thread_vars[leaf->var.get()] = Interval{int_imm(r.lo), int_imm(r.hi)};
+    }
     out.stages[&stage] = std::move(sb);
   }
   return out;

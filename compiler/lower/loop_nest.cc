@@ -177,7 +177,26 @@ class NestBuilder {
       if (at != attached_.end()) {
         const auto* loop = body->as<For>();
         Stmt inner = loop->body;
+        // Shared-memory tiles are filled by the whole block: all threads wait until they are
+        // complete before reading, and until everyone is done reading before they are refilled.
+        std::vector<Stmt> shared_fills;
+        std::vector<Buffer> shared_buffers;
+        for (const schedule::Stage* producer : at->second) {
+          if (buffer_of(*producer)->scope != MemScope::kShared) continue;
+          TF_ASSIGN_OR_RETURN(Stmt nest, build_stage(*producer));
+          shared_fills.push_back(nest);
+          shared_buffers.push_back(buffer_of(*producer));
+        }
+        if (!shared_fills.empty()) {
+          Stmt barrier = evaluate(std::make_shared<Call>(Type::i64(), "gpu.barrier", std::vector<Expr>{}));
+          shared_fills.push_back(barrier);
+          shared_fills.push_back(inner);
+          shared_fills.push_back(barrier);
+          inner = block(shared_fills);
+          for (const Buffer& buf : shared_buffers) inner = allocate(buf, inner);
+        }
         for (auto pit = at->second.rbegin(); pit != at->second.rend(); ++pit) {
+          if (buffer_of(**pit)->scope == MemScope::kShared) continue;
           TF_ASSIGN_OR_RETURN(Stmt nest, build_stage(**pit));
           inner = allocate(buffer_of(**pit), block({nest, inner}));
         }

@@ -275,6 +275,8 @@ ConfigSpace cuda_space(const std::string& name) {
   s.define_split_candidates("tile_y", {{1, 2, 4, 8, 16, 32}, {1, 2, 4, 8}});
   s.define_split_candidates("tile_x", {{1, 2, 4, 8, 16, 32, 64}, {1, 2, 4, 8}});
   s.define_knob("unroll_k", std::vector<int64_t>{1, 2, 4, 8});
+  // Stage the A and B tiles of each unroll_k-deep slice of the reduction in shared memory.
+  s.define_knob("shared", std::vector<int64_t>{0, 1});
   s.set_validator([](const Config& c) -> Status {
     int64_t threads = knob_list(c, "tile_y")[1] * knob_list(c, "tile_x")[1];
     if (threads > 1024) return invalid_argument(fmt::format("{} threads per block (at most 1024)", threads));
@@ -293,7 +295,8 @@ Config cuda_default(const std::string& name, const Workload& w) {
   c.template_name = name;
   c.knobs = {{"tile_y", std::vector<int64_t>{-1, ty, g.M >= 64 ? 4 : 1}},
              {"tile_x", std::vector<int64_t>{-1, tx, g.N >= 64 ? 4 : 1}},
-             {"unroll_k", int64_t{4}}};
+             {"unroll_k", int64_t{8}},
+             {"shared", int64_t{1}}};
   return c;
 }
 
@@ -332,6 +335,22 @@ StatusOr<ir::LoweredFunc> cuda_build(const Workload& w, const Config& c, const s
   a.unroll(kin);
   a.unroll(a.axis(off));
   a.unroll(a.axis(off + 1));
+  if (knob_int(c, "shared") != 0) {
+    // Each slice of A and B the block needs is copied to shared memory cooperatively: rows over
+    // threadIdx.y, columns over threadIdx.x.
+    for (const te::Tensor& input : {t.inputs[0], t.inputs[1]}) {
+      te::Tensor staged = s.cache_read(input, ir::MemScope::kShared, {acc});
+      auto& st = s[staged];
+      st.compute_at(a, ko);
+      auto [ro, rt] = st.split(st.axis(off), ty);
+      auto [co, ct] = st.split(st.axis(off + 1), tx);
+      std::vector<te::IterVar> copy_order = {ro, co, rt, ct};
+      if (g.batched) copy_order.insert(copy_order.begin(), st.axis(0));
+      st.reorder(copy_order);
+      st.bind(rt, "threadIdx.y");
+      st.bind(ct, "threadIdx.x");
+    }
+  }
   return lower::lower_loops(s, ComputeDef{t.inputs, t.out}.args(), entry);
 }
 

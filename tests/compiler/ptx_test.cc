@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/build.h"
+#include "compiler/ir/printer.h"
 #include "test_util.h"
 
 namespace tunefarm {
@@ -69,6 +70,28 @@ TEST(Ptx, OlderArchitectureAssembles) {
   ASSERT_TRUE(k.ok()) << k.status().to_string();
   EXPECT_NE(k->binary.find(".target sm_75"), std::string::npos);
   EXPECT_EQ(ptxas(tool, k->binary, "sm_75"), 0);
+}
+
+// The GEMM CUDA template stages A and B tiles in shared memory, filled cooperatively by the
+// block's threads between barriers.
+TEST(Ptx, SharedMemoryStagingWithBarriers) {
+  Workload w = *parse_workload("matmul:M=100,N=70,K=33");
+  Target sm90 = *parse_target("cuda -arch=sm_90");
+  Config c = *default_config(w, sm90);
+  ASSERT_EQ(std::get<int64_t>(*c.find("shared")), 1);
+  auto f = lower_candidate(w, sm90, c);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::string ir_text = ir::to_string(*f);
+  EXPECT_NE(ir_text.find("allocate A.shared"), std::string::npos) << ir_text;
+  EXPECT_NE(ir_text.find("allocate B.shared"), std::string::npos) << ir_text;
+  EXPECT_NE(ir_text.find("gpu.barrier()"), std::string::npos) << ir_text;
+  auto k = build_kernel(w, sm90, c);
+  ASSERT_TRUE(k.ok()) << k.status().to_string();
+  EXPECT_NE(k->binary.find("bar.sync"), std::string::npos);
+  EXPECT_NE(k->binary.find(".shared"), std::string::npos);
+  std::string tool = find_ptxas();
+  if (tool.empty()) GTEST_SKIP() << "ptxas not found: PTX not validated";
+  EXPECT_EQ(ptxas(tool, k->binary, "sm_90"), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CudaTemplates, ::testing::ValuesIn(testing_util::small_workloads()));
