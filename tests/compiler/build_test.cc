@@ -1,6 +1,9 @@
 // The public build API: config spaces (size, index <-> config, validity) and clear errors for bad
 // input (invalid workloads, unsupported dtype, configs for another template or target, knobs
 // missing, unknown or out of their choices, points the template rejects).
+#include <atomic>
+#include <thread>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -136,6 +139,26 @@ TEST(BuildApi, KernelArgumentsAndFlops) {
   EXPECT_DOUBLE_EQ(*workload_flops(w), 2.0 * 2 * 3 * 5);
   auto conv = *parse_workload("conv2d_nchw:N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1");
   EXPECT_DOUBLE_EQ(*workload_flops(conv), 2.0 * 64 * 56 * 56 * 64 * 9);
+}
+
+// The tuner compiles candidates on a thread pool: concurrent builds must not interfere.
+TEST(BuildApi, ConcurrentBuildsSucceed) {
+  Workload w = matmul(48, 40, 24);
+  auto space = *config_space(w, Target{});
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 3; ++i) {
+        auto c = space.get((t * 7919 + i * 104729) % space.size());
+        if (!c.ok() || !space.check(*c).ok()) c = default_config(w, Target{});
+        auto k = build_kernel(w, Target{}, *c);
+        if (k.ok() && !k->binary.empty()) ++ok;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 12);
 }
 
 }  // namespace
