@@ -17,6 +17,7 @@ namespace tunefarm::client {
 
 // Flags every command sees.
 struct GlobalFlags {
+  std::string server = "127.0.0.1:9191";
   std::string tracker = "127.0.0.1:9190";
 };
 
@@ -29,6 +30,8 @@ using Commands = std::vector<Command>;
 
 // Command groups, one file each.
 void add_devices_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
+void add_jobs_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
+void add_records_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 
 // A channel to `address` for one short command.
 std::shared_ptr<grpc::Channel> dial(const std::string& address);

@@ -2,10 +2,10 @@
 #include <chrono>
 
 #include <fmt/format.h>
-#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include "client/command.h"
+#include "client/output.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
 
 namespace tunefarm::client {
@@ -56,13 +56,7 @@ int run_devices(const GlobalFlags& global, const DevicesFlags& flags) {
     print_table(response);
     return 0;
   }
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  if (!google::protobuf::util::MessageToJsonString(response, &json, options).ok())
-    return fail("cannot render the queue status as JSON");
-  fmt::print("{}\n", json);
+  fmt::print("{}\n", to_json(response));
   return 0;
 }
 

@@ -27,8 +27,11 @@ int main(int argc, char** argv) {
   CommonFlags common;
   add_common_flags(app, common, false);
   client::GlobalFlags flags;
+  app.add_option("--server", flags.server, "tunerd address")->capture_default_str();
   app.add_option("--tracker", flags.tracker, "Tracker address")->capture_default_str();
   client::Commands commands;
+  client::add_jobs_commands(app, flags, commands);
+  client::add_records_commands(app, flags, commands);
   client::add_devices_commands(app, flags, commands);
   int exit_code = 0;
   if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;

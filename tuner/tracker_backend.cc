@@ -42,6 +42,7 @@ Status TrackerMeasureBackend::measure(const v1::Workload& workload, const v1::Me
     request.set_device_key(options_.device_key);
     request.set_priority(options_.priority);
     request.set_job_id(options_.job_id);
+    request.set_token(options_.token);
     *request.mutable_workload() = workload;
     *request.mutable_options() = options;
     if (reference) *request.mutable_reference() = *reference;
@@ -86,6 +87,24 @@ Status TrackerMeasureBackend::measure(const v1::Workload& workload, const v1::Me
     on_result(i, lost);
   }
   return Status();
+}
+
+Status check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key) {
+  auto stub = v1::Tracker::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::QueueStatusRequest request;
+  v1::QueueStatusResponse response;
+  grpc::Status status = stub->QueueStatus(&context, request, &response);
+  if (!status.ok())
+    return unavailable(fmt::format("cannot ask the tracker which device keys exist: {}", status.error_message()));
+  std::string known;
+  for (const auto& key : response.keys()) {
+    if (key.device_key() == device_key && key.agents_total() > 0) return Status();
+    if (key.agents_total() > 0) known += (known.empty() ? "" : ", ") + key.device_key();
+  }
+  return invalid_argument(fmt::format("unknown device key '{}': no agent serves it (the tracker has agents for: {})",
+                                      device_key, known.empty() ? "none" : known));
 }
 
 }  // namespace tunefarm

@@ -18,6 +18,7 @@ class Channel;
 namespace tunefarm {
 
 struct TrackerBackendOptions {
+  std::string token;  // Tuner token the tracker asks for; empty when it asks for none.
   std::string device_key;
   std::string job_id;
   int priority = 0;
@@ -37,5 +38,9 @@ class TrackerMeasureBackend : public MeasureBackend {
   std::shared_ptr<grpc::Channel> channel_;
   TrackerBackendOptions options_;
 };
+
+// OK when the tracker has at least one agent for `device_key`; INVALID_ARGUMENT naming the keys it
+// does have otherwise; UNAVAILABLE when the tracker cannot be reached.
+Status check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key);
 
 }  // namespace tunefarm

@@ -42,3 +42,22 @@ TEST(StatusOr, PropagatesErrorsThroughMacros) {
 
 }  // namespace
 }  // namespace tunefarm
+
+#include "common/address.h"
+
+namespace tunefarm {
+namespace {
+
+TEST(Address, LoopbackIsRecognised) {
+  EXPECT_TRUE(is_loopback_address("127.0.0.1:9190"));
+  EXPECT_TRUE(is_loopback_address("localhost:9191"));
+  EXPECT_TRUE(is_loopback_address("[::1]:9190"));
+  EXPECT_TRUE(is_loopback_address("unix:/run/tunefarm.sock"));
+  EXPECT_FALSE(is_loopback_address("0.0.0.0:9190"));
+  EXPECT_FALSE(is_loopback_address("10.1.2.3:9190"));
+  EXPECT_FALSE(is_loopback_address("[::]:9190"));
+  EXPECT_FALSE(is_loopback_address("lab-tracker:9190"));
+}
+
+}  // namespace
+}  // namespace tunefarm

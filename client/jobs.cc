@@ -1,0 +1,291 @@
+// tune-client submit | jobs | status | watch | cancel: tuning jobs on tunerd.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+
+#include "client/command.h"
+#include "client/output.h"
+#include "common/wire.h"
+#include "tunefarm/v1/tuner.grpc.pb.h"
+
+namespace tunefarm::client {
+namespace {
+
+struct SubmitFlags {
+  std::vector<std::string> workloads;
+  std::string workloads_file;
+  std::string target = "llvm";
+  std::string device = "local-cpu";
+  std::string template_name;
+  int trials = 200;
+  std::string time_budget;
+  int early_stopping = 0;
+  int batch_size = 0;
+  std::string strategy = "xgb-sa";
+  int priority = 0;
+  uint64_t seed = 0;
+  std::string name;
+  bool watch = false;
+  bool json = false;
+};
+
+struct JobFlags {
+  std::string job_id;
+  bool json = false;
+};
+
+struct ListFlags {
+  std::vector<std::string> states;
+  int limit = 0;
+  bool json = false;
+};
+
+std::unique_ptr<v1::Tuner::Stub> tuner(const GlobalFlags& global) { return v1::Tuner::NewStub(dial(global.server)); }
+
+int rpc_failure(const GlobalFlags& global, const std::string& what, const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE)
+    return fail(fmt::format("{}: tunerd at {} is not reachable ({})", what, global.server, status.error_message()));
+  return fail(fmt::format("{}: {}", what, status.error_message()));
+}
+
+std::string workloads_of(const v1::Job& job) {
+  std::string out;
+  for (const auto& t : job.spec().tasks()) {
+    auto w = from_proto(t.workload());
+    out += (out.empty() ? "" : " ") + (w.ok() ? w->to_string() : t.workload().op());
+  }
+  return out;
+}
+
+std::string state_name(v1::JobState s) { return v1::JobState_Name(s); }
+
+std::string progress_line(const v1::Job& job) {
+  const v1::JobProgress& p = job.progress();
+  int budget = p.trials_budget() > 0 ? p.trials_budget() : job.spec().trials();
+  int width = 24;
+  int filled = budget > 0 ? std::min(width, p.trials_done() * width / budget) : 0;
+  int errors = 0;
+  for (const auto& [code, n] : p.errors_by_code())
+    if (code != "OK") errors += n;
+  return fmt::format("[{}{}] {}/{} trials  best {:.1f} GFLOP/s  last batch {:.1f}  errors {}  elapsed {}  eta {}",
+                     std::string(filled, '#'), std::string(width - filled, '.'), p.trials_done(), budget,
+                     p.best_gflops(), p.current_gflops(), errors, format_duration(p.elapsed_s()),
+                     p.eta_s() < 0 ? "?" : format_duration(p.eta_s()));
+}
+
+void print_job(const v1::Job& job) {
+  fmt::print("job {}  {}\n", job.id(), state_name(job.state()));
+  if (!job.spec().name().empty()) fmt::print("  name      {}\n", job.spec().name());
+  fmt::print("  workloads {}\n", workloads_of(job));
+  auto target = from_proto(job.spec().target());
+  fmt::print("  target    {}   device {}\n", target.ok() ? target->to_string() : "?", job.spec().device_key());
+  fmt::print("  progress  {}\n", progress_line(job));
+  for (const auto& [code, n] : job.progress().errors_by_code())
+    if (code != "OK") fmt::print("            {} x {}\n", n, code);
+  for (const auto& t : job.progress().tasks()) {
+    auto w = from_proto(t.workload());
+    fmt::print("  task      {}: {} trials, best {:.1f} GFLOP/s\n", w.ok() ? w->to_string() : "?", t.trials_done(),
+               t.best_gflops());
+    if (t.has_best_config()) fmt::print("            {}\n", from_proto(t.best_config()).to_json());
+  }
+  if (!job.error().empty()) fmt::print("  error     {}\n", job.error());
+}
+
+// Follows a job to its end: a progress bar on a terminal, a line per event otherwise, JSON lines
+// with --json. Exit status: 0 when the job succeeded.
+int follow(const GlobalFlags& global, const std::string& job_id, bool json) {
+  auto stub = tuner(global);
+  grpc::ClientContext context;
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  auto reader = stub->WatchJob(&context, request);
+  bool tty = isatty(STDOUT_FILENO) && !json;
+  v1::JobEvent event;
+  v1::Job last;
+  while (reader->Read(&event)) {
+    last = event.job();
+    if (json) {
+      fmt::print("{}\n", to_json(event));
+    } else if (tty) {
+      fmt::print("\r{}", progress_line(last));
+    } else if (!event.message().empty()) {
+      fmt::print("{}  {}\n", progress_line(last), event.message());
+    }
+    std::fflush(stdout);
+  }
+  grpc::Status status = reader->Finish();
+  if (tty) fmt::print("\n");
+  if (!status.ok()) return rpc_failure(global, fmt::format("watching job {}", job_id), status);
+  if (!json) print_job(last);
+  if (last.state() == v1::SUCCEEDED) return 0;
+  return fail(fmt::format("job {} ended {}{}", job_id, state_name(last.state()),
+                          last.error().empty() ? "" : ": " + last.error()));
+}
+
+int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
+  v1::SubmitJobRequest request;
+  v1::JobSpec* spec = request.mutable_spec();
+  std::vector<Workload> workloads;
+  for (const auto& text : flags.workloads) {
+    auto w = parse_workload(text);
+    if (!w.ok()) return fail(w.status().message());
+    workloads.push_back(*w);
+  }
+  if (!flags.workloads_file.empty()) {
+    auto ws = read_workload_file(flags.workloads_file);
+    if (!ws.ok()) return fail(ws.status().message());
+    workloads.insert(workloads.end(), ws->begin(), ws->end());
+  }
+  if (workloads.empty()) return fail("give a workload with --workload or a file of them with --workloads");
+  for (const Workload& w : workloads) {
+    v1::TuneTask* task = spec->add_tasks();
+    *task->mutable_workload() = to_proto(w);
+    task->set_template_name(flags.template_name);
+  }
+  auto target = parse_target(flags.target);
+  if (!target.ok()) return fail(target.status().message());
+  *spec->mutable_target() = to_proto(*target);
+  spec->set_device_key(flags.device);
+  spec->set_trials(flags.trials);
+  if (!flags.time_budget.empty()) {
+    auto seconds = parse_duration(flags.time_budget);
+    if (!seconds.ok()) return fail(seconds.status().message());
+    spec->set_time_budget_s(*seconds);
+  }
+  spec->set_early_stopping(flags.early_stopping);
+  spec->set_batch_size(flags.batch_size);
+  v1::SearchStrategy strategy;
+  if (flags.strategy == "xgb-sa") strategy = v1::XGB_SA;
+  else if (flags.strategy == "random") strategy = v1::RANDOM;
+  else if (flags.strategy == "grid") strategy = v1::GRID;
+  else if (flags.strategy == "genetic") strategy = v1::GENETIC;
+  else return fail(fmt::format("unknown search strategy '{}' (known: xgb-sa, random, grid, genetic)", flags.strategy));
+  spec->set_strategy(strategy);
+  spec->set_priority(flags.priority);
+  spec->set_seed(flags.seed);
+  spec->set_name(flags.name);
+
+  auto stub = tuner(global);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::SubmitJobResponse response;
+  grpc::Status status = stub->SubmitJob(&context, request, &response);
+  if (!status.ok()) return rpc_failure(global, "submit", status);
+  if (flags.json && !flags.watch) {
+    fmt::print("{}\n", to_json(response.job()));
+    return 0;
+  }
+  if (!flags.json) fmt::print("submitted job {}\n", response.job().id());
+  if (!flags.watch) return 0;
+  return follow(global, response.job().id(), flags.json);
+}
+
+int run_status(const GlobalFlags& global, const JobFlags& flags) {
+  auto stub = tuner(global);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::GetJobRequest request;
+  request.set_job_id(flags.job_id);
+  v1::Job job;
+  grpc::Status status = stub->GetJob(&context, request, &job);
+  if (!status.ok()) return rpc_failure(global, fmt::format("job {}", flags.job_id), status);
+  if (flags.json) fmt::print("{}\n", to_json(job));
+  else print_job(job);
+  return 0;
+}
+
+int run_cancel(const GlobalFlags& global, const JobFlags& flags) {
+  auto stub = tuner(global);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::CancelJobRequest request;
+  request.set_job_id(flags.job_id);
+  v1::Job job;
+  grpc::Status status = stub->CancelJob(&context, request, &job);
+  if (!status.ok()) return rpc_failure(global, fmt::format("cancel {}", flags.job_id), status);
+  if (flags.json) fmt::print("{}\n", to_json(job));
+  else fmt::print("job {}: cancel requested (it stops after the batch in flight)\n", job.id());
+  return 0;
+}
+
+int run_jobs(const GlobalFlags& global, const ListFlags& flags) {
+  v1::ListJobsRequest request;
+  for (const auto& s : flags.states) {
+    v1::JobState state;
+    std::string upper;
+    for (char c : s) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (!v1::JobState_Parse(upper, &state) || state == v1::JOB_STATE_UNSPECIFIED)
+      return fail(fmt::format("unknown job state '{}' (queued, running, succeeded, failed, cancelled)", s));
+    request.add_states(state);
+  }
+  request.set_limit(flags.limit);
+  auto stub = tuner(global);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ListJobsResponse response;
+  grpc::Status status = stub->ListJobs(&context, request, &response);
+  if (!status.ok()) return rpc_failure(global, "jobs", status);
+  if (flags.json) {
+    fmt::print("{}\n", to_json(response));
+    return 0;
+  }
+  if (response.jobs().empty()) {
+    fmt::print("no jobs\n");
+    return 0;
+  }
+  fmt::print("{:<18} {:<10} {:>13} {:>12}  {}\n", "JOB", "STATE", "TRIALS", "BEST GFLOP/s", "WORKLOADS");
+  for (const auto& job : response.jobs())
+    fmt::print("{:<18} {:<10} {:>13} {:>12.1f}  {}\n", job.id(), state_name(job.state()),
+               fmt::format("{}/{}", job.progress().trials_done(), job.spec().trials()), job.progress().best_gflops(),
+               workloads_of(job));
+  return 0;
+}
+
+}  // namespace
+
+void add_jobs_commands(CLI::App& app, const GlobalFlags& global, Commands& commands) {
+  auto submit = std::make_shared<SubmitFlags>();
+  CLI::App* s = app.add_subcommand("submit", "Submit a tuning job");
+  s->add_option("--workload", submit->workloads, "Workload string, e.g. 'matmul:M=512,N=512,K=512' (repeatable)");
+  s->add_option("--workloads", submit->workloads_file, "File of workload strings: several tasks in one job");
+  s->add_option("--target", submit->target, "Target string (llvm, 'llvm -mtriple=...', 'cuda -arch=sm_90')")
+      ->capture_default_str();
+  s->add_option("--device", submit->device, "Device key of the boards that measure")->capture_default_str();
+  s->add_option("--template", submit->template_name, "Template name (default: the operator's default)");
+  s->add_option("--trials", submit->trials, "Measurement budget over all tasks")->capture_default_str();
+  s->add_option("--time-budget", submit->time_budget, "Wall-clock budget, e.g. 10m or 1h30m");
+  s->add_option("--early-stopping", submit->early_stopping, "Stop a task after N trials without improvement");
+  s->add_option("--batch-size", submit->batch_size, "Candidates per measurement batch (default 64)");
+  s->add_option("--strategy", submit->strategy, "xgb-sa, random, grid or genetic")->capture_default_str();
+  s->add_option("--priority", submit->priority, "Queue priority on the farm");
+  s->add_option("--seed", submit->seed, "Search seed (default: derived from the job id)");
+  s->add_option("--name", submit->name, "A name for people");
+  s->add_flag("--watch", submit->watch, "Follow the job with a progress bar until it ends");
+  s->add_flag("--json", submit->json, "Print JSON");
+  commands.push_back({s, [&global, submit] { return run_submit(global, *submit); }});
+
+  auto list = std::make_shared<ListFlags>();
+  CLI::App* j = app.add_subcommand("jobs", "List jobs, newest first");
+  j->add_option("--state", list->states, "Only jobs in this state (repeatable)");
+  j->add_option("--limit", list->limit, "At most this many (default 100)");
+  j->add_flag("--json", list->json, "Print JSON");
+  commands.push_back({j, [&global, list] { return run_jobs(global, *list); }});
+
+  auto add_job_command = [&](const char* name, const char* help, int (*run)(const GlobalFlags&, const JobFlags&)) {
+    auto flags = std::make_shared<JobFlags>();
+    CLI::App* c = app.add_subcommand(name, help);
+    c->add_option("JOB", flags->job_id, "Job id")->required();
+    c->add_flag("--json", flags->json, "Print JSON");
+    commands.push_back({c, [&global, flags, run] { return run(global, *flags); }});
+  };
+  add_job_command("status", "Show a job", run_status);
+  add_job_command("watch", "Follow a job until it ends",
+                  [](const GlobalFlags& g, const JobFlags& f) { return follow(g, f.job_id, f.json); });
+  add_job_command("cancel", "Cancel a queued or running job", run_cancel);
+}
+
+}  // namespace tunefarm::client

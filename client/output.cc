@@ -1,0 +1,58 @@
+#include "client/output.h"
+
+#include <cctype>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <google/protobuf/util/json_util.h>
+
+namespace tunefarm::client {
+
+std::string to_json(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  // Printing a well-formed message cannot fail; an empty object is the safe answer if it did.
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) return "{}";
+  return json;
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  if (seconds < 120) return fmt::format("{:.0f}s", seconds);
+  if (seconds < 7200) return fmt::format("{:.0f}m", seconds / 60);
+  return fmt::format("{:.1f}h", seconds / 3600);
+}
+
+StatusOr<double> parse_duration(const std::string& text) {
+  auto bad = [&] {
+    return invalid_argument(fmt::format("duration '{}' must look like 90, 90s, 10m, 1h or 1h30m", text));
+  };
+  if (text.empty()) return bad();
+  double total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+    if (i == start) return bad();
+    double value = std::stod(text.substr(start, i - start));
+    double unit = 1;
+    if (i < text.size()) {
+      switch (text[i]) {
+        case 's': unit = 1; break;
+        case 'm': unit = 60; break;
+        case 'h': unit = 3600; break;
+        case 'd': unit = 86400; break;
+        default: return bad();
+      }
+      ++i;
+    } else if (start != 0) {
+      return bad();  // "1h30" is ambiguous.
+    }
+    total += value * unit;
+  }
+  return total;
+}
+
+}  // namespace tunefarm::client

@@ -1,0 +1,22 @@
+// How tune-client prints: messages as protobuf JSON for scripts (--json), durations and progress
+// for people.
+#pragma once
+
+#include <string>
+
+#include <google/protobuf/message.h>
+
+#include "common/status.h"
+
+namespace tunefarm::client {
+
+// One line of JSON with the proto's field names and every field present.
+std::string to_json(const google::protobuf::Message& message);
+
+// "45s", "12m", "1.5h".
+std::string format_duration(double seconds);
+
+// Parses "90", "90s", "10m", "1h", "1h30m" into seconds.
+StatusOr<double> parse_duration(const std::string& text);
+
+}  // namespace tunefarm::client

@@ -1,0 +1,175 @@
+#include "tuner/service.h"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/wire.h"
+#include "db/record_codec.h"
+
+namespace tunefarm {
+namespace {
+
+constexpr int kMaxTopK = 100;
+constexpr int kMaxListLimit = 10000;
+constexpr size_t kExportChunkBytes = 1 << 20;
+constexpr size_t kMaxImportBytes = size_t{1} << 30;
+
+grpc::Status invalid(std::string message) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message)); }
+
+// Job ids are made by the history (hex); anything else cannot name a job.
+grpc::Status check_job_id(const std::string& id) {
+  if (id.empty()) return invalid("job id is empty");
+  if (id.size() > 64) return invalid("job id is longer than 64 characters");
+  for (char c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
+      return invalid(fmt::format("job id '{}' holds characters no job id has", id));
+  return grpc::Status::OK;
+}
+
+StatusOr<RecordFilter> filter_of(const v1::Workload* workload, const std::string& job_id) {
+  RecordFilter f;
+  if (workload) {
+    TF_ASSIGN_OR_RETURN(Workload w, from_proto(*workload));
+    f.workload = std::move(w);
+  }
+  f.job_id = job_id;
+  return f;
+}
+
+}  // namespace
+
+grpc::Status TunerService::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
+                                     v1::SubmitJobResponse* response) {
+  if (!request->has_spec()) return invalid("the request has no job spec");
+  auto job = jobs_.submit(request->spec());
+  if (!job.ok()) return to_grpc(job.status());
+  *response->mutable_job() = std::move(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status TunerService::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request, v1::Job* response) {
+  if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
+  auto job = jobs_.get(request->job_id());
+  if (!job.ok()) return to_grpc(job.status());
+  *response = std::move(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status TunerService::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
+                                    grpc::ServerWriter<v1::JobEvent>* writer) {
+  if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
+  // The first event is the job as it stands; NOT_FOUND ends the call before anything is sent.
+  auto job = jobs_.get(request->job_id());
+  if (!job.ok()) return to_grpc(job.status());
+  uint64_t version = 0;
+  for (;;) {
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    if (stopping_.load()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "tunerd is shutting down; watch again");
+    auto update = jobs_.wait_for_update(request->job_id(), version, std::chrono::milliseconds(500));
+    if (!update.ok()) return to_grpc(update.status());
+    if (update->version == version) continue;
+    version = update->version;
+    v1::JobEvent event;
+    *event.mutable_job() = update->job;
+    event.set_message(update->message);
+    if (!writer->Write(event)) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    if (update->ended) return grpc::Status::OK;
+  }
+}
+
+grpc::Status TunerService::CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* request, v1::Job* response) {
+  if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
+  auto job = jobs_.cancel(request->job_id());
+  if (!job.ok()) return to_grpc(job.status());
+  *response = std::move(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status TunerService::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
+                                    v1::ListJobsResponse* response) {
+  std::vector<v1::JobState> states;
+  for (int s : request->states()) {
+    if (!v1::JobState_IsValid(s) || s == v1::JOB_STATE_UNSPECIFIED) return invalid(fmt::format("job state {} is not a state", s));
+    states.push_back(static_cast<v1::JobState>(s));
+  }
+  if (request->limit() < 0 || request->limit() > kMaxListLimit)
+    return invalid(fmt::format("limit {} must be between 0 (default) and {}", request->limit(), kMaxListLimit));
+  auto jobs = jobs_.list(states, request->limit());
+  if (!jobs.ok()) return to_grpc(jobs.status());
+  for (auto& j : *jobs) *response->add_jobs() = std::move(j);
+  return grpc::Status::OK;
+}
+
+grpc::Status TunerService::QueryBest(grpc::ServerContext*, const v1::QueryBestRequest* request,
+                                     v1::QueryBestResponse* response) {
+  if (!request->has_workload()) return invalid("the query has no workload");
+  auto workload = from_proto(request->workload());
+  if (!workload.ok()) return to_grpc(workload.status());
+  auto target = from_proto(request->target());
+  if (!target.ok()) return to_grpc(target.status());
+  if (request->top_k() < 0 || request->top_k() > kMaxTopK)
+    return invalid(fmt::format("top_k {} must be between 0 (one) and {}", request->top_k(), kMaxTopK));
+  auto best = store_.query_best(*workload, *target, request->device_key(), std::max(1, request->top_k()));
+  if (!best.ok()) return to_grpc(best.status());
+  for (auto& r : *best) *response->add_records() = std::move(r);
+  return grpc::Status::OK;
+}
+
+grpc::Status TunerService::ListRecords(grpc::ServerContext*, const v1::ListRecordsRequest* request,
+                                       v1::ListRecordsResponse* response) {
+  if (!request->job_id().empty())
+    if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
+  if (request->limit() < 0 || request->limit() > kMaxListLimit)
+    return invalid(fmt::format("limit {} must be between 0 (default) and {}", request->limit(), kMaxListLimit));
+  if (request->offset() < 0) return invalid(fmt::format("offset {} must not be negative", request->offset()));
+  auto filter = filter_of(request->has_workload() ? &request->workload() : nullptr, request->job_id());
+  if (!filter.ok()) return to_grpc(filter.status());
+  auto page = store_.list_records(*filter, request->limit(), request->offset());
+  if (!page.ok()) return to_grpc(page.status());
+  for (auto& r : page->records) *response->add_records() = std::move(r);
+  response->set_total(page->total);
+  return grpc::Status::OK;
+}
+
+grpc::Status TunerService::ExportRecords(grpc::ServerContext* context, const v1::ExportRecordsRequest* request,
+                                         grpc::ServerWriter<v1::RecordChunk>* writer) {
+  auto filter = filter_of(request->has_workload() ? &request->workload() : nullptr, "");
+  if (!filter.ok()) return to_grpc(filter.status());
+  std::string chunk;
+  auto send = [&]() -> Status {
+    v1::RecordChunk c;
+    c.set_jsonl(std::move(chunk));
+    chunk.clear();
+    if (!writer->Write(c)) return Status(StatusCode::kCancelled, "the client went away");
+    return Status();
+  };
+  Status st = store_.export_records(*filter, [&](const v1::Record& r) -> Status {
+    if (context->IsCancelled()) return Status(StatusCode::kCancelled, "the client went away");
+    chunk += db::to_json_line(r);
+    chunk += '\n';
+    return chunk.size() >= kExportChunkBytes ? send() : Status();
+  });
+  if (st.ok() && !chunk.empty()) st = send();
+  return to_grpc(st);
+}
+
+grpc::Status TunerService::ImportRecords(grpc::ServerContext*, grpc::ServerReader<v1::RecordChunk>* reader,
+                                         v1::ImportRecordsResponse* response) {
+  std::string all;
+  v1::RecordChunk chunk;
+  while (reader->Read(&chunk)) {
+    if (all.size() + chunk.jsonl().size() > kMaxImportBytes)
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          fmt::format("import is larger than {} bytes; split the file", kMaxImportBytes));
+    all += chunk.jsonl();
+  }
+  std::istringstream in(std::move(all));
+  auto stats = store_.import_jsonl(in, "the uploaded records");
+  if (!stats.ok()) return to_grpc(stats.status());
+  response->set_imported(stats->imported);
+  response->set_skipped(stats->skipped);
+  return grpc::Status::OK;
+}
+
+}  // namespace tunefarm

@@ -1,0 +1,111 @@
+// tunerd: the tuning service (see tuner/job_manager.h and tuner/service.h).
+//   tunerd --listen 127.0.0.1:9191 --tracker 127.0.0.1:9190 --data-dir DIR
+#include <signal.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "common/address.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "tuner/compiler_task.h"
+#include "tuner/service.h"
+#include "tuner/tracker_backend.h"
+
+int main(int argc, char** argv) {
+  using namespace tunefarm;
+  CLI::App app{"tunerd: runs tuning jobs, measures on the farm through the tracker, keeps the history"};
+  CommonFlags common;
+  add_common_flags(app, common, true);
+  std::string listen = "127.0.0.1:9191";
+  std::string tracker = "127.0.0.1:9190";
+  std::string data_dir = "tunefarm-data";
+  std::string tracker_token;
+  bool insecure = false;
+  JobManagerOptions options;
+  app.add_option("--listen", listen, "Address to serve on")->capture_default_str();
+  app.add_option("--tracker", tracker, "The tracker's address")->capture_default_str();
+  app.add_option("--data-dir", data_dir, "Directory of the history database (created if missing)")->capture_default_str();
+  app.add_option("--tracker-token", tracker_token, "Token to present to the tracker with each batch");
+  app.add_option("--max-jobs", options.max_running_jobs, "Jobs that run at once; more wait in the queue")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--build-threads", options.build_threads, "Compiler threads per job (0: one per CPU)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_flag("--insecure", insecure, "Allow a non-loopback address without TLS and tokens");
+  int exit_code = 0;
+  if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
+  if (Status s = setup_logging("tunerd", common.log_level); !s.ok()) {
+    fmt::print(stderr, "tunerd: {}\n", s.message());
+    return 2;
+  }
+  if (!is_loopback_address(listen) && !insecure) {
+    fmt::print(stderr, "tunerd: refusing to serve {} beyond loopback without TLS and tokens (or --insecure)\n", listen);
+    return 2;
+  }
+  if (!is_loopback_address(listen)) spdlog::warn("serving {} WITHOUT authentication (--insecure)", listen);
+
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) {
+    fmt::print(stderr, "tunerd: cannot create data directory {}: {}\n", data_dir, ec.message());
+    return 1;
+  }
+  auto store = RecordStore::open((std::filesystem::path(data_dir) / "history.db").string());
+  if (!store.ok()) {
+    fmt::print(stderr, "tunerd: {}\n", store.status().message());
+    return 1;
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  grpc::ChannelArguments channel_args;
+  channel_args.SetMaxReceiveMessageSize(64 << 20);
+  channel_args.SetMaxSendMessageSize(256 << 20);
+  auto tracker_channel = grpc::CreateCustomChannel(tracker, grpc::InsecureChannelCredentials(), channel_args);
+  CompilerTaskFactory tasks;
+  JobManager jobs(
+      **store, tasks,
+      [&](const v1::Job& job) -> StatusOr<std::unique_ptr<MeasureBackend>> {
+        TrackerBackendOptions o;
+        o.token = tracker_token;
+        o.device_key = job.spec().device_key();
+        o.job_id = job.id();
+        o.priority = job.spec().priority();
+        return std::unique_ptr<MeasureBackend>(std::make_unique<TrackerMeasureBackend>(tracker_channel, o));
+      },
+      [&](const std::string& key) { return check_device_key(tracker_channel, key); }, options);
+
+  TunerService service(jobs, **store);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    fmt::print(stderr, "tunerd: cannot listen on {} (address in use or malformed?)\n", listen);
+    return 1;
+  }
+  if (Status s = jobs.start(); !s.ok()) {
+    fmt::print(stderr, "tunerd: cannot resume jobs: {}\n", s.message());
+    return 1;
+  }
+  spdlog::info("listening on {}; history in {}; tracker at {}", listen, (*store)->path(), tracker);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: stopping (running jobs resume at the next start)", sig);
+  service.stop_watches();
+  jobs.shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (Status s = (*store)->flush(); !s.ok()) spdlog::error("history: {}", s.message());
+  spdlog::info("stopped");
+  return 0;
+}
