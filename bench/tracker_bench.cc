@@ -1,7 +1,7 @@
 // tracker_bench: how many candidate results trackerd brokers per second, and how long each takes,
 // with many simulated agents (in this process, answering at once) and several concurrent tuners.
 // trackerd runs as its own process so that its peak RSS is its own.
-//   tracker_bench [--agents 200] [--tuners 8] [--batch 64] [--seconds 10]
+//   tracker_bench [--agents 200] [--tuners 4] [--batch 32] [--seconds 10]
 // Last line: {"agents":…,"results_per_s":…,"p50_ms":…,"p99_ms":…,"peak_rss_mb":…}
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tracker_bench: brokered results per second and latency of trackerd under many agents"};
   tunefarm::CommonFlags common;
   tunefarm::add_common_flags(app, common, false);
-  int agents = 200, tuners = 8, batch = 64;
+  int agents = 200, tuners = 4, batch = 32;
   double seconds = 10;
   app.add_option("--agents", agents, "Simulated agents")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--tuners", tuners, "Concurrent tuners")->capture_default_str()->check(CLI::PositiveNumber);

@@ -32,6 +32,15 @@ class Outbox {
     ready_.notify_all();
   }
 
+  // Takes everything queued at once, so that a writer can coalesce a burst into one flush.
+  Pop pop_all(std::deque<T>& items, std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!ready_.wait_for(lock, wait, [this] { return !items_.empty() || closed_; })) return Pop::kTimeout;
+    if (items_.empty()) return Pop::kClosed;
+    items.swap(items_);
+    return Pop::kItem;
+  }
+
   Pop pop(T& item, std::chrono::milliseconds wait) {
     std::unique_lock<std::mutex> lock(mu_);
     if (!ready_.wait_for(lock, wait, [this] { return !items_.empty() || closed_; })) return Pop::kTimeout;

@@ -1,5 +1,6 @@
 #include "tracker/service.h"
 
+#include <deque>
 #include <thread>
 
 #include <fmt/format.h>
@@ -13,6 +14,16 @@ namespace {
 
 // How often a waiting Measure handler checks whether its tuner has gone.
 constexpr std::chrono::milliseconds kCancelPoll{100};
+
+// Writes what was queued, in order.
+template <typename Stream, typename Message>
+bool write_burst(Stream* stream, std::deque<Message>& messages) {
+  while (!messages.empty()) {
+    if (!stream->Write(messages.front())) return false;
+    messages.pop_front();
+  }
+  return true;
+}
 
 v1::TrackerMessage goodbye(const Status& why) {
   v1::TrackerMessage message;
@@ -44,12 +55,12 @@ class AgentStream : public AgentChannel {
   }
 
   void write_loop(grpc::ServerReaderWriter<v1::TrackerMessage, v1::AgentMessage>* stream) {
-    v1::TrackerMessage message;
-    for (;;) {
-      auto got = outbox_.pop(message, std::chrono::hours(1));
+    std::deque<v1::TrackerMessage> messages;
+    for (bool open = true; open;) {
+      auto got = outbox_.pop_all(messages, std::chrono::hours(1));
       if (got == Outbox<v1::TrackerMessage>::Pop::kTimeout) continue;
       if (got == Outbox<v1::TrackerMessage>::Pop::kClosed) break;
-      if (!stream->Write(message)) break;
+      open = write_burst(stream, messages);
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (cancel_) context_->TryCancel();
@@ -134,11 +145,11 @@ grpc::Status TrackerService::Measure(grpc::ServerContext* context, const v1::Mea
   auto channel = std::make_shared<TunerStream>();
   auto id = broker_.submit(*request, channel);
   if (!id.ok()) return to_grpc(id.status());
-  v1::MeasureResponse response;
+  std::deque<v1::MeasureResponse> responses;
   for (;;) {
-    auto got = channel->outbox().pop(response, kCancelPoll);
+    auto got = channel->outbox().pop_all(responses, kCancelPoll);
     if (got == Outbox<v1::MeasureResponse>::Pop::kClosed) return grpc::Status::OK;
-    if (got == Outbox<v1::MeasureResponse>::Pop::kItem && writer->Write(response)) continue;
+    if (got == Outbox<v1::MeasureResponse>::Pop::kItem && write_burst(writer, responses)) continue;
     if (got == Outbox<v1::MeasureResponse>::Pop::kTimeout && !context->IsCancelled()) continue;
     broker_.cancel(*id);
     return grpc::Status(grpc::StatusCode::CANCELLED, "the tuner went away");
