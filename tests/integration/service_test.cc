@@ -1,0 +1,232 @@
+// tunerd end to end: a real tracker, a real CPU agent and a real tunerd on 127.0.0.1, driven
+// through the Tuner service and tune-client — jobs that finish with their budget, a tunerd killed
+// with SIGKILL mid-job that resumes without measuring anything twice, two clients at once, and
+// history moving between installations through export and import.
+#include <signal.h>
+
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/wire.h"
+#include "tests/integration/farm_harness.h"
+#include "tunefarm/v1/tuner.grpc.pb.h"
+
+namespace tunefarm::testing {
+namespace {
+
+class Tunerd {
+ public:
+  Tunerd(const Farm& farm, std::string data_dir) : farm_(farm), data_dir_(std::move(data_dir)) { start(); }
+
+  void start() {
+    port_ = free_port();
+    address_ = fmt::format("127.0.0.1:{}", port_);
+    process_ = std::make_unique<Process>(
+        bin_path("tunerd"),
+        std::vector<std::string>{"--listen", address_, "--tracker", farm_.address(), "--data-dir", data_dir_,
+                                 "--build-threads", "1", "--log-level", "info"},
+        fmt::format("{}/tunerd-{}.log", farm_.log_dir(), ++starts_));
+    channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)))
+        << process_->log();
+  }
+  void kill9() {
+    process_->signal(SIGKILL);
+    process_->wait();
+  }
+
+  std::unique_ptr<v1::Tuner::Stub> stub() const { return v1::Tuner::NewStub(channel_); }
+  const std::string& address() const { return address_; }
+  std::string log() const { return process_->log(); }
+
+  StatusOr<v1::Job> submit(const std::string& workload, int trials, int batch = 16) const {
+    v1::SubmitJobRequest request;
+    *request.mutable_spec()->add_tasks()->mutable_workload() = to_proto(*parse_workload(workload));
+    *request.mutable_spec()->mutable_target() = to_proto(*parse_target("llvm"));
+    request.mutable_spec()->set_device_key("local-cpu");
+    request.mutable_spec()->set_trials(trials);
+    request.mutable_spec()->set_batch_size(batch);
+    grpc::ClientContext context;
+    v1::SubmitJobResponse response;
+    grpc::Status s = stub()->SubmitJob(&context, request, &response);
+    if (!s.ok()) return from_grpc(s);
+    return response.job();
+  }
+
+  // Follows WatchJob until the job ends; the last state seen.
+  v1::Job watch(const std::string& job_id) const {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+    v1::WatchJobRequest request;
+    request.set_job_id(job_id);
+    auto reader = stub()->WatchJob(&context, request);
+    v1::JobEvent event;
+    v1::Job last;
+    while (reader->Read(&event)) last = event.job();
+    EXPECT_TRUE(reader->Finish().ok());
+    return last;
+  }
+
+  std::vector<v1::Record> records(const std::string& job_id) const {
+    grpc::ClientContext context;
+    v1::ListRecordsRequest request;
+    request.set_job_id(job_id);
+    request.set_limit(10000);
+    v1::ListRecordsResponse response;
+    EXPECT_TRUE(stub()->ListRecords(&context, request, &response).ok());
+    return {response.records().begin(), response.records().end()};
+  }
+
+  std::vector<v1::Record> best(const std::string& workload, int top_k = 1) const {
+    grpc::ClientContext context;
+    v1::QueryBestRequest request;
+    *request.mutable_workload() = to_proto(*parse_workload(workload));
+    *request.mutable_target() = to_proto(*parse_target("llvm"));
+    request.set_top_k(top_k);
+    v1::QueryBestResponse response;
+    EXPECT_TRUE(stub()->QueryBest(&context, request, &response).ok());
+    return {response.records().begin(), response.records().end()};
+  }
+
+ private:
+  const Farm& farm_;
+  std::string data_dir_;
+  int port_ = 0;
+  int starts_ = 0;
+  std::string address_;
+  std::unique_ptr<Process> process_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+std::set<std::string> distinct_configs(const std::vector<v1::Record>& records) {
+  std::set<std::string> out;
+  for (const auto& r : records) out.insert(from_proto(r.config()).to_json());
+  return out;
+}
+
+// Runs tune-client with `args`; its stdout.
+std::string tune_client(const std::vector<std::string>& args, int* exit_code) {
+  std::string cmd = bin_path("tune-client");
+  for (const auto& a : args) cmd += " '" + a + "'";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  int status = p ? pclose(p) : -1;
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    farm_.start_agent("cpu-0");
+    ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << farm_.logs();
+  }
+  std::string data_dir(const std::string& name) { return farm_.log_dir() + "/" + name; }
+  Farm farm_;
+};
+
+TEST_F(ServiceTest, AJobMeasuresItsBudgetAndBestIsTheFastestRecord) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  auto job = tunerd.submit("matmul:M=256,N=256,K=256", 64);
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  v1::Job done = tunerd.watch(job->id());
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error() << "\n" << tunerd.log();
+  auto records = tunerd.records(job->id());
+  EXPECT_EQ(records.size(), 64u);
+  EXPECT_EQ(distinct_configs(records).size(), 64u);
+  double fastest = 0;
+  for (const auto& r : records) fastest = std::max(fastest, r.gflops());
+  EXPECT_GT(fastest, 1.0);
+  auto best = tunerd.best("matmul:M=256,N=256,K=256");
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_DOUBLE_EQ(best[0].gflops(), fastest);
+
+  // The same answer through the command line, in the form kernel_bench reads.
+  int rc = 0;
+  std::string out = tune_client({"--server", tunerd.address(), "best", "--workload", "matmul:M=256,N=256,K=256", "--json"}, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("\"workload\":\"matmul:M=256,N=256,K=256\""));
+  EXPECT_THAT(out, ::testing::HasSubstr(from_proto(best[0].config()).to_json()));
+}
+
+TEST_F(ServiceTest, TunerdKilledMidJobResumesAndEndsWithExactlyItsBudget) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  auto job = tunerd.submit("matmul:M=96,N=96,K=96", 96);
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  // Let it record part of the budget, then kill it without warning.
+  size_t recorded = 0;
+  for (int i = 0; i < 600 && recorded < 24; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    recorded = tunerd.records(job->id()).size();
+  }
+  ASSERT_GE(recorded, 24u) << tunerd.log();
+  tunerd.kill9();
+  tunerd.start();
+  v1::Job done = tunerd.watch(job->id());
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error() << "\n" << tunerd.log();
+  auto records = tunerd.records(job->id());
+  EXPECT_EQ(distinct_configs(records).size(), 96u);
+  EXPECT_EQ(done.progress().trials_done(), 96);
+}
+
+TEST_F(ServiceTest, TwoClientsSubmittingAtOnceBothFinish) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  v1::Job results[2];
+  std::thread clients[2];
+  const char* workloads[2] = {"matmul:M=64,N=64,K=64", "dense:M=16,N=64,K=64"};
+  for (int i = 0; i < 2; ++i) {
+    clients[i] = std::thread([&, i] {
+      auto job = tunerd.submit(workloads[i], 32);
+      ASSERT_TRUE(job.ok()) << job.status().to_string();
+      results[i] = tunerd.watch(job->id());
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(results[i].state(), v1::SUCCEEDED) << workloads[i] << ": " << results[i].error();
+    EXPECT_EQ(distinct_configs(tunerd.records(results[i].id())).size(), 32u);
+  }
+}
+
+TEST_F(ServiceTest, ExportThenImportIntoAFreshDatabaseGivesTheSameBestAnswers) {
+  Tunerd first(farm_, data_dir("first"));
+  const char* workloads[2] = {"matmul:M=64,N=48,K=32", "batch_matmul:B=2,M=32,N=32,K=16"};
+  for (const char* w : workloads) {
+    auto job = first.submit(w, 24, 8);
+    ASSERT_TRUE(job.ok()) << job.status().to_string();
+    ASSERT_EQ(first.watch(job->id()).state(), v1::SUCCEEDED) << first.log();
+  }
+  std::string file = farm_.log_dir() + "/export.jsonl";
+  int rc = 0;
+  std::string out = tune_client({"--server", first.address(), "export", file}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("exported 48 records"));
+
+  Tunerd second(farm_, data_dir("second"));
+  out = tune_client({"--server", second.address(), "import", file}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("imported 48 records"));
+  out = tune_client({"--server", second.address(), "import", file}, &rc);
+  EXPECT_THAT(out, ::testing::HasSubstr("imported 0 records")) << "a second import must add nothing";
+
+  for (const char* w : workloads) {
+    auto a = first.best(w, 5), b = second.best(w, 5);
+    ASSERT_EQ(a.size(), b.size()) << w;
+    ASSERT_FALSE(a.empty());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(from_proto(a[i].config()).to_json(), from_proto(b[i].config()).to_json());
+      EXPECT_DOUBLE_EQ(a[i].gflops(), b[i].gflops());
+      EXPECT_EQ(a[i].result().costs_size(), b[i].result().costs_size());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tunefarm::testing
