@@ -28,7 +28,7 @@ std::vector<std::string> template_names(const Workload& workload, const Target& 
 
 StatusOr<const ops::Template*> lookup_template(const Workload& workload, const Target& target, const std::string& name) {
   TF_ASSIGN_OR_RETURN(const ops::OpDef* op, lookup_op(workload));
-  const ops::Template* t = name.empty() ? ops::default_template(*op, target) : ops::find_template(*op, name);
+  const ops::Template* t = name.empty() ? ops::default_template(*op, target, workload) : ops::find_template(*op, name);
   if (!t)
     return invalid_argument(fmt::format("operator {} has no template '{}' (for target '{}': {})", workload.op, name,
                                         target.to_string(), fmt::join(template_names(workload, target), ", ")));

@@ -11,6 +11,9 @@
 //     registers), the reduction unrolled by ku, so that LLVM keeps the tile in registers and emits
 //     one broadcast and nr/16 FMAs per row and k;
 //   - the copy-out stage applies the epilogue (bias, ReLU) while the tile is in registers.
+// CPU template "dense.cpu.dot" (GEMV-shaped dense layers, few rows): W[N, K] is contiguous along
+//   the reduction, so the reduction itself is vectorized: partial sums over K in vector lanes
+//   for a few output columns at a time (rfactor-style), then a horizontal sum and the epilogue.
 // CUDA template "<op>.cuda.tiled": blocks over output tiles, threads over sub-tiles, each thread
 // accumulating an ry × rx register tile.
 #include <algorithm>
@@ -354,6 +357,89 @@ StatusOr<ir::LoweredFunc> cuda_build(const Workload& w, const Config& c, const s
   return lower::lower_loops(s, ComputeDef{t.inputs, t.out}.args(), entry);
 }
 
+// ---- CPU dot-product template (dense only) ----
+
+ConfigSpace dot_space(const std::string& name) {
+  ConfigSpace s(name);
+  s.define_knob("vector", std::vector<int64_t>{16, 8});
+  s.define_split_candidates("tile_n", {{1, 2, 4, 6, 8}});
+  s.define_knob("unroll_k", std::vector<int64_t>{1, 2, 4});
+  s.define_annotate("parallel", {"none", "outer"});
+  return s;
+}
+
+Config dot_default(const std::string& name, const Workload&) {
+  Config c;
+  c.template_name = name;
+  c.knobs = {{"vector", int64_t{16}},
+             {"tile_n", std::vector<int64_t>{-1, 4}},
+             {"unroll_k", int64_t{2}},
+             {"parallel", std::string("none")}};
+  return c;
+}
+
+StatusOr<ir::LoweredFunc> dot_build(const Workload& w, const Config& c, const std::string& entry) {
+  Gemm g = gemm_of(w);
+  int64_t v = knob_int(c, "vector"), jr = knob_list(c, "tile_n")[1];
+  bool par = knob_str(c, "parallel") == "outer";
+  int64_t ko_extent = (g.K + v - 1) / v;
+  te::Tensor A = te::placeholder("A", {g.M, g.K});
+  te::Tensor W = te::placeholder("W", {g.N, g.K});
+  std::vector<te::Tensor> inputs = {A, W};
+  te::Tensor bias;
+  if (g.bias) {
+    bias = te::placeholder("bias", {g.N});
+    inputs.push_back(bias);
+  }
+  te::IterVar ko = te::reduce_axis(ko_extent, "ko");
+  // Lane kv of the partial sums accumulates k = ko*v + kv; lanes past K add zeros.
+  te::Tensor partial = te::compute("partial", {g.M, g.N, v}, [&](const std::vector<Var>& i) {
+    Expr k = Expr(ko->var) * v + i[2];
+    Expr prod = A(i[0], k) * W(i[1], k);
+    if (g.K % v != 0) {
+      Expr kc = ir::min(k, ir::int_imm(g.K - 1));
+      prod = ir::select(ir::lt(k, ir::int_imm(g.K)), A(i[0], kc) * W(i[1], kc), ir::float_imm(0));
+    }
+    return te::sum(prod, {ko});
+  }, {"i", "j", "kv"});
+  te::IterVar kv = te::reduce_axis(v, "kv");
+  te::Tensor acc = te::compute(g.bias || g.relu ? "acc" : "C", {g.M, g.N}, [&](const std::vector<Var>& i) {
+    return te::sum(partial(i[0], i[1], kv->var), {kv});
+  }, {"i", "j"});
+  te::Tensor out = acc;
+  if (g.bias || g.relu) {
+    out = te::compute("C", {g.M, g.N}, [&](const std::vector<Var>& i) {
+      Expr val = acc(i[0], i[1]);
+      if (g.bias) val = val + bias(i[1]);
+      if (g.relu) val = ir::max(val, ir::float_imm(0));
+      return val;
+    }, {"i", "j"});
+  }
+  schedule::Schedule s({out});
+  auto& o = s[out];
+  auto [jo, ji] = o.split(o.axis(1), jr);
+  if (par) o.parallel(jo);
+  auto& p = s[partial];
+  p.set_scope(ir::MemScope::kLocal);
+  if (out.op != acc.op) {
+    // The horizontal sum is a stage of its own inside the output tile; the partial sums live
+    // inside it.
+    auto& a = s[acc];
+    a.set_scope(ir::MemScope::kLocal);
+    a.compute_at(o, jo);
+    p.compute_at(a, a.axis(0));
+  } else {
+    p.compute_at(o, jo);
+  }
+  auto [kouter, kinner] = p.split(p.reduce_axis(0), knob_int(c, "unroll_k"));
+  p.reorder({p.axis(0), kouter, kinner, p.axis(1), p.axis(2)});
+  p.unroll(kinner);
+  p.unroll(p.axis(1));
+  p.vectorize(p.axis(2));
+  inputs.push_back(out);
+  return lower::lower_loops(s, inputs, entry);
+}
+
 OpDef gemm_op(const std::string& name) {
   OpDef op;
   op.name = name;
@@ -366,6 +452,12 @@ OpDef gemm_op(const std::string& name) {
                           [cpu](const Workload& w) { return cpu_default(cpu, w); }, cpu_build});
   op.templates.push_back({cuda, Target::Kind::kCUDA, [cuda](const Workload&) { return cuda_space(cuda); },
                           [cuda](const Workload& w) { return cuda_default(cuda, w); }, cuda_build});
+  if (name == "dense") {
+    std::string dot = name + ".cpu.dot";
+    op.templates.push_back({dot, Target::Kind::kLLVM, [dot](const Workload&) { return dot_space(dot); },
+                            [dot](const Workload& w) { return dot_default(dot, w); }, dot_build,
+                            [](const Workload& w) { return w.param("M") <= 4; }});
+  }
   return op;
 }
 

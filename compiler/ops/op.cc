@@ -26,10 +26,14 @@ const Template* find_template(const OpDef& op, std::string_view name) {
   return nullptr;
 }
 
-const Template* default_template(const OpDef& op, const Target& target) {
-  for (const auto& t : op.templates)
-    if (t.target_kind == target.kind) return &t;
-  return nullptr;
+const Template* default_template(const OpDef& op, const Target& target, const Workload& workload) {
+  const Template* first = nullptr;
+  for (const auto& t : op.templates) {
+    if (t.target_kind != target.kind) continue;
+    if (!first) first = &t;
+    if (t.preferred && t.preferred(workload)) return &t;
+  }
+  return first;
 }
 
 StatusOr<ir::LoweredFunc> build_naive(const ComputeDef& def, const std::string& entry) {

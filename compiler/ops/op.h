@@ -52,6 +52,9 @@ struct Template {
   // Applies a config that `space(w).check(config)` accepted and lowers the schedule to its
   // annotated loop nest (lower::lower_loops); the build API finishes lowering.
   std::function<StatusOr<ir::LoweredFunc>(const Workload&, const Config&, const std::string& entry)> build;
+  // Whether this template is the natural default for a workload (e.g. a GEMV-shaped dense);
+  // unset means "for any workload".
+  std::function<bool(const Workload&)> preferred;
 };
 
 struct OpDef {
@@ -67,8 +70,8 @@ struct OpDef {
 const std::vector<OpDef>& op_library();
 const OpDef* find_op(std::string_view name);
 const Template* find_template(const OpDef& op, std::string_view name);
-// The first template of the op for the target's kind.
-const Template* default_template(const OpDef& op, const Target& target);
+// The first template for the target's kind that prefers the workload, else the first one.
+const Template* default_template(const OpDef& op, const Target& target, const Workload& workload);
 
 // Lowers `def` with the schedule every stage gets without annotations (serial loops over the
 // full tensors): slow but obviously correct; the reference kernel.

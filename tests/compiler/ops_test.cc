@@ -31,7 +31,8 @@ TEST_P(CpuTemplates, RandomValidConfigsMatchReference) {
     auto space = config_space(w, host, tname);
     ASSERT_TRUE(space.ok()) << space.status().to_string();
     auto configs = random_valid_configs(*space, configs_per_workload(), 42);
-    EXPECT_EQ(static_cast<int>(configs.size()), configs_per_workload()) << tname;
+    // Small spaces are covered exhaustively.
+    EXPECT_EQ(static_cast<int64_t>(configs.size()), std::min<int64_t>(configs_per_workload(), space->count_valid())) << tname;
     for (size_t i = 0; i < configs.size(); ++i) {
       const Config& c = configs[i];
       auto jit = jit_kernel(w, c);
