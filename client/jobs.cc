@@ -74,7 +74,7 @@ std::string progress_line(const v1::Job& job) {
   return fmt::format("[{}{}] {}/{} trials  best {:.1f} GFLOP/s  last batch {:.1f}  errors {}  elapsed {}  eta {}",
                      std::string(filled, '#'), std::string(width - filled, '.'), p.trials_done(), budget,
                      p.best_gflops(), p.current_gflops(), errors, format_duration(p.elapsed_s()),
-                     p.eta_s() < 0 ? "?" : format_duration(p.eta_s()));
+                     p.eta_s() < 0 || p.trials_done() == 0 ? "?" : format_duration(p.eta_s()));
 }
 
 void print_job(const v1::Job& job) {
