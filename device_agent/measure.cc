@@ -167,38 +167,42 @@ v1::MeasureResult Measurer::exchange(const v1::LeasedBatch& request, double time
   return failure(v1::RUNTIME_ERROR, fmt::format("lost the measurement worker: {}", got.message()));
 }
 
-v1::MeasureResult Measurer::measure(const v1::Workload& workload, const v1::MeasureOptions& raw_options,
-                                    const v1::Artifact* reference, const v1::Artifact& candidate) {
-  v1::MeasureOptions options = with_defaults(raw_options);
-  int64_t started = now_us();
+const v1::MeasureResult& Measurer::prepare_reference(const v1::LeasedBatch& request) {
+  const v1::MeasureOptions& options = request.options();
+  std::string key = reference_cache_key(request.workload(), request.reference(), options.input_seed());
+  auto it = references_.find(key);
+  if (it != references_.end()) return it->second;
+  if (references_.size() >= kMaxReferences) references_.clear();
+  // The reference gets its own timeout, so that the candidate's budget is its own. A failure is
+  // kept too: a reference that crashes would otherwise crash again for every candidate.
+  v1::MeasureResult prepared = exchange(request, options.timeout_s());
+  if (prepared.error() != v1::OK) {
+    if (prepared.error() != v1::UNKNOWN) prepared.set_error_msg("the reference kernel: " + prepared.error_msg());
+    prepared.set_error(v1::UNKNOWN);
+  }
+  return references_.emplace(key, std::move(prepared)).first->second;
+}
+
+v1::MeasureResult Measurer::measure_checked(const v1::Workload& workload, const v1::MeasureOptions& options,
+                                            const v1::Artifact* reference, const v1::Artifact& candidate) {
   v1::LeasedBatch request;
   *request.mutable_workload() = workload;
   *request.mutable_options() = options;
-  v1::MeasureResult result;
-  if (options.check_correctness() && (!reference || reference->data().empty())) {
-    result = failure(v1::UNKNOWN, "check_correctness is set but no reference kernel was given");
-  } else {
-    if (options.check_correctness()) {
-      *request.mutable_reference() = *reference;
-      std::string key = reference_cache_key(workload, *reference, options.input_seed());
-      auto it = references_.find(key);
-      if (it == references_.end()) {
-        if (references_.size() >= kMaxReferences) references_.clear();
-        // The reference gets its own timeout, so that the candidate's budget is its own.
-        v1::MeasureResult prepared = exchange(request, options.timeout_s());
-        if (prepared.error() != v1::OK && prepared.error() != v1::UNKNOWN)
-          prepared.set_error_msg("the reference kernel: " + prepared.error_msg());
-        prepared.set_error(prepared.error() == v1::OK ? v1::OK : v1::UNKNOWN);
-        it = references_.emplace(key, prepared).first;
-      }
-      if (it->second.error() != v1::OK) result = it->second;
-    }
-    if (result.error() == v1::OK && result.error_msg().empty()) {
-      auto* c = request.add_candidates();
-      *c->mutable_artifact() = candidate;
-      result = exchange(request, options.timeout_s());
-    }
+  if (options.check_correctness()) {
+    if (!reference || reference->data().empty())
+      return failure(v1::UNKNOWN, "check_correctness is set but no reference kernel was given");
+    *request.mutable_reference() = *reference;
+    const v1::MeasureResult& prepared = prepare_reference(request);
+    if (prepared.error() != v1::OK) return prepared;
   }
+  *request.add_candidates()->mutable_artifact() = candidate;
+  return exchange(request, options.timeout_s());
+}
+
+v1::MeasureResult Measurer::measure(const v1::Workload& workload, const v1::MeasureOptions& options,
+                                    const v1::Artifact* reference, const v1::Artifact& candidate) {
+  int64_t started = now_us();
+  v1::MeasureResult result = measure_checked(workload, with_defaults(options), reference, candidate);
   result.set_started_at_us(started);
   result.set_finished_at_us(now_us());
   return result;

@@ -52,6 +52,10 @@ class Measurer {
   std::string stop_worker();
   // One request and its reply within `timeout_s`; a lost worker becomes a result.
   v1::MeasureResult exchange(const v1::LeasedBatch& request, double timeout_s);
+  // Has the worker run and cache the request's reference; the outcome is kept per reference.
+  const v1::MeasureResult& prepare_reference(const v1::LeasedBatch& request);
+  v1::MeasureResult measure_checked(const v1::Workload& workload, const v1::MeasureOptions& options,
+                                    const v1::Artifact* reference, const v1::Artifact& candidate);
 
   std::string worker_path_;
   std::string scratch_dir_;

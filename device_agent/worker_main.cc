@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -168,11 +169,17 @@ int main(int argc, char** argv) {
   }
   // Die with the parent: an orphaned worker (say, in a hanging kernel) would hold a core for nothing.
   // PR_SET_PDEATHSIG would fire when the parent *thread* that started us ends, so poll instead.
+  // A parent killed outright cannot remove the scratch directory, so the worker does.
   pid_t parent = static_cast<pid_t>(std::atol(argv[2]));
   if (getppid() != parent) return 1;
-  std::thread([parent] {
+  std::string scratch = argv[1];
+  std::thread([parent, scratch] {
     for (;;) {
-      if (getppid() != parent) _exit(1);
+      if (getppid() != parent) {
+        std::error_code ec;
+        std::filesystem::remove_all(scratch, ec);
+        _exit(1);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }).detach();

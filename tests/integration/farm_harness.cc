@@ -68,10 +68,12 @@ Process::Process(const std::string& binary, const std::vector<std::string>& args
 }
 
 Process::~Process() {
-  if (pid_ > 0 && !reaped_) {
-    kill(pid_, SIGKILL);
-    wait();
-  }
+  if (pid_ <= 0 || reaped_) return;
+  // A polite stop first, so that agents remove their scratch directories; then no more waiting.
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 100 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (running()) kill(pid_, SIGKILL);
+  wait();
 }
 
 bool Process::running() {

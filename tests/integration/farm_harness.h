@@ -1,6 +1,7 @@
 // Real farm processes on 127.0.0.1 for integration tests: a tracker on a free port, agents that
-// dial it, and a tuner's Measure call. Every process started here is killed when its handle goes
-// away (and dies with the test process through PR_SET_PDEATHSIG), so a failing test leaves none.
+// dial it, and a tuner's Measure call. Every process started here is stopped when its handle goes
+// away (SIGTERM, then SIGKILL after 2 s; and with the test process through PR_SET_PDEATHSIG), so a
+// failing test leaves none.
 #pragma once
 
 #include <sys/types.h>
