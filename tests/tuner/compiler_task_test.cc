@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tuner/local_backend.h"
+
 
 namespace tunefarm {
 namespace {
@@ -49,6 +51,38 @@ TEST(CompilerTask, ConfigsAndPointsRoundTripAndFeaturesHaveOneWidth) {
                 .status()
                 .code(),
             StatusCode::kInvalidArgument);
+}
+
+TEST(CompilerTask, TunesASmallMatmulLocallyEndToEnd) {
+  auto task = make("matmul:M=64,N=64,K=64");
+  ASSERT_TRUE(task);
+  auto backend = LocalMeasureBackend::create();
+  ASSERT_TRUE(backend.ok()) << backend.status().to_string();
+  TuningOptions options;
+  options.trials = 24;
+  options.batch_size = 8;
+  options.build_threads = 2;
+  options.measure.set_repeat(2);
+  options.measure.set_min_repeat_ms(1);
+  options.measure.set_timeout_s(10);
+  options.measure.set_check_correctness(true);
+  options.measure.set_rtol(1e-4);
+  options.measure.set_atol(1e-4);
+  options.remeasure_rounds = 2;
+  TuningLoop loop({task.get()}, {}, **backend, options);
+  std::vector<TrialResult> results;
+  auto outcome = loop.run([&](const TrialResult& r) { results.push_back(r); }, nullptr);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+  ASSERT_EQ(results.size(), 24u);
+  int ok = 0;
+  for (const auto& r : results) {
+    ok += r.result.error() == v1::OK;
+    EXPECT_TRUE(r.result.error() == v1::OK) << v1::ErrorCode_Name(r.result.error()) << ": " << r.result.error_msg();
+  }
+  EXPECT_EQ(ok, 24);
+  ASSERT_TRUE(outcome->tasks[0].has_best);
+  EXPECT_GT(outcome->tasks[0].best_gflops, 0.5);
+  EXPECT_TRUE(task->point_of(outcome->tasks[0].best_config).ok());
 }
 
 }  // namespace
