@@ -213,3 +213,43 @@ TEST_F(FarmLimitsTest, UnknownKeysAndOversizedArtifactsAreRefused) {
 
 }  // namespace
 }  // namespace tunefarm::testing
+
+namespace tunefarm::testing {
+namespace {
+
+class FarmHeartbeatTest : public FarmFaultTest {
+ protected:
+  FarmHeartbeatTest() : FarmFaultTest({"--heartbeat-timeout-ms", "1000"}) {}
+};
+
+TEST_F(FarmHeartbeatTest, FrozenAgentIsDroppedItsWorkRequeuedAndItComesBackWhenThawed) {
+  Process& frozen = farm_.start_agent("frozen");
+  farm_.start_agent("alive");
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 2, std::chrono::seconds(10)));
+  v1::MeasureRequest request = kernel_request("matmul", 16);
+  request.mutable_options()->set_number(0);
+  request.mutable_options()->set_min_repeat_ms(25);
+  bool stopped = false;
+  MeasureOutcome out = farm_.measure(request, [&](const v1::MeasureResponse& r, int) {
+    if (!stopped && r.result().agent_id() == "frozen") {
+      stopped = true;
+      frozen.signal(SIGSTOP);
+    }
+  });
+  ASSERT_TRUE(stopped);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  std::set<uint64_t> ids;
+  for (const auto& r : out.results) {
+    ids.insert(r.candidate_id());
+    EXPECT_EQ(r.result().error(), v1::OK) << r.result().error_msg();
+  }
+  EXPECT_EQ(out.results.size(), 16u);
+  EXPECT_EQ(ids.size(), 16u);
+  EXPECT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(5)));
+  frozen.signal(SIGCONT);
+  EXPECT_TRUE(farm_.wait_for_agents("local-cpu", 2, std::chrono::seconds(5)));
+  expect_batch_completes();
+}
+
+}  // namespace
+}  // namespace tunefarm::testing
