@@ -14,14 +14,14 @@ namespace {
 
 Workload matmul(int64_t m, int64_t n, int64_t k) { return *parse_workload(fmt::format("matmul:M={},N={},K={}", m, n, k)); }
 
-TEST(ConfigSpace, Matmul1024HasAtLeastTenThousandValidConfigs) {
+TEST(CompilerConfigSpace, Matmul1024HasAtLeastTenThousandValidConfigs) {
   auto space = config_space(matmul(1024, 1024, 1024), Target{});
   ASSERT_TRUE(space.ok()) << space.status().to_string();
   EXPECT_GE(space->count_valid(), 10000);
   EXPECT_LT(space->count_valid(), space->size());  // Some points are invalid and recognised as such.
 }
 
-TEST(ConfigSpace, IndexAndConfigRoundTrip) {
+TEST(CompilerConfigSpace, IndexAndConfigRoundTrip) {
   auto space = *config_space(matmul(64, 64, 64), Target{});
   for (int64_t i : {int64_t{0}, int64_t{1}, space.size() / 3, space.size() - 1}) {
     auto c = space.get(i);
@@ -37,7 +37,7 @@ TEST(ConfigSpace, IndexAndConfigRoundTrip) {
   EXPECT_FALSE(space.get(-1).ok());
 }
 
-TEST(ConfigSpace, FactorSplitsDivideTheExtent) {
+TEST(CompilerConfigSpace, FactorSplitsDivideTheExtent) {
   ops::ConfigSpace s("t");
   s.define_split_factors("tile", 12, 3);
   for (const auto& choice : s.knobs()[0].choices) {
@@ -49,7 +49,7 @@ TEST(ConfigSpace, FactorSplitsDivideTheExtent) {
   EXPECT_EQ(s.size(), 18);  // Ordered pairs (a, b) with a*b dividing 12.
 }
 
-TEST(BadInput, InvalidWorkloadsAreRejected) {
+TEST(CompilerBadInput, InvalidWorkloadsAreRejected) {
   Target host;
   Workload zero = matmul(4, 4, 4);
   zero.params[0].second = 0;
@@ -73,7 +73,7 @@ TEST(BadInput, InvalidWorkloadsAreRejected) {
   EXPECT_NE(s.status().message().find("softmax"), std::string::npos) << s.status().message();
 }
 
-TEST(BadInput, UnsupportedDtypeIsRejected) {
+TEST(CompilerBadInput, UnsupportedDtypeIsRejected) {
   Workload w = matmul(8, 8, 8);
   w.dtype = DType::kFloat16;
   auto k = build_reference_kernel(w, Target{});
@@ -81,7 +81,7 @@ TEST(BadInput, UnsupportedDtypeIsRejected) {
   EXPECT_NE(k.status().message().find("float"), std::string::npos) << k.status().message();
 }
 
-TEST(BadInput, InvalidConfigsAreRejectedWithTheReason) {
+TEST(CompilerBadInput, InvalidConfigsAreRejectedWithTheReason) {
   Workload w = matmul(32, 32, 32);
   Target host;
   Config good = *default_config(w, host);
@@ -123,13 +123,13 @@ TEST(BadInput, InvalidConfigsAreRejectedWithTheReason) {
   expect_error(cuda_config, "not for target");
 }
 
-TEST(BadInput, ReferenceRunnerChecksArgumentCount) {
+TEST(CompilerBadInput, ReferenceRunnerChecksArgumentCount) {
   Workload w = matmul(2, 2, 2);
   std::vector<float> a(4), out(4);
   EXPECT_FALSE(run_reference(w, {a.data()}, out.data()).ok());
 }
 
-TEST(BuildApi, KernelArgumentsAndFlops) {
+TEST(CompilerBuildApi, KernelArgumentsAndFlops) {
   auto w = *parse_workload("dense:M=2,N=3,K=5,bias=1,relu=1");
   auto args = *kernel_args(w);
   ASSERT_EQ(args.size(), 4u);
@@ -142,7 +142,7 @@ TEST(BuildApi, KernelArgumentsAndFlops) {
 }
 
 // The tuner compiles candidates on a thread pool: concurrent builds must not interfere.
-TEST(BuildApi, ConcurrentBuildsSucceed) {
+TEST(CompilerBuildApi, ConcurrentBuildsSucceed) {
   Workload w = matmul(48, 40, 24);
   auto space = *config_space(w, Target{});
   std::vector<std::thread> threads;

@@ -16,7 +16,7 @@ Config with_knob(Config c, const std::string& name, KnobValue v) {
   return c;
 }
 
-TEST(Features, FixedLengthAndFiniteForEveryOperator) {
+TEST(CompilerFeatures, FixedLengthAndFiniteForEveryOperator) {
   EXPECT_EQ(features::feature_names().size(), static_cast<size_t>(features::kFeatureLength));
   for (const char* text : {"matmul:M=64,N=48,K=32", "dense:M=4,N=40,K=16,bias=1,relu=1", "batch_matmul:B=2,M=8,N=16,K=8",
                            "conv2d_nchw:N=1,C=8,H=10,W=10,K=8,R=3,S=3,stride=1,pad=1",
@@ -32,7 +32,7 @@ TEST(Features, FixedLengthAndFiniteForEveryOperator) {
   }
 }
 
-TEST(Features, ReflectScheduleChoices) {
+TEST(CompilerFeatures, ReflectScheduleChoices) {
   Workload w = *parse_workload("matmul:M=128,N=128,K=128");
   Config base = *default_config(w, Target{});
   auto names = features::feature_names();
@@ -54,7 +54,7 @@ TEST(Features, ReflectScheduleChoices) {
   EXPECT_LT(small_tile[index("log_vector_lanes")], f[index("log_vector_lanes")]);
 }
 
-TEST(Features, InvalidConfigIsAnError) {
+TEST(CompilerFeatures, InvalidConfigIsAnError) {
   Workload w = *parse_workload("matmul:M=16,N=16,K=16");
   Config c = *default_config(w, Target{});
   c.template_name = "nope";
