@@ -5,7 +5,6 @@
 #include <memory>
 #include <vector>
 
-#include "tests/device_agent/test_kernels.h"
 #include "tracker/broker.h"
 
 namespace tunefarm::testing {
@@ -35,6 +34,17 @@ struct FakeClock {
   void advance(std::chrono::milliseconds d) { now += d; }
 };
 
+inline v1::Workload small_matmul() {
+  v1::Workload w;
+  w.set_op("matmul");
+  for (const char* p : {"M", "N", "K"}) {
+    auto* param = w.add_params();
+    param->set_name(p);
+    param->set_value(64);
+  }
+  return w;
+}
+
 inline v1::AgentHello hello(const std::string& id, const std::string& key = "cpu") {
   v1::AgentHello h;
   h.set_agent_id(id);
@@ -50,7 +60,7 @@ inline v1::MeasureRequest request(int n, const std::string& job = "job", int pri
   r.set_device_key(key);
   r.set_job_id(job);
   r.set_priority(priority);
-  *r.mutable_workload() = test_workload();
+  *r.mutable_workload() = small_matmul();
   r.mutable_options()->set_timeout_s(1);
   v1::Artifact artifact;
   artifact.set_format(v1::Artifact::SHARED_OBJECT);
