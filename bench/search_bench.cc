@@ -1,0 +1,211 @@
+// search_bench: how many measured trials each search strategy needs, on real kernels measured in
+// the sandbox of this machine. For each workload and strategy (xgb-sa, random, genetic) and seed,
+// it runs the search for --trials trials and notes after how many trials a config within 95% of
+// the best GFLOP/s any strategy found was measured; it reports the median over seeds, and the time
+// xgb-sa takes to plan a batch of 64.
+//
+// Every config is measured once and remembered: when two strategies (or seeds) propose the same
+// config they see the same figure, so the comparison is about the search, not about noise.
+//
+// Last line: {"results":[{"workload":…,"strategy":…,"trials_to_95":…,"best_gflops":…}],"plan_ms_per_64":…}
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "compiler/runtime/kernel_runtime.h"
+#include "tuner/compiler_task.h"
+#include "tuner/local_backend.h"
+
+using namespace tunefarm;
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Measures configs of one task once each, on demand.
+class Oracle {
+ public:
+  Oracle(const CompilerTask& task, MeasureBackend& backend, const v1::MeasureOptions& options)
+      : task_(task), backend_(backend), options_(options) {}
+
+  StatusOr<double> gflops(const Point& p) {
+    int64_t index = task_.space().index_of(p);
+    if (auto it = cache_.find(index); it != cache_.end()) return it->second;
+    if (!reference_) {
+      TF_ASSIGN_OR_RETURN(v1::Artifact ref, task_.build_reference());
+      reference_ = std::move(ref);
+    }
+    double g = 0;
+    auto artifact = task_.build(p);
+    if (artifact.ok()) {
+      TF_RETURN_IF_ERROR(backend_.measure(task_.workload(), options_, &*reference_, std::span(&*artifact, 1),
+                                          [&](size_t, const v1::MeasureResult& r) {
+                                            if (r.error() != v1::OK || r.costs().empty()) return;
+                                            double mean = 0;
+                                            for (double c : r.costs()) mean += c;
+                                            g = task_.flops() / (mean / r.costs_size()) / 1e9;
+                                          }));
+    }
+    cache_[index] = g;
+    if (g > best_) {
+      best_ = g;
+      best_point_ = p;
+    }
+    return g;
+  }
+  double best() const { return best_; }
+  const Point& best_point() const { return best_point_; }
+  size_t measured() const { return cache_.size(); }
+
+ private:
+  const CompilerTask& task_;
+  MeasureBackend& backend_;
+  v1::MeasureOptions options_;
+  std::optional<v1::Artifact> reference_;
+  std::map<int64_t, double> cache_;
+  double best_ = 0;
+  Point best_point_;
+};
+
+struct Run {
+  std::vector<double> curve;  // GFLOP/s of each trial, in order.
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"search_bench: trials each search strategy needs to reach 95% of the best config found"};
+  std::string workloads_file, best_out;
+  int trials = 400, seeds = 3, batch = 64;
+  std::vector<std::string> strategies = {"xgb-sa", "random", "genetic"};
+  app.add_option("--workloads", workloads_file, "Workload file")->required();
+  app.add_option("--trials", trials, "Trials per run")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--seeds", seeds, "Runs per strategy")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--batch", batch, "Batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--strategies", strategies, "Strategies to compare")->capture_default_str();
+  app.add_option("--best-out", best_out, "Write the best config per workload as JSON lines (kernel_bench --config-file)");
+  CLI11_PARSE(app, argc, argv);
+
+  auto workloads = read_workload_file(workloads_file);
+  if (!workloads.ok()) {
+    fmt::print(stderr, "search_bench: {}\n", workloads.status().message());
+    return 1;
+  }
+  // Single-threaded kernels, here and in the measurement worker (which reads the variable when its
+  // thread pool starts), so that the figures compare with single-threaded libraries.
+  setenv("TUNEFARM_NUM_THREADS", "1", 1);
+  tunefarm_runtime_set_num_threads(1);
+  auto backend = LocalMeasureBackend::create();
+  if (!backend.ok()) {
+    fmt::print(stderr, "search_bench: {}\n", backend.status().message());
+    return 1;
+  }
+  v1::MeasureOptions measure;
+  measure.set_repeat(3);
+  measure.set_min_repeat_ms(20);
+  measure.set_timeout_s(10);
+  measure.set_check_correctness(true);
+  measure.set_rtol(1e-3);
+  measure.set_atol(1e-4);
+
+  Target host;
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  std::vector<double> plan_ms;
+  std::ofstream best_file;
+  if (!best_out.empty()) best_file.open(best_out);
+  fmt::print("search_bench: {} trials, {} seeds, batch {}, measured single-threaded in the sandbox\n", trials, seeds, batch);
+
+  for (const Workload& w : *workloads) {
+    auto task = CompilerTask::create(w, host);
+    if (!task.ok()) {
+      fmt::print(stderr, "search_bench: {}: {}\n", w.to_string(), task.status().message());
+      return 1;
+    }
+    Oracle oracle(**task, **backend, measure);
+    std::map<std::string, std::vector<Run>> runs;
+    for (int seed = 1; seed <= seeds; ++seed) {
+      for (const std::string& name : strategies) {
+        auto strategy = parse_strategy(name);
+        if (!strategy.ok()) {
+          fmt::print(stderr, "search_bench: {}\n", strategy.status().message());
+          return 1;
+        }
+        SearchOptions options;
+        options.seed = static_cast<uint64_t>(seed);
+        options.model.seed = static_cast<uint64_t>(seed);
+        const CompilerTask* t = task->get();
+        auto searcher = make_searcher(*strategy, t->space(), options,
+                                      [t](std::span<const Point> p, FeatureMatrix& out) { return t->features(p, out); });
+        Run run;
+        while (static_cast<int>(run.curve.size()) < trials) {
+          auto start = std::chrono::steady_clock::now();
+          auto points = searcher->propose(std::min(batch, trials - static_cast<int>(run.curve.size())));
+          double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+          if (!points.ok()) {
+            fmt::print(stderr, "search_bench: {}\n", points.status().message());
+            return 1;
+          }
+          if (points->empty()) break;
+          if (*strategy == Strategy::kXgbSa && run.curve.size() >= static_cast<size_t>(batch) &&
+              static_cast<int>(points->size()) == batch)
+            plan_ms.push_back(ms);
+          std::vector<double> g;
+          for (const Point& p : *points) {
+            auto v = oracle.gflops(p);
+            if (!v.ok()) {
+              fmt::print(stderr, "search_bench: {}\n", v.status().message());
+              return 1;
+            }
+            g.push_back(*v);
+            run.curve.push_back(*v);
+          }
+          if (Status s = searcher->observe(*points, g); !s.ok()) {
+            fmt::print(stderr, "search_bench: {}\n", s.message());
+            return 1;
+          }
+        }
+        fmt::print("  {} {} seed {}: best {:.1f} GFLOP/s ({} configs measured so far)\n", w.to_string(), name, seed,
+                   *std::max_element(run.curve.begin(), run.curve.end()), oracle.measured());
+        std::fflush(stdout);
+        runs[name].push_back(std::move(run));
+      }
+    }
+    // The bar is 95% of the best any strategy found for this workload.
+    double target = 0.95 * oracle.best();
+    for (const std::string& name : strategies) {
+      std::vector<double> to95, best;
+      for (const Run& run : runs[name]) {
+        size_t i = 0;
+        while (i < run.curve.size() && run.curve[i] < target) ++i;
+        to95.push_back(i < run.curve.size() ? static_cast<double>(i + 1) : static_cast<double>(trials + 1));
+        best.push_back(*std::max_element(run.curve.begin(), run.curve.end()));
+      }
+      double m = median(to95);
+      fmt::print("{:<40} {:<8} trials to 95%: {:>5} (median of {}; {} means never)  best {:.1f} GFLOP/s\n",
+                 w.to_string(), name, m, to95.size(), trials + 1, median(best));
+      results.push_back({{"workload", w.to_string()}, {"strategy", name}, {"trials_to_95", m}, {"best_gflops", median(best)}});
+    }
+    if (best_file) {
+      nlohmann::ordered_json line = {{"workload", w.to_string()},
+                                     {"config", nlohmann::ordered_json::parse((*task)->config_at(oracle.best_point()).to_json())},
+                                     {"gflops", oracle.best()}};
+      best_file << line.dump() << "\n";
+    }
+  }
+  double plan = median(plan_ms);
+  fmt::print("xgb-sa planning: median {:.0f} ms per batch of {} over {} batches\n", plan, batch, plan_ms.size());
+  nlohmann::ordered_json summary = {{"results", results}, {"plan_ms_per_64", plan}};
+  fmt::print("{}\n", summary.dump());
+  return 0;
+}
