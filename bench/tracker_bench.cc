@@ -56,14 +56,6 @@ std::string read_status_field(pid_t pid, const std::string& field) {
   return "";
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.starts_with("model name")) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
 v1::MeasureRequest make_request(int tuner, int batch, uint64_t& next_id) {
   v1::MeasureRequest request;
   request.set_device_key("bench");
@@ -196,7 +188,8 @@ int run(int num_agents, int num_tuners, int batch, double seconds) {
   double per_s = static_cast<double>(brokered) / elapsed;
   double p50 = percentile(latencies_ms, 0.50);
   double p99 = percentile(latencies_ms, 0.99);
-  fmt::print("machine: {}, {} CPUs (shared); trackerd, {} simulated agents and {} tuners on this host\n", cpu_model(),
+  fmt::print("machine: {}, {} CPUs (shared); trackerd, {} simulated agents and {} tuners on this host\n",
+             local_capabilities().cpu_model(),
              std::thread::hardware_concurrency(), num_agents, num_tuners);
   fmt::print("tuners kept one batch of {} candidates each in flight for {:.1f} s\n", batch, elapsed);
   fmt::print("results brokered: {} ({:.0f}/s; bar >= 5000/s)\n", brokered, per_s);
