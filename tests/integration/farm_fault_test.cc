@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
@@ -249,6 +250,43 @@ TEST_F(FarmHeartbeatTest, FrozenAgentIsDroppedItsWorkRequeuedAndItComesBackWhenT
   frozen.signal(SIGCONT);
   EXPECT_TRUE(farm_.wait_for_agents("local-cpu", 2, std::chrono::seconds(5)));
   expect_batch_completes();
+}
+
+}  // namespace
+}  // namespace tunefarm::testing
+
+namespace tunefarm::testing {
+namespace {
+
+class FarmTokenTest : public FarmFaultTest {
+ protected:
+  FarmTokenTest() : FarmFaultTest({"--agent-token", "agent-secret", "--tuner-token", "tuner-secret"}) {}
+};
+
+TEST_F(FarmTokenTest, AgentsAndTunersWithoutTheTokenAreRefused) {
+  Process& stranger = farm_.start_agent("stranger");
+  int status = stranger.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_NE(stranger.log().find("UNAUTHENTICATED"), std::string::npos) << stranger.log();
+
+  farm_.start_agent("member", "local-cpu", {"--token", "agent-secret"});
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(10)));
+  MeasureOutcome refused = farm_.measure(kernel_request("matmul", 1));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.status.error_message();
+  v1::MeasureRequest request = kernel_request("matmul", 2);
+  request.set_token("tuner-secret");
+  MeasureOutcome out = farm_.measure(request);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.results.size(), 2u);
+}
+
+TEST(Trackerd, RefusesANonLoopbackAddressWithoutTokens) {
+  std::string log = (std::filesystem::temp_directory_path() / "tunefarm-trackerd-refusal.log").string();
+  Process tracker(bin_path("trackerd"), {"--listen", "0.0.0.0:" + std::to_string(free_port())}, log);
+  int status = tracker.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  EXPECT_NE(tracker.log().find("--agent-token"), std::string::npos) << tracker.log();
+  std::filesystem::remove(log);
 }
 
 }  // namespace
