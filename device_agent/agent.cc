@@ -39,57 +39,78 @@ std::string cpu_model() {
 
 }  // namespace
 
-// Writes from the worker and heartbeat threads, serialised: a gRPC stream takes one writer at a time.
-class DeviceAgent::SessionWriter {
+// One session's stream as the measurement and heartbeat threads see it: writes are serialised (a
+// gRPC stream takes one writer at a time) and refused once the session is closed, after which the
+// stream may be destroyed.
+class DeviceAgent::Session {
  public:
-  explicit SessionWriter(Stream* stream) : stream_(stream) {}
+  explicit Session(Stream* stream) : stream_(stream) {}
+
   bool write(const v1::AgentMessage& message) {
     std::lock_guard<std::mutex> lock(mu_);
-    return stream_->Write(message);
+    return !closed_ && stream_->Write(message);
+  }
+
+  void close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    wake_.notify_all();
+  }
+
+  bool closed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closed_;
+  }
+
+  // Sleeps up to `wait`; false (at once) when the session closes.
+  bool sleep(std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return !wake_.wait_for(lock, wait, [this] { return closed_; });
   }
 
  private:
   std::mutex mu_;
+  std::condition_variable wake_;
   Stream* stream_;
+  bool closed_ = false;
 };
 
-// The batches of one session, handed from the reader to the worker thread.
-class DeviceAgent::BatchQueue {
+// Leased batches on their way to the measurement thread, each with the session it came in.
+class DeviceAgent::WorkQueue {
  public:
-  void push(v1::LeasedBatch batch) {
+  struct Item {
+    v1::LeasedBatch batch;
+    std::shared_ptr<Session> session;
+  };
+
+  void push(Item item) {
     std::lock_guard<std::mutex> lock(mu_);
-    batches_.push_back(std::move(batch));
-    // All: the heartbeat thread sleeps on the same condition and would swallow a single wake-up.
-    ready_.notify_all();
+    items_.push_back(std::move(item));
+    ready_.notify_one();
   }
+
   void close() {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
     ready_.notify_all();
   }
-  bool closed() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return closed_;
-  }
+
   // False once closed.
-  bool pop(v1::LeasedBatch& batch) {
+  bool pop(Item& item) {
     std::unique_lock<std::mutex> lock(mu_);
-    ready_.wait(lock, [this] { return closed_ || !batches_.empty(); });
+    ready_.wait(lock, [this] { return closed_ || !items_.empty(); });
     if (closed_) return false;
-    batch = std::move(batches_.front());
-    batches_.pop_front();
+    item = std::move(items_.front());
+    items_.pop_front();
     return true;
-  }
-  // Sleeps up to `wait`, returning early (false) when closed.
-  bool sleep(std::chrono::milliseconds wait) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return !ready_.wait_for(lock, wait, [this] { return closed_; });
   }
 
  private:
   std::mutex mu_;
   std::condition_variable ready_;
-  std::deque<v1::LeasedBatch> batches_;
+  std::deque<Item> items_;
   bool closed_ = false;
 };
 
@@ -136,14 +157,19 @@ void DeviceAgent::stop() {
 }
 
 Status DeviceAgent::run() {
+  work_ = std::make_unique<WorkQueue>();
+  std::thread measurer([this] { measure_loop(); });
+  Status outcome = Status();
   auto backoff = options_.min_backoff;
   while (!stopping_) {
     int before = sessions_.load();
     Status s = serve_once();
     if (stopping_) break;
     if (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kUnauthenticated ||
-        s.code() == StatusCode::kPermissionDenied)
-      return s;
+        s.code() == StatusCode::kPermissionDenied) {
+      outcome = s;
+      break;
+    }
     // A session that got as far as its ack resets the backoff: the tracker was there.
     if (sessions_.load() != before) backoff = options_.min_backoff;
     spdlog::info("session ended ({}); dialling {} again in {} ms", s.ok() ? "closed" : s.to_string(), options_.tracker,
@@ -151,7 +177,18 @@ Status DeviceAgent::run() {
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
-  return Status();
+  work_->close();
+  measurer.join();
+  return outcome;
+}
+
+void DeviceAgent::measure_loop() {
+  WorkQueue::Item item;
+  while (work_->pop(item)) {
+    // Batches of a session that has ended were requeued by the tracker already.
+    if (!item.session->closed()) run_batch(item.batch, *item.session);
+    item = WorkQueue::Item();
+  }
 }
 
 Status DeviceAgent::serve_once() {
@@ -196,37 +233,32 @@ Status DeviceAgent::serve_once() {
                options_.tracker, first.hello_ack().session_id());
   auto interval = std::chrono::milliseconds(std::max(50, first.hello_ack().heartbeat_interval_ms()));
 
-  SessionWriter writer(stream.get());
-  BatchQueue queue;
+  auto session = std::make_shared<Session>(stream.get());
   std::thread heartbeat([&] {
-    while (queue.sleep(interval)) {
+    while (session->sleep(interval)) {
       v1::AgentMessage beat;
       beat.mutable_heartbeat()->set_sent_at_us(unix_us());
-      if (!writer.write(beat)) return;
+      if (!session->write(beat)) return;
     }
-  });
-  std::thread worker([&] {
-    v1::LeasedBatch batch;
-    while (queue.pop(batch)) run_batch(batch, writer, queue);
   });
   v1::TrackerMessage message;
   while (stream->Read(&message)) {
-    if (message.has_batch()) queue.push(std::move(*message.mutable_batch()));
+    if (message.has_batch()) work_->push({std::move(*message.mutable_batch()), session});
     else if (message.has_goodbye()) spdlog::warn("the tracker ends this session: {}", message.goodbye().reason());
   }
-  queue.close();
-  worker.join();
+  // After close() no thread writes to the stream, so it may be finished and destroyed.
+  session->close();
   heartbeat.join();
   Status s = from_grpc(stream->Finish());
   forget_context();
   return s;
 }
 
-void DeviceAgent::run_batch(const v1::LeasedBatch& batch, SessionWriter& writer, BatchQueue& queue) {
+void DeviceAgent::run_batch(const v1::LeasedBatch& batch, Session& session) {
   spdlog::debug("lease {}: {} candidates of {}", batch.lease_id(), batch.candidates_size(), batch.workload().op());
   for (const auto& candidate : batch.candidates()) {
     // The session is over: the tracker has requeued what is left.
-    if (queue.closed()) return;
+    if (session.closed()) return;
     // Past the deadline the tracker has taken the lease back; say so rather than work for nothing.
     if (batch.deadline_us() > 0 && unix_us() > batch.deadline_us()) break;
     v1::AgentMessage message;
@@ -237,11 +269,11 @@ void DeviceAgent::run_batch(const v1::LeasedBatch& batch, SessionWriter& writer,
     result->mutable_result()->set_agent_id(options_.agent_id);
     spdlog::debug("lease {}: candidate {} -> {}", batch.lease_id(), candidate.id(),
                   v1::ErrorCode_Name(result->result().error()));
-    if (!writer.write(message)) return;
+    if (!session.write(message)) return;
   }
   v1::AgentMessage done;
   done.mutable_batch_done()->set_lease_id(batch.lease_id());
-  writer.write(done);
+  session.write(done);
 }
 
 }  // namespace tunefarm

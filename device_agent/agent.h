@@ -54,14 +54,18 @@ class DeviceAgent {
  private:
   // One session: hello, then serve until the stream ends; the status says how it ended.
   Status serve_once();
-  class SessionWriter;
-  class BatchQueue;
-  void run_batch(const v1::LeasedBatch& batch, SessionWriter& writer, BatchQueue& queue);
+  class Session;
+  class WorkQueue;
+  // The measurement thread: one for the agent's life, so that a session ending in the middle of
+  // a long candidate does not hold up the next hello.
+  void measure_loop();
+  void run_batch(const v1::LeasedBatch& batch, Session& session);
 
   AgentOptions options_;
   v1::Capabilities capabilities_;
   CandidateMeasurer measure_;
   std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<WorkQueue> work_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> sessions_{0};
   std::mutex context_mu_;

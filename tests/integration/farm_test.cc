@@ -135,6 +135,22 @@ TEST_F(FarmTest, TrackerRestartGetsItsAgentsBackAndARetriedBatchCompletes) {
   for (const auto& r : retry.results) EXPECT_EQ(r.result().error(), v1::OK) << r.result().error_msg();
 }
 
+TEST_F(FarmTest, AgentsRejoinARestartedTrackerWhileStillMeasuring) {
+  farm_.start_agent("a1");
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(10)));
+  // A kernel that hangs keeps the agent's measurement busy for its whole 8 s timeout.
+  std::thread tuner([&] { farm_.measure(kernel_request("hang", 1, "local-cpu", 8.0)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  farm_.kill_tracker(SIGKILL);
+  tuner.join();
+  auto restarted = std::chrono::steady_clock::now();
+  farm_.start_tracker();
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(5)));
+  double back_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - restarted).count();
+  std::cout << "agent back " << back_s << " s after the restart, its hung candidate still running\n";
+  EXPECT_LT(back_s, 5.0);
+}
+
 TEST_F(FarmTest, SigtermDrainsLeasedWorkThenStops) {
   farm_.start_agent("a1");
   ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(10)));
