@@ -186,7 +186,14 @@ void DeviceAgent::measure_loop() {
   WorkQueue::Item item;
   while (work_->pop(item)) {
     // Batches of a session that has ended were requeued by the tracker already.
-    if (!item.session->closed()) run_batch(item.batch, *item.session);
+    if (item.session->closed()) continue;
+    {
+      std::lock_guard<std::mutex> lock(lease_mu_);
+      current_lease_ = item.batch.lease_id();
+    }
+    run_batch(item.batch, *item.session);
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    current_lease_.clear();
     item = WorkQueue::Item();
   }
 }
@@ -238,6 +245,10 @@ Status DeviceAgent::serve_once() {
     while (session->sleep(interval)) {
       v1::AgentMessage beat;
       beat.mutable_heartbeat()->set_sent_at_us(unix_us());
+      {
+        std::lock_guard<std::mutex> lock(lease_mu_);
+        beat.mutable_heartbeat()->set_lease_id(current_lease_);
+      }
       if (!session->write(beat)) return;
     }
   });

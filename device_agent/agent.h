@@ -66,6 +66,8 @@ class DeviceAgent {
   CandidateMeasurer measure_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<WorkQueue> work_;
+  std::mutex lease_mu_;
+  std::string current_lease_;  // The lease being measured, for heartbeats.
   std::atomic<bool> stopping_{false};
   std::atomic<int> sessions_{0};
   std::mutex context_mu_;
