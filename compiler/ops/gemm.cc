@@ -449,9 +449,9 @@ OpDef gemm_op(const std::string& name) {
   op.compute = gemm_compute;
   std::string cpu = name + ".cpu.packed", cuda = name + ".cuda.tiled";
   op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload&) { return cpu_space(cpu); },
-                          [cpu](const Workload& w) { return cpu_default(cpu, w); }, cpu_build});
+                          [cpu](const Workload& w) { return cpu_default(cpu, w); }, cpu_build, nullptr});
   op.templates.push_back({cuda, Target::Kind::kCUDA, [cuda](const Workload&) { return cuda_space(cuda); },
-                          [cuda](const Workload& w) { return cuda_default(cuda, w); }, cuda_build});
+                          [cuda](const Workload& w) { return cuda_default(cuda, w); }, cuda_build, nullptr});
   if (name == "dense") {
     std::string dot = name + ".cpu.dot";
     op.templates.push_back({dot, Target::Kind::kLLVM, [dot](const Workload&) { return dot_space(dot); },
