@@ -1,5 +1,6 @@
 #include "tuner/compiler_task.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -128,22 +129,37 @@ StatusOr<Point> CompilerTask::point_of(const Config& config) const {
 }
 
 Status CompilerTask::features(std::span<const Point> points, FeatureMatrix& out) const {
+  std::vector<Config> configs;
+  configs.reserve(points.size());
+  for (const Point& p : points) configs.push_back(config_at(p));
+  return config_features(configs, out);
+}
+
+Status CompilerTask::config_features(std::span<const Config> configs, FeatureMatrix& out) const {
   const auto& knobs = impl_->config_space.knobs();
   std::vector<float> row(impl_->feature_width);
-  for (const Point& p : points) {
+  for (const Config& c : configs) {
     std::fill(row.begin(), row.end(), 0.0f);
     size_t at = 0;
     for (size_t k = 0; k < knobs.size(); ++k) {
       const KnobLayout& l = impl_->layout[k];
-      const KnobValue& v = knobs[k].choices[p[k]];
-      switch (l.kind) {
-        case KnobLayout::Kind::kList: {
-          const auto& list = std::get<std::vector<int64_t>>(v);
-          for (size_t j = 0; j < list.size() && j < l.width; ++j) row[at + j] = log2p(list[j]);
-          break;
+      // A config of another workload may lack a knob or hold a value this space does not offer;
+      // its features stay zero there.
+      if (const KnobValue* v = c.find(knobs[k].name)) {
+        switch (l.kind) {
+          case KnobLayout::Kind::kList:
+            if (const auto* list = std::get_if<std::vector<int64_t>>(v))
+              for (size_t j = 0; j < list->size() && j < l.width; ++j) row[at + j] = log2p((*list)[j]);
+            break;
+          case KnobLayout::Kind::kInt:
+            if (const auto* i = std::get_if<int64_t>(v)) row[at] = log2p(*i + 1);
+            break;
+          case KnobLayout::Kind::kOneHot: {
+            auto it = std::find(knobs[k].choices.begin(), knobs[k].choices.end(), *v);
+            if (it != knobs[k].choices.end()) row[at + (it - knobs[k].choices.begin())] = 1.0f;
+            break;
+          }
         }
-        case KnobLayout::Kind::kInt: row[at] = log2p(std::get<int64_t>(v) + 1); break;
-        case KnobLayout::Kind::kOneHot: row[at + p[k]] = 1.0f; break;
       }
       at += l.width;
     }

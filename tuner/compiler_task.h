@@ -29,6 +29,7 @@ class CompilerTask : public TuningTask {
   Config config_at(const Point& point) const override;
   StatusOr<Point> point_of(const Config& config) const override;
   Status features(std::span<const Point> points, FeatureMatrix& out) const override;
+  Status config_features(std::span<const Config> configs, FeatureMatrix& out) const override;
   StatusOr<v1::Artifact> build(const Point& point) const override;
   StatusOr<v1::Artifact> build_reference() const override;
 

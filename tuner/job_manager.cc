@@ -313,6 +313,30 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     resumed += static_cast<int>(earlier.size());
   }
 
+  // Transfer learning: the recent history of this target and device key, from other jobs, trains
+  // each task's cost model before its first batch.
+  if (options.strategy == Strategy::kXgbSa) {
+    RecordFilter filter;
+    filter.target = target;
+    filter.device_key = spec.device_key();
+    TF_ASSIGN_OR_RETURN(RecordPage head, store_.list_records(filter, 1, 0));
+    int64_t offset = std::max<int64_t>(0, head.total - options_.warm_start_records);
+    TF_ASSIGN_OR_RETURN(RecordPage recent, store_.list_records(filter, options_.warm_start_records, offset));
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      std::string template_name = tasks[i]->config_at(tasks[i]->space().point_at(0)).template_name;
+      std::vector<TuningLoop::HistoryRecord> history;
+      for (const v1::Record& r : recent.records) {
+        if (r.job_id() == job_id || r.config().template_name() != template_name) continue;
+        auto w = from_proto(r.workload());
+        if (!w.ok()) continue;
+        history.push_back({w->to_string(), from_proto(r.config()), r.gflops()});
+      }
+      if (history.empty()) continue;
+      TF_RETURN_IF_ERROR(loop.warm_start(static_cast<int>(i), history));
+      spdlog::info("job {}: task {} warm-started from {} earlier records", job_id, i, history.size());
+    }
+  }
+
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (running.shutting_down) return Status();

@@ -36,6 +36,7 @@ struct JobManagerOptions {
   int max_running_jobs = 4;
   int default_batch_size = 64;
   int build_threads = 0;           // Per job; 0: one per CPU.
+  int warm_start_records = 5000;   // Recent records of the same target that train a new job's model.
   v1::MeasureOptions default_measure = default_measure_options();
 
   static v1::MeasureOptions default_measure_options();

@@ -57,6 +57,10 @@ class Searcher {
   // runs (a resumed job), in which case they also count as visited.
   Status observe(std::span<const Point> points, std::span<const double> gflops);
 
+  // Trains the strategy's model on related history (features and labels normalised to [0, 1]);
+  // strategies without a model ignore it.
+  virtual Status warm_start(const FeatureMatrix&, std::span<const float>) { return Status(); }
+
   bool visited(const Point& p) const { return visited_.count(space_.index_of(p)) > 0; }
   int64_t num_visited() const { return static_cast<int64_t>(visited_.size()); }
 

@@ -56,6 +56,7 @@ class XgbSaSearcher : public Searcher {
   std::string_view name() const override { return "xgb-sa"; }
 
   const CostModel& model() const { return *model_; }
+  Status warm_start(const FeatureMatrix& x, std::span<const float> labels) override { return model_->fit_base(x, labels); }
 
  protected:
   StatusOr<std::vector<Point>> propose_new(int n) override;

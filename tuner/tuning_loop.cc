@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <map>
 #include <optional>
 #include <thread>
 #include <unordered_set>
@@ -112,6 +113,26 @@ Status TuningLoop::preload(int task, std::span<const TrialResult> results) {
   }
   s.trials += static_cast<int>(points.size());
   return s.searcher->observe(points, gflops);
+}
+
+Status TuningLoop::warm_start(int task, std::span<const HistoryRecord> history) {
+  if (task < 0 || task >= static_cast<int>(tasks_.size()))
+    return invalid_argument(fmt::format("task {} does not exist", task));
+  if (history.empty()) return Status();
+  std::map<std::string, double> best;  // Per workload: its fastest config is 1.0.
+  for (const HistoryRecord& h : history) best[h.workload] = std::max(best[h.workload], h.gflops);
+  std::vector<Config> configs;
+  std::vector<float> labels;
+  for (const HistoryRecord& h : history) {
+    double b = best[h.workload];
+    if (b <= 0) continue;
+    configs.push_back(h.config);
+    labels.push_back(static_cast<float>(std::max(0.0, h.gflops) / b));
+  }
+  if (configs.empty()) return Status();
+  FeatureMatrix x;
+  TF_RETURN_IF_ERROR(tasks_[task]->config_features(configs, x));
+  return state_[task]->searcher->warm_start(x, labels);
 }
 
 StatusOr<TuningLoop::Batch> TuningLoop::prepare_batch(int task, int size) {

@@ -38,6 +38,9 @@ class TuningTask {
   // The point of a config of this task's space; INVALID_ARGUMENT for a foreign or invalid config.
   virtual StatusOr<Point> point_of(const Config& config) const = 0;
   virtual Status features(std::span<const Point> points, FeatureMatrix& out) const = 0;
+  // Features of configs of the same template measured on other workloads (transfer learning);
+  // knob values this space does not offer still give a row of the same width.
+  virtual Status config_features(std::span<const Config> configs, FeatureMatrix& out) const = 0;
   // Builds one candidate; called from several threads at once.
   virtual StatusOr<v1::Artifact> build(const Point& point) const = 0;
   // A known-good kernel of the same workload whose output checks every candidate.
@@ -129,6 +132,16 @@ class TuningLoop {
   // Results of an earlier run of the same job: they count towards the budget, teach the search,
   // and are never measured again. Call before run().
   Status preload(int task, std::span<const TrialResult> results);
+
+  // A measurement of a related workload (same template and target), for transfer learning.
+  struct HistoryRecord {
+    std::string workload;  // Canonical workload string: labels are normalised per workload.
+    Config config;
+    double gflops = 0;
+  };
+  // Trains the task's cost model on related history before its first batch, so that the search
+  // starts ahead. A no-op for strategies without a model. Call before run().
+  Status warm_start(int task, std::span<const HistoryRecord> history);
 
   // Runs to the end; `on_result` sees every new trial (for the history), `on_progress` one update
   // per batch. Thread-compatible: one run() at a time.

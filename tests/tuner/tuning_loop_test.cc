@@ -192,3 +192,51 @@ TEST(TuningLoop, RejectsBadBudgets) {
 
 }  // namespace
 }  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+TEST(TuningLoop, WarmStartFromARelatedWorkloadFindsTheOptimumSooner) {
+  // The related workload's landscape has its peak one step away from this one's.
+  auto related = [](const Point& p) {
+    return 1.0 + 100.0 * std::exp(-(std::pow(p[0] - 4, 2) + std::pow(p[1] - 2, 2) + std::pow(p[2] - 3, 2)) / 4.0);
+  };
+  FakeTask old_task({8, 8, 8}, related, "matmul:M=16,N=16,K=16");
+  std::vector<TuningLoop::HistoryRecord> history;
+  Rng rng(9);
+  for (int i = 0; i < 300; ++i) {
+    Point p = *old_task.space().sample(rng);
+    history.push_back({"matmul:M=16,N=16,K=16", old_task.config_at(p), related(p)});
+  }
+  auto trials_to_peak = [&](bool warm, uint64_t seed) {
+    FakeTask task({8, 8, 8}, peak);
+    FakeBackend backend(task, true);
+    TuningOptions options;
+    options.trials = 400;
+    options.batch_size = 8;
+    options.search.seed = seed;
+    options.remeasure_rounds = 0;
+    TuningLoop loop({&task}, {}, backend, options);
+    if (warm) EXPECT_TRUE(loop.warm_start(0, history).ok());
+    int n = 0, found = 0;
+    EXPECT_TRUE(loop.run([&](const TrialResult& r) {
+                      ++n;
+                      if (!found && r.gflops >= 95.0) found = n;
+                      if (found) loop.cancel();
+                    }, nullptr).ok());
+    return found ? found : 401;
+  };
+  std::vector<int> cold, warm;
+  for (uint64_t seed : {1, 2, 3}) {
+    cold.push_back(trials_to_peak(false, seed));
+    warm.push_back(trials_to_peak(true, seed));
+  }
+  std::sort(cold.begin(), cold.end());
+  std::sort(warm.begin(), warm.end());
+  RecordProperty("cold_median", cold[1]);
+  RecordProperty("warm_median", warm[1]);
+  EXPECT_LT(warm[1], cold[1]);
+}
+
+}  // namespace
+}  // namespace tunefarm
