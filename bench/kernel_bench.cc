@@ -280,8 +280,10 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(1);
   char host_name[256] = {};
   gethostname(host_name, sizeof(host_name) - 1);
-  fmt::print("kernel_bench on {} ({} CPUs online), 1 thread, {} interleaved rounds of ~{} ms samples; "
-             "OPENBLAS_CORETYPE={}\n", host_name, sysconf(_SC_NPROCESSORS_ONLN), repeats, min_ms,
+  double load[1] = {0};
+  getloadavg(load, 1);
+  fmt::print("kernel_bench on {} ({} CPUs online, load average {:.2f}), 1 thread, {} interleaved rounds of ~{} ms "
+             "samples; OPENBLAS_CORETYPE={}\n", host_name, sysconf(_SC_NPROCESSORS_ONLN), load[0], repeats, min_ms,
              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   Target host;

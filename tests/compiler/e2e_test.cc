@@ -128,7 +128,6 @@ TEST(EndToEnd, TiledMatmulWithTails) {
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   SCOPED_TRACE(ir::to_string(*f));
   check_matmul(*f, M, N, K);
-  if (getenv("SHOW_IR")) printf("%s", ir::to_string(*f).c_str());
 }
 
 }  // namespace
