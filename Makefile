@@ -20,7 +20,8 @@ build: configure
 
 test: deps
 	$(MAKE) build
-	cd $(BUILD_DIR) && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j $(CTEST_JOBS)
+	cd $(BUILD_DIR) && OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 ctest --output-on-failure -j $(CTEST_JOBS)
+	@if [ -f tests/fuzz/run.sh ]; then BUILD_DIR=$(BUILD_DIR) bash tests/fuzz/run.sh; fi
 
 demo: deps
 	$(MAKE) build

@@ -17,6 +17,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libdnnl-dev
   # ARM boards, emulated
   qemu-user g++-aarch64-linux-gnu
+  # fuzzing (libFuzzer comes with clang's runtime)
+  clang libclang-rt-dev
 )
 
 missing=()
