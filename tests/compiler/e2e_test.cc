@@ -128,6 +128,13 @@ TEST(EndToEnd, TiledMatmulWithTails) {
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   SCOPED_TRACE(ir::to_string(*f));
   check_matmul(*f, M, N, K);
+
+  // The host code uses the full vector width: 16-float vectors and 512-bit preference.
+  auto llvm_ir = codegen::emit_llvm_ir(*f, host(), "kernel");
+  ASSERT_TRUE(llvm_ir.ok()) << llvm_ir.status().to_string();
+  EXPECT_NE(llvm_ir->find("<16 x float>"), std::string::npos);
+  EXPECT_NE(llvm_ir->find("\"prefer-vector-width\"=\"512\""), std::string::npos);
+  EXPECT_NE(llvm_ir->find("tunefarm_parallel_launch"), std::string::npos);
 }
 
 }  // namespace
