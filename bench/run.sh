@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# make bench: every benchmark program, one after the other, with the settings RESULTS.md quotes.
+# Each prints its figures and ends with one JSON line; this script collects those lines.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+BIN="$BUILD_DIR/bin"
+WORKLOADS=${WORKLOADS:-../shared/workloads/public.txt}
+[[ -f "$WORKLOADS" ]] || WORKLOADS=bench/workloads.txt
+export OMP_WAIT_POLICY=PASSIVE
+
+summary=()
+run() {
+  local name=$1; shift
+  echo "== $name $*"
+  local out
+  out=$("$BIN/$name" "$@" | tee /dev/stderr | tail -n 1)
+  summary+=("{\"bench\":\"$name\",\"figures\":$out}")
+}
+
+run compile_bench
+run kernel_bench --workloads "$WORKLOADS"
+run db_bench
+run tracker_bench
+run search_bench --workloads bench/search_workloads.txt --trials "${SEARCH_TRIALS:-400}" --seeds "${SEARCH_SEEDS:-3}"
+
+echo "== summary"
+printf '%s\n' "${summary[@]}"
