@@ -1,5 +1,7 @@
 #include "common/config.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -34,8 +36,26 @@ std::string knob_value_to_string(const KnobValue& value) { return knob_to_json(v
 
 StatusOr<Config> parse_config_json(std::string_view text) {
   auto fail = [](const std::string& why) { return invalid_argument("config JSON: " + why); };
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  // The JSON library keeps one value of a repeated key; a repeated knob must be an error instead,
+  // so the parser reports every key of every object as it reads it.
+  std::vector<std::vector<std::string>> open_objects;
+  std::string repeated;
+  json::parser_callback_t watch_keys = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end && !open_objects.empty()) {
+      open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !open_objects.empty()) {
+      auto& keys = open_objects.back();
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (std::find(keys.begin(), keys.end(), key) != keys.end() && repeated.empty()) repeated = key;
+      keys.push_back(key);
+    }
+    return true;
+  };
+  json j = json::parse(text.begin(), text.end(), watch_keys, /*allow_exceptions=*/false);
   if (j.is_discarded()) return fail("not valid JSON");
+  if (!repeated.empty()) return fail(fmt::format("\"{}\" is given twice", repeated));
   if (!j.is_object()) return fail("expected an object with \"template\" and \"knobs\"");
   auto t = j.find("template");
   if (t == j.end() || !t->is_string() || t->get<std::string>().empty())

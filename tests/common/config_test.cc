@@ -33,6 +33,8 @@ TEST(ConfigJson, RejectsMalformedInput) {
       {R"({"template":"t","knobs":{"a":1.5}})", "knob \"a\" must be an integer"},
       {R"({"template":"t","knobs":{"a":[1,"x"]}})", "must be a list of integers"},
       {R"({"template":"t","knobs":{},"extra":1})", "unknown field \"extra\""},
+      {R"({"template":"t","knobs":{"a":1,"a":2}})", "\"a\" is given twice"},
+      {R"({"template":"t","template":"u","knobs":{}})", "\"template\" is given twice"},
   };
   for (const auto& c : cases) {
     auto r = parse_config_json(c.text);
