@@ -1,0 +1,60 @@
+// The CUDA templates' index arithmetic, checked without a GPU: each candidate's loop nest, with
+// its block and thread loops made serial, runs on the host through the JIT and must match the
+// naive reference. Covers every operator's CUDA template over random valid configs (those that
+// stage tiles in shared memory need real threads and are left to ptxas and the device agent).
+#include <gtest/gtest.h>
+
+#include "compiler/build.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/ir/printer.h"
+#include "compiler/lower/serialize_gpu.h"
+#include "test_util.h"
+
+namespace tunefarm {
+namespace {
+
+class CudaEmulation : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEmulation, RandomValidConfigsMatchReference) {
+  Workload w = *parse_workload(GetParam());
+  Target gpu = *parse_target("cuda -arch=sm_90");
+  for (const std::string& tname : template_names(w, gpu)) {
+    auto space = *config_space(w, gpu, tname);
+    int run = 0;
+    for (const Config& c : testing_util::random_valid_configs(space, 3 * testing_util::configs_per_workload(), 77)) {
+      if (run == testing_util::configs_per_workload()) break;
+      auto f = lower_candidate(w, gpu, c);
+      ASSERT_TRUE(f.ok()) << c.to_json() << ": " << f.status().to_string();
+      auto serial = lower::serialize_gpu_loops(f->body);
+      if (!serial.ok()) continue;  // Shared-memory staging.
+      ++run;
+      ir::LoweredFunc host_f = *f;
+      host_f.body = *serial;
+      auto obj = codegen::compile_object(host_f, Target{}, "kernel");
+      ASSERT_TRUE(obj.ok()) << obj.status().to_string();
+      auto jit = codegen::JitKernel::create(*obj, "kernel");
+      ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+      auto bufs = testing_util::make_buffers(w, 31 + run);
+      auto args = bufs.arg_pointers();
+      ASSERT_EQ((*jit)->run(args.data()), 0);
+      std::string diff = testing_util::compare(bufs.output, bufs.expected);
+      ASSERT_EQ(diff, "") << w.to_string() << " " << c.to_json() << "\n" << ir::to_string(*f);
+    }
+    EXPECT_GE(run, testing_util::configs_per_workload() / 2) << tname << ": too few configs without shared memory";
+  }
+}
+
+TEST(CudaEmulationPass, SharedMemoryKernelsAreRefused) {
+  Workload w = *parse_workload("matmul:M=64,N=64,K=64");
+  Target gpu = *parse_target("cuda -arch=sm_90");
+  Config c = *default_config(w, gpu);
+  auto f = lower_candidate(w, gpu, c);
+  ASSERT_TRUE(f.ok());
+  auto serial = lower::serialize_gpu_loops(f->body);
+  EXPECT_FALSE(serial.ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaEmulation, ::testing::ValuesIn(testing_util::small_workloads()));
+
+}  // namespace
+}  // namespace tunefarm
