@@ -4,6 +4,9 @@
 // the best GFLOP/s any strategy found was measured; it reports the median over seeds, and the time
 // xgb-sa takes to plan a batch of 64.
 //
+// With --transfer-from W0, W0 is tuned first and the strategy xgb-sa+transfer starts its cost
+// model from W0's measurements (transfer learning), to compare with a cold xgb-sa.
+//
 // Every config is measured once and remembered: when two strategies (or seeds) propose the same
 // config they see the same figure, so the comparison is about the search, not about noise.
 //
@@ -14,6 +17,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -65,6 +69,11 @@ class Oracle {
     return g;
   }
   double best() const { return best_; }
+  std::vector<std::pair<Point, double>> measurements() const {
+    std::vector<std::pair<Point, double>> out;
+    for (const auto& [index, g] : cache_) out.emplace_back(task_.space().point_at(index), g);
+    return out;
+  }
   const Point& best_point() const { return best_point_; }
   size_t measured() const { return cache_.size(); }
 
@@ -82,6 +91,48 @@ struct Run {
   std::vector<double> curve;  // GFLOP/s of each trial, in order.
 };
 
+// Related history for transfer learning: configs of another workload and their throughput
+// relative to that workload's best.
+struct History {
+  std::vector<Config> configs;
+  std::vector<float> labels;
+};
+
+// One search of `trials` trials; planning times of full batches go to `plan_ms` (model-based
+// strategies only).
+StatusOr<Run> run_search(const CompilerTask& task, Oracle& oracle, Strategy strategy, uint64_t seed, int trials,
+                         int batch, const History* history, std::vector<double>& plan_ms) {
+  SearchOptions options;
+  options.seed = seed;
+  options.model.seed = seed;
+  auto searcher = make_searcher(strategy, task.space(), options,
+                                [&task](std::span<const Point> p, FeatureMatrix& out) { return task.features(p, out); });
+  if (history) {
+    FeatureMatrix x;
+    TF_RETURN_IF_ERROR(task.config_features(history->configs, x));
+    TF_RETURN_IF_ERROR(searcher->warm_start(x, history->labels));
+  }
+  Run run;
+  while (static_cast<int>(run.curve.size()) < trials) {
+    auto start = std::chrono::steady_clock::now();
+    TF_ASSIGN_OR_RETURN(std::vector<Point> points,
+                        searcher->propose(std::min(batch, trials - static_cast<int>(run.curve.size()))));
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (points.empty()) break;
+    if (strategy == Strategy::kXgbSa && run.curve.size() >= static_cast<size_t>(batch) &&
+        static_cast<int>(points.size()) == batch)
+      plan_ms.push_back(ms);
+    std::vector<double> g;
+    for (const Point& p : points) {
+      TF_ASSIGN_OR_RETURN(double v, oracle.gflops(p));
+      g.push_back(v);
+      run.curve.push_back(v);
+    }
+    TF_RETURN_IF_ERROR(searcher->observe(points, g));
+  }
+  return run;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,6 +146,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "Batch size")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--strategies", strategies, "Strategies to compare")->capture_default_str();
   app.add_option("--best-out", best_out, "Write the best config per workload as JSON lines (kernel_bench --config-file)");
+  std::string transfer_from;
+  app.add_option("--transfer-from", transfer_from,
+                 "Tune this workload first (xgb-sa, --trials); strategy xgb-sa+transfer starts from its records");
   CLI11_PARSE(app, argc, argv);
 
   auto workloads = read_workload_file(workloads_file);
@@ -126,6 +180,30 @@ int main(int argc, char** argv) {
   if (!best_out.empty()) best_file.open(best_out);
   fmt::print("search_bench: {} trials, {} seeds, batch {}, measured single-threaded in the sandbox\n", trials, seeds, batch);
 
+  std::optional<History> history;
+  if (!transfer_from.empty()) {
+    auto w0 = parse_workload(transfer_from);
+    auto task0 = w0.ok() ? CompilerTask::create(*w0, host) : StatusOr<std::unique_ptr<CompilerTask>>(w0.status());
+    if (!task0.ok()) {
+      fmt::print(stderr, "search_bench: --transfer-from: {}\n", task0.status().message());
+      return 1;
+    }
+    Oracle oracle0(**task0, **backend, measure);
+    std::vector<double> ignored;
+    auto run = run_search(**task0, oracle0, Strategy::kXgbSa, 1, trials, batch, nullptr, ignored);
+    if (!run.ok()) {
+      fmt::print(stderr, "search_bench: --transfer-from: {}\n", run.status().message());
+      return 1;
+    }
+    history.emplace();
+    for (const auto& [point, gflops] : oracle0.measurements()) {
+      history->configs.push_back((*task0)->config_at(point));
+      history->labels.push_back(static_cast<float>(oracle0.best() > 0 ? gflops / oracle0.best() : 0));
+    }
+    fmt::print("history: {} configs of {} measured, best {:.1f} GFLOP/s\n", history->configs.size(), transfer_from,
+               oracle0.best());
+  }
+
   for (const Workload& w : *workloads) {
     auto task = CompilerTask::create(w, host);
     if (!task.ok()) {
@@ -136,49 +214,26 @@ int main(int argc, char** argv) {
     std::map<std::string, std::vector<Run>> runs;
     for (int seed = 1; seed <= seeds; ++seed) {
       for (const std::string& name : strategies) {
-        auto strategy = parse_strategy(name);
+        auto strategy = parse_strategy(name == "xgb-sa+transfer" ? "xgb-sa" : name);
         if (!strategy.ok()) {
           fmt::print(stderr, "search_bench: {}\n", strategy.status().message());
           return 1;
         }
-        SearchOptions options;
-        options.seed = static_cast<uint64_t>(seed);
-        options.model.seed = static_cast<uint64_t>(seed);
-        const CompilerTask* t = task->get();
-        auto searcher = make_searcher(*strategy, t->space(), options,
-                                      [t](std::span<const Point> p, FeatureMatrix& out) { return t->features(p, out); });
-        Run run;
-        while (static_cast<int>(run.curve.size()) < trials) {
-          auto start = std::chrono::steady_clock::now();
-          auto points = searcher->propose(std::min(batch, trials - static_cast<int>(run.curve.size())));
-          double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-          if (!points.ok()) {
-            fmt::print(stderr, "search_bench: {}\n", points.status().message());
-            return 1;
-          }
-          if (points->empty()) break;
-          if (*strategy == Strategy::kXgbSa && run.curve.size() >= static_cast<size_t>(batch) &&
-              static_cast<int>(points->size()) == batch)
-            plan_ms.push_back(ms);
-          std::vector<double> g;
-          for (const Point& p : *points) {
-            auto v = oracle.gflops(p);
-            if (!v.ok()) {
-              fmt::print(stderr, "search_bench: {}\n", v.status().message());
-              return 1;
-            }
-            g.push_back(*v);
-            run.curve.push_back(*v);
-          }
-          if (Status s = searcher->observe(*points, g); !s.ok()) {
-            fmt::print(stderr, "search_bench: {}\n", s.message());
-            return 1;
-          }
+        bool transfer = name == "xgb-sa+transfer";
+        if (transfer && !history) {
+          fmt::print(stderr, "search_bench: xgb-sa+transfer needs --transfer-from\n");
+          return 1;
+        }
+        auto run = run_search(**task, oracle, *strategy, static_cast<uint64_t>(seed), trials, batch,
+                              transfer ? &*history : nullptr, plan_ms);
+        if (!run.ok()) {
+          fmt::print(stderr, "search_bench: {}\n", run.status().message());
+          return 1;
         }
         fmt::print("  {} {} seed {}: best {:.1f} GFLOP/s ({} configs measured so far)\n", w.to_string(), name, seed,
-                   *std::max_element(run.curve.begin(), run.curve.end()), oracle.measured());
+                   *std::max_element(run->curve.begin(), run->curve.end()), oracle.measured());
         std::fflush(stdout);
-        runs[name].push_back(std::move(run));
+        runs[name].push_back(std::move(*run));
       }
     }
     // The bar is 95% of the best any strategy found for this workload.
