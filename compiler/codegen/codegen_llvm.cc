@@ -648,8 +648,8 @@ class CodeGen {
     b_.restoreIP(saved_ip);
 
     auto launch = m_.getOrInsertFunction("tunefarm_parallel_launch", i32, ptr, ptr, i32);
-    // One task per iteration up to the pool size: the runtime decides with num_tasks = 0 only
-    // when there are enough iterations.
+    // Up to 1024 iterations, one task each, so that the pool evens out uneven work (tails);
+    // beyond that, one contiguous share per pool thread (num_tasks = 0).
     llvm::Value* ntask = b_.CreateTrunc(b_.CreateSelect(b_.CreateICmpSLT(extent, b_.getInt64(1024)), extent, b_.getInt64(0)), i32);
     llvm::Value* rc = b_.CreateCall(launch, {body_fn, closure, ntask});
     forget_stored(op->body);
