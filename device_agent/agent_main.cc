@@ -24,6 +24,14 @@ int main(int argc, char** argv) {
   app.add_option("--id", options.agent_id, "Agent id, unique per tracker (default: hostname-pid)");
   app.add_option("--token", options.token, "Agent token, when the tracker requires one");
   app.add_option("--scratch-dir", measurer_options.scratch_root, "Where the private scratch directory goes (default: $TMPDIR or /tmp)");
+  int64_t memory_limit_mb = -1;
+  uint64_t max_artifact_mb = kDefaultMaxArtifactBytes >> 20;
+  app.add_option("--memory-limit-mb", memory_limit_mb,
+                 "Address-space cap of the measurement sandbox (default: 3/4 of this machine's memory; "
+                 "0: none, which CUDA boards need)");
+  app.add_option("--cpu-seconds-per-candidate", measurer_options.cpu_seconds_per_candidate,
+                 "CPU time one candidate may use (default: its timeout times the cores)");
+  app.add_option("--max-artifact-mb", max_artifact_mb, "Largest artifact this agent loads")->capture_default_str();
   int exit_code = 0;
   if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
   if (Status s = setup_logging("device-agent", common.log_level); !s.ok()) {
@@ -37,6 +45,8 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  measurer_options.memory_limit_bytes = memory_limit_mb < 0 ? -1 : memory_limit_mb << 20;
+  measurer_options.max_artifact_bytes = max_artifact_mb << 20;
   auto measurer = Measurer::create(measurer_options);
   if (!measurer.ok()) {
     fmt::print(stderr, "device-agent: {}\n", measurer.status().message());

@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -21,9 +23,16 @@ class CpuKernel : public BoundKernel {
   ~CpuKernel() override { dlclose(handle_); }
 
   Status run_once() override {
+    errno = 0;
     int32_t rc = entry_(args_.data());
-    if (rc != 0) return internal_error(fmt::format("the kernel returned {}", rc));
-    return Status();
+    int error = errno;
+    if (rc == 0) return Status();
+    std::string message = fmt::format("the kernel returned {}", rc);
+    // The last failed system call is usually why; a denied one is the sandbox's doing.
+    if (error != 0) message += fmt::format(" after a system call failed: {}", std::strerror(error));
+    if (error == EACCES || error == EPERM)
+      message += " (the sandbox denies network access and writes outside the scratch directory)";
+    return internal_error(message);
   }
 
   Status copy_outputs(std::vector<HostTensor>&) override { return Status(); }

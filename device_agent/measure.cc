@@ -3,18 +3,22 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "device_agent/measure_options.h"
+#include "device_agent/sandbox.h"
 #include "device_agent/worker_channel.h"
 #include "tunefarm/v1/tracker.pb.h"
 
@@ -49,6 +53,16 @@ std::string describe_exit(int wait_status) {
   return "ended";
 }
 
+int64_t default_memory_limit() {
+  int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  return std::max<int64_t>(physical / 4 * 3, int64_t{2} << 30);
+}
+
+// Files the worker writes: artifacts (capped) and cached reference outputs.
+uint64_t file_limit(const MeasurerOptions& options) { return std::max<uint64_t>(options.max_artifact_bytes, 1ull << 30); }
+
+std::string mib(uint64_t bytes) { return fmt::format("{} MiB", bytes >> 20); }
+
 }  // namespace
 
 StatusOr<std::string> find_measure_worker() {
@@ -69,12 +83,12 @@ StatusOr<std::string> find_measure_worker() {
 }
 
 StatusOr<std::unique_ptr<Measurer>> Measurer::create(MeasurerOptions options) {
-  std::string worker = options.worker_path;
-  if (worker.empty()) {
-    TF_ASSIGN_OR_RETURN(worker, find_measure_worker());
-  } else if (access(worker.c_str(), X_OK) != 0) {
-    return not_found(fmt::format("measurement worker '{}' is not an executable file", worker));
+  if (options.worker_path.empty()) {
+    TF_ASSIGN_OR_RETURN(options.worker_path, find_measure_worker());
+  } else if (access(options.worker_path.c_str(), X_OK) != 0) {
+    return not_found(fmt::format("measurement worker '{}' is not an executable file", options.worker_path));
   }
+  if (options.memory_limit_bytes < 0) options.memory_limit_bytes = default_memory_limit();
   std::string root = options.scratch_root;
   if (root.empty()) {
     const char* tmp = std::getenv("TMPDIR");
@@ -84,7 +98,7 @@ StatusOr<std::unique_ptr<Measurer>> Measurer::create(MeasurerOptions options) {
   std::string pattern = root + "/tunefarm-measure-XXXXXX";
   if (!mkdtemp(pattern.data()))
     return unavailable(fmt::format("cannot create a scratch directory under '{}': {}", root, std::strerror(errno)));
-  return std::unique_ptr<Measurer>(new Measurer(std::move(worker), pattern));
+  return std::unique_ptr<Measurer>(new Measurer(std::move(options), pattern));
 }
 
 Measurer::~Measurer() {
@@ -106,15 +120,31 @@ Status Measurer::start_worker() {
   // A kernel that prints must not write into the agent's stdout; stderr is shared for diagnostics.
   posix_spawn_file_actions_adddup2(&actions, 2, 1);
   posix_spawn_file_actions_adddup2(&actions, child_end, kChannelFd);
+  // Its own process group, so that stopping it also stops whatever a kernel started.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
   std::string parent = std::to_string(getpid());
-  char* argv[] = {worker_path_.data(), scratch_dir_.data(), parent.data(), nullptr};
+  std::vector<std::string> args = {
+      options_.worker_path,
+      scratch_dir_,
+      parent,
+      format_limit_flag("memory-bytes", static_cast<uint64_t>(options_.memory_limit_bytes)),
+      format_limit_flag("file-bytes", file_limit(options_)),
+      format_limit_flag("cpu-seconds", options_.cpu_seconds_per_candidate),
+  };
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, worker_path_.c_str(), &actions, nullptr, argv, environ);
+  int rc = posix_spawn(&pid, options_.worker_path.c_str(), &actions, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(child_end);
   if (rc != 0) {
     close(fds[0]);
-    return unavailable(fmt::format("cannot start '{}': {}", worker_path_, std::strerror(rc)));
+    return unavailable(fmt::format("cannot start '{}': {}", options_.worker_path, std::strerror(rc)));
   }
   worker_pid_ = pid;
   channel_fd_ = fds[0];
@@ -131,11 +161,26 @@ std::string Measurer::stop_worker() {
   if (waitpid(worker_pid_, &wait_status, WNOHANG) == worker_pid_) {
     how = describe_exit(wait_status);
   } else {
-    kill(worker_pid_, SIGKILL);
+    kill(-worker_pid_, SIGKILL);
     waitpid(worker_pid_, &wait_status, 0);
     how = "killed";
   }
+  // Whatever a kernel forked is in the same group and outlives a worker that already died.
+  kill(-worker_pid_, SIGKILL);
   worker_pid_ = -1;
+  return how;
+}
+
+std::string Measurer::describe_death(int wait_status, const ::rusage& usage) const {
+  std::string how = describe_exit(wait_status);
+  if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGXCPU) how += ": it used up its CPU time limit";
+  if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGSYS) how += ": it made a system call the sandbox forbids";
+  // ru_maxrss is in KiB. Touching most of the address-space cap is how an allocation runs out.
+  auto used = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+  auto cap = static_cast<uint64_t>(options_.memory_limit_bytes);
+  if (cap > 0 && used >= cap / 2)
+    how += fmt::format(" after using {} of its memory limit of {}: the kernel most likely ran out of memory", mib(used),
+                       mib(cap));
   return how;
 }
 
@@ -147,7 +192,11 @@ v1::MeasureResult Measurer::exchange(const v1::LeasedBatch& request, double time
   Status sent = write_frame(channel_fd_, request);
   v1::MeasureResult result;
   Status got = sent.ok() ? read_frame(channel_fd_, result, deadline) : sent;
-  if (got.ok()) return result;
+  if (got.ok()) {
+    // A kernel that failed may have leaked memory or damaged the process: the next one starts afresh.
+    if (result.error() == v1::RUNTIME_ERROR) stop_worker();
+    return result;
+  }
   if (got.code() == StatusCode::kDeadlineExceeded) {
     stop_worker();
     return failure(v1::RUN_TIMEOUT, fmt::format("did not finish within its timeout of {} s", timeout_s));
@@ -155,11 +204,13 @@ v1::MeasureResult Measurer::exchange(const v1::LeasedBatch& request, double time
   // Give a dying worker a moment to be reaped, so that the message can name the signal.
   for (int i = 0; i < 50; ++i) {
     int wait_status = 0;
-    if (waitpid(worker_pid_, &wait_status, WNOHANG) == worker_pid_) {
+    ::rusage usage{};
+    if (wait4(worker_pid_, &wait_status, WNOHANG, &usage) == worker_pid_) {
+      kill(-worker_pid_, SIGKILL);
       worker_pid_ = -1;
       stop_worker();
-      return failure(v1::RUNTIME_ERROR, fmt::format("the measurement worker {} while running it",
-                                                    describe_exit(wait_status)));
+      return failure(v1::RUNTIME_ERROR,
+                     fmt::format("the measurement worker {} while running it", describe_death(wait_status, usage)));
     }
     usleep(2000);
   }
@@ -185,6 +236,12 @@ const v1::MeasureResult& Measurer::prepare_reference(const v1::LeasedBatch& requ
 
 v1::MeasureResult Measurer::measure_checked(const v1::Workload& workload, const v1::MeasureOptions& options,
                                             const v1::Artifact* reference, const v1::Artifact& candidate) {
+  for (const v1::Artifact* artifact : {reference, &candidate}) {
+    if (artifact && artifact->data().size() > options_.max_artifact_bytes)
+      return failure(v1::LOAD_ERROR, fmt::format("the {} artifact is {} bytes, over this agent's cap of {} bytes",
+                                                 artifact == reference ? "reference" : "candidate",
+                                                 artifact->data().size(), options_.max_artifact_bytes));
+  }
   v1::LeasedBatch request;
   *request.mutable_workload() = workload;
   *request.mutable_options() = options;

@@ -15,16 +15,27 @@
 #include "common/status.h"
 #include "tunefarm/v1/common.pb.h"
 
+struct rusage;
+
 namespace tunefarm {
 namespace v1 {
 class LeasedBatch;
 }
+
+inline constexpr uint64_t kDefaultMaxArtifactBytes = 64ull << 20;
 
 struct MeasurerOptions {
   // The worker binary; empty looks beside this program, in $TUNEFARM_BIN_DIR, then in ../bin.
   std::string worker_path;
   // Parent of the private scratch directory; empty uses $TMPDIR, else /tmp.
   std::string scratch_root;
+  // The worker's address-space cap: negative picks three quarters of this machine's memory (at
+  // least 2 GiB), 0 sets none (needed for CUDA, whose driver reserves vast address space).
+  int64_t memory_limit_bytes = -1;
+  // CPU seconds one candidate may use; 0 derives them from its timeout (sandbox.h).
+  uint64_t cpu_seconds_per_candidate = 0;
+  // Artifacts (candidates and references) larger than this are refused with LOAD_ERROR unrun.
+  uint64_t max_artifact_bytes = kDefaultMaxArtifactBytes;
 };
 
 class Measurer {
@@ -44,12 +55,14 @@ class Measurer {
   const std::string& scratch_dir() const { return scratch_dir_; }
 
  private:
-  Measurer(std::string worker_path, std::string scratch_dir)
-      : worker_path_(std::move(worker_path)), scratch_dir_(std::move(scratch_dir)) {}
+  Measurer(MeasurerOptions options, std::string scratch_dir)
+      : options_(std::move(options)), scratch_dir_(std::move(scratch_dir)) {}
 
   Status start_worker();
-  // Kills the worker and says how it ended when it had already died.
+  // Kills the worker's process group and says how it ended when it had already died.
   std::string stop_worker();
+  // How a worker that died while running a kernel ended, with the memory it had used.
+  std::string describe_death(int wait_status, const ::rusage& usage) const;
   // One request and its reply within `timeout_s`; a lost worker becomes a result.
   v1::MeasureResult exchange(const v1::LeasedBatch& request, double timeout_s);
   // Has the worker run and cache the request's reference; the outcome is kept per reference.
@@ -57,7 +70,8 @@ class Measurer {
   v1::MeasureResult measure_checked(const v1::Workload& workload, const v1::MeasureOptions& options,
                                     const v1::Artifact* reference, const v1::Artifact& candidate);
 
-  std::string worker_path_;
+  // worker_path and memory_limit_bytes resolved.
+  MeasurerOptions options_;
   std::string scratch_dir_;
   pid_t worker_pid_ = -1;
   int channel_fd_ = -1;

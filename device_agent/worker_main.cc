@@ -1,9 +1,11 @@
 // tunefarm-measure-worker: the sandbox. The agent (or the tuner's local runner) starts it with a
 // private scratch directory and talks to it over fd 3 (worker_channel.h); everything that runs
 // foreign code happens here, so a crash or a hang costs this process, never its parent.
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +24,7 @@
 #include "device_agent/cpu_runner.h"
 #include "device_agent/cuda_runner.h"
 #include "device_agent/measure_options.h"
+#include "device_agent/sandbox.h"
 #include "device_agent/tensors.h"
 #include "device_agent/timer.h"
 #include "device_agent/worker_channel.h"
@@ -41,10 +44,13 @@ v1::MeasureResult failure(v1::ErrorCode code, std::string message) {
 
 class Worker {
  public:
-  explicit Worker(std::string scratch) : scratch_(std::move(scratch)) {}
+  Worker(std::string scratch, uint64_t cpu_seconds) : scratch_(std::move(scratch)), cpu_seconds_(cpu_seconds) {}
 
   v1::MeasureResult handle(const v1::LeasedBatch& request) {
     v1::MeasureOptions options = with_defaults(request.options());
+    double cpu_budget = cpu_seconds_ > 0 ? static_cast<double>(cpu_seconds_)
+                                         : options.timeout_s() * std::max(1u, std::thread::hardware_concurrency()) + 1;
+    if (Status s = limit_cpu_time(cpu_budget); !s.ok()) return failure(v1::UNKNOWN, s.message());
     if (request.candidates_size() == 0) {
       auto outputs = reference_outputs(request, options);
       if (!outputs.ok()) return failure(v1::UNKNOWN, outputs.status().message());
@@ -155,16 +161,33 @@ class Worker {
   }
 
   std::string scratch_;
+  uint64_t cpu_seconds_;
   uint64_t next_file_ = 0;
   std::map<std::string, std::vector<std::string>> cache_;
 };
+
+// Without a sandbox no kernel runs: every request is answered with the reason.
+[[noreturn]] void refuse_all(const std::string& why) {
+  for (;;) {
+    v1::LeasedBatch request;
+    if (read_frame(kChannelFd, request, -1).code() == StatusCode::kUnavailable) std::exit(0);
+    if (!write_frame(kChannelFd, failure(v1::UNKNOWN, "the measurement sandbox could not be set up: " + why)).ok())
+      std::exit(0);
+  }
+}
 
 }  // namespace
 }  // namespace tunefarm
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s SCRATCH_DIR PARENT_PID (started by the measurement library)\n", argv[0]);
+  tunefarm::SandboxLimits limits;
+  bool usage_ok = argc >= 3;
+  for (int i = 3; usage_ok && i < argc; ++i) usage_ok = tunefarm::parse_limit_flag(argv[i], limits);
+  if (!usage_ok) {
+    std::fprintf(stderr,
+                 "usage: %s SCRATCH_DIR PARENT_PID [--memory-bytes=N] [--file-bytes=N] [--cpu-seconds=N] "
+                 "(started by the measurement library)\n",
+                 argv[0]);
     return 2;
   }
   // Die with the parent: an orphaned worker (say, in a hanging kernel) would hold a core for nothing.
@@ -173,6 +196,12 @@ int main(int argc, char** argv) {
   pid_t parent = static_cast<pid_t>(std::atol(argv[2]));
   if (getppid() != parent) return 1;
   std::string scratch = argv[1];
+  // Every glibc malloc arena reserves 64 MiB of address space, which an address-space cap counts.
+  if (limits.memory_bytes > 0) mallopt(M_ARENA_MAX, 2);
+  // The sandbox goes up before any thread starts, so that every thread is inside it.
+  auto sandbox = tunefarm::enter_sandbox(scratch, limits);
+  if (!sandbox.ok()) tunefarm::refuse_all(sandbox.status().message());
+  if (!sandbox->warnings.empty()) std::fprintf(stderr, "tunefarm-measure-worker: %s", sandbox->warnings.c_str());
   std::thread([parent, scratch] {
     for (;;) {
       if (getppid() != parent) {
@@ -186,7 +215,7 @@ int main(int argc, char** argv) {
   // Start the kernels' thread pool now rather than inside the first timed run; this call also
   // keeps the runtime library linked, so that loaded kernels find its symbols.
   tunefarm_runtime_num_threads();
-  tunefarm::Worker worker(argv[1]);
+  tunefarm::Worker worker(scratch, limits.cpu_seconds);
   for (;;) {
     tunefarm::v1::LeasedBatch request;
     tunefarm::Status status = tunefarm::read_frame(tunefarm::kChannelFd, request, -1);

@@ -57,7 +57,8 @@ TEST_F(MeasureFaultTest, NonZeroReturnIsRuntimeError) {
   EXPECT_EQ(r.error(), v1::RUNTIME_ERROR);
   EXPECT_NE(r.error_msg().find("returned 7"), std::string::npos) << r.error_msg();
   expect_next_one_ok();
-  EXPECT_EQ(measurer_->worker_starts(), 1);
+  // A failed kernel may have left the process damaged, so the next candidate gets a fresh worker.
+  EXPECT_EQ(measurer_->worker_starts(), 2);
 }
 
 TEST_F(MeasureFaultTest, MissingSymbolIsLoadError) {

@@ -1,0 +1,134 @@
+// The measurement sandbox seen from kernels that misbehave on purpose: each is stopped inside the
+// worker, comes back as RUNTIME_ERROR (or LOAD_ERROR) with a message naming the cause, and the
+// Measurer measures the next candidate.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "device_agent/measure.h"
+#include "device_agent/sandbox.h"
+#include "tests/device_agent/test_kernels.h"
+
+namespace tunefarm {
+namespace {
+
+using testing::kernel_artifact;
+using testing::quick_options;
+using testing::test_workload;
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override { start(MeasurerOptions{}); }
+  void start(MeasurerOptions options) {
+    auto m = Measurer::create(options);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    measurer_ = std::move(*m);
+  }
+  v1::MeasureResult measure(const v1::Artifact& artifact, v1::MeasureOptions options = quick_options()) {
+    v1::Artifact reference = testing::reference_artifact();
+    return measurer_->measure(test_workload(), options, &reference, artifact);
+  }
+  void expect_next_one_ok() {
+    v1::MeasureResult r = measure(kernel_artifact("matmul"));
+    EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+  }
+  static v1::MeasureOptions unchecked() {
+    v1::MeasureOptions options = quick_options();
+    options.set_check_correctness(false);
+    return options;
+  }
+  std::unique_ptr<Measurer> measurer_;
+};
+
+TEST_F(SandboxTest, KernelRunsInItsOwnGroupWithoutCoreFilesExecOrSignalsToItsParent) {
+  v1::MeasureResult r = measure(kernel_artifact("probe"), unchecked());
+  EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+}
+
+TEST_F(SandboxTest, SocketIsRefused) {
+  v1::MeasureResult r = measure(kernel_artifact("socket"));
+  EXPECT_EQ(r.error(), v1::RUNTIME_ERROR);
+  EXPECT_NE(r.error_msg().find("returned 11"), std::string::npos) << r.error_msg();
+  EXPECT_NE(r.error_msg().find("Permission denied"), std::string::npos) << r.error_msg();
+  EXPECT_NE(r.error_msg().find("network"), std::string::npos) << r.error_msg();
+  expect_next_one_ok();
+}
+
+TEST_F(SandboxTest, WriteOutsideTheScratchDirectoryIsRefused) {
+  if (landlock_abi_version() == 0) GTEST_SKIP() << "this kernel has no Landlock, so writes are not confined";
+  std::filesystem::path outside =
+      std::filesystem::temp_directory_path() / ("tunefarm-sandbox-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(outside);
+  std::filesystem::path target = outside / "escaped";
+  setenv("TUNEFARM_TEST_ESCAPE_PATH", target.c_str(), 1);
+  v1::MeasureResult r = measure(kernel_artifact("escape"));
+  unsetenv("TUNEFARM_TEST_ESCAPE_PATH");
+  bool escaped = std::filesystem::exists(target);
+  std::filesystem::remove_all(outside);
+  EXPECT_FALSE(escaped);
+  EXPECT_EQ(r.error(), v1::RUNTIME_ERROR);
+  EXPECT_NE(r.error_msg().find("returned 12"), std::string::npos) << r.error_msg();
+  EXPECT_NE(r.error_msg().find("scratch directory"), std::string::npos) << r.error_msg();
+  expect_next_one_ok();
+}
+
+TEST_F(SandboxTest, UnboundedAllocationIsStoppedByTheMemoryLimit) {
+  MeasurerOptions options;
+  options.memory_limit_bytes = int64_t{512} << 20;
+  start(options);
+  v1::MeasureResult r = measure(kernel_artifact("hog"), quick_options(20));
+  EXPECT_EQ(r.error(), v1::RUNTIME_ERROR);
+  EXPECT_NE(r.error_msg().find("memory limit of 512 MiB"), std::string::npos) << r.error_msg();
+  expect_next_one_ok();
+}
+
+TEST_F(SandboxTest, SpinningKernelIsStoppedByTheCpuLimitBeforeItsTimeout) {
+  MeasurerOptions options;
+  options.cpu_seconds_per_candidate = 1;
+  start(options);
+  auto begin = std::chrono::steady_clock::now();
+  v1::MeasureResult r = measure(kernel_artifact("hang"), quick_options(30));
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  EXPECT_EQ(r.error(), v1::RUNTIME_ERROR) << r.error_msg();
+  EXPECT_NE(r.error_msg().find("CPU time limit"), std::string::npos) << r.error_msg();
+  EXPECT_LT(took, 20);
+  expect_next_one_ok();
+}
+
+TEST_F(SandboxTest, OversizedArtifactIsRefusedUnrun) {
+  MeasurerOptions options;
+  options.max_artifact_bytes = 1024;
+  start(options);
+  v1::MeasureResult r = measure(kernel_artifact("matmul"), unchecked());
+  EXPECT_EQ(r.error(), v1::LOAD_ERROR);
+  EXPECT_NE(r.error_msg().find("over this agent's cap of 1024 bytes"), std::string::npos) << r.error_msg();
+  EXPECT_EQ(measurer_->worker_starts(), 0);
+}
+
+TEST_F(SandboxTest, ScratchDirectoryIsRemovedWithTheMeasurer) {
+  expect_next_one_ok();
+  std::string scratch = measurer_->scratch_dir();
+  ASSERT_TRUE(std::filesystem::is_directory(scratch));
+  measurer_.reset();
+  EXPECT_FALSE(std::filesystem::exists(scratch));
+}
+
+TEST(SandboxLimitFlags, RoundTripAndRejectJunk) {
+  SandboxLimits limits;
+  EXPECT_TRUE(parse_limit_flag(format_limit_flag("memory-bytes", 12345), limits));
+  EXPECT_TRUE(parse_limit_flag(format_limit_flag("file-bytes", 77), limits));
+  EXPECT_TRUE(parse_limit_flag(format_limit_flag("cpu-seconds", 3), limits));
+  EXPECT_EQ(limits.memory_bytes, 12345u);
+  EXPECT_EQ(limits.file_bytes, 77u);
+  EXPECT_EQ(limits.cpu_seconds, 3u);
+  EXPECT_FALSE(parse_limit_flag("--memory-bytes=12x", limits));
+  EXPECT_FALSE(parse_limit_flag("--memory-bytes=", limits));
+  EXPECT_FALSE(parse_limit_flag("--network=on", limits));
+}
+
+}  // namespace
+}  // namespace tunefarm
