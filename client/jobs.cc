@@ -46,12 +46,6 @@ struct ListFlags {
 
 std::unique_ptr<v1::Tuner::Stub> tuner(const GlobalFlags& global) { return v1::Tuner::NewStub(dial(global.server)); }
 
-int rpc_failure(const GlobalFlags& global, const std::string& what, const grpc::Status& status) {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE)
-    return fail(fmt::format("{}: tunerd at {} is not reachable ({})", what, global.server, status.error_message()));
-  return fail(fmt::format("{}: {}", what, status.error_message()));
-}
-
 std::string workloads_of(const v1::Job& job) {
   std::string out;
   for (const auto& t : job.spec().tasks()) {
@@ -119,7 +113,7 @@ int follow(const GlobalFlags& global, const std::string& job_id, bool json) {
   }
   grpc::Status status = reader->Finish();
   if (tty) fmt::print("\n");
-  if (!status.ok()) return rpc_failure(global, fmt::format("watching job {}", job_id), status);
+  if (!status.ok()) return rpc_failure(global.server, fmt::format("watching job {}", job_id), status);
   if (!json) print_job(last);
   if (last.state() == v1::SUCCEEDED) return 0;
   return fail(fmt::format("job {} ended {}{}", job_id, state_name(last.state()),
@@ -174,7 +168,7 @@ int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::SubmitJobResponse response;
   grpc::Status status = stub->SubmitJob(&context, request, &response);
-  if (!status.ok()) return rpc_failure(global, "submit", status);
+  if (!status.ok()) return rpc_failure(global.server, "submit", status);
   if (flags.json && !flags.watch) {
     fmt::print("{}\n", to_json(response.job()));
     return 0;
@@ -192,7 +186,7 @@ int run_status(const GlobalFlags& global, const JobFlags& flags) {
   request.set_job_id(flags.job_id);
   v1::Job job;
   grpc::Status status = stub->GetJob(&context, request, &job);
-  if (!status.ok()) return rpc_failure(global, fmt::format("job {}", flags.job_id), status);
+  if (!status.ok()) return rpc_failure(global.server, fmt::format("job {}", flags.job_id), status);
   if (flags.json) fmt::print("{}\n", to_json(job));
   else print_job(job);
   return 0;
@@ -206,7 +200,7 @@ int run_cancel(const GlobalFlags& global, const JobFlags& flags) {
   request.set_job_id(flags.job_id);
   v1::Job job;
   grpc::Status status = stub->CancelJob(&context, request, &job);
-  if (!status.ok()) return rpc_failure(global, fmt::format("cancel {}", flags.job_id), status);
+  if (!status.ok()) return rpc_failure(global.server, fmt::format("cancel {}", flags.job_id), status);
   if (flags.json) fmt::print("{}\n", to_json(job));
   else fmt::print("job {}: cancel requested (it stops after the batch in flight)\n", job.id());
   return 0;
@@ -228,7 +222,7 @@ int run_jobs(const GlobalFlags& global, const ListFlags& flags) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::ListJobsResponse response;
   grpc::Status status = stub->ListJobs(&context, request, &response);
-  if (!status.ok()) return rpc_failure(global, "jobs", status);
+  if (!status.ok()) return rpc_failure(global.server, "jobs", status);
   if (flags.json) {
     fmt::print("{}\n", to_json(response));
     return 0;

@@ -8,6 +8,14 @@
 
 namespace tunefarm::client {
 
+int rpc_failure(const std::string& address, const std::string& what, const grpc::Status& status) {
+  std::string reason = status.error_code() == grpc::StatusCode::UNAVAILABLE
+                           ? fmt::format("{}: cannot reach {} ({})", what, address, status.error_message())
+                           : fmt::format("{}: {}", what, status.error_message());
+  fmt::print(stderr, "tune-client: {}\n", reason);
+  return 1;
+}
+
 std::string to_json(const google::protobuf::Message& message) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;

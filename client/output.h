@@ -5,10 +5,15 @@
 #include <string>
 
 #include <google/protobuf/message.h>
+#include <grpcpp/support/status.h>
 
 #include "common/status.h"
 
 namespace tunefarm::client {
+
+// Prints why an RPC to the service at `address` failed ("WHAT: reason", naming an unreachable
+// server as such) and returns the exit status for it.
+int rpc_failure(const std::string& address, const std::string& what, const grpc::Status& status);
 
 // One line of JSON with the proto's field names and every field present.
 std::string to_json(const google::protobuf::Message& message);

@@ -35,12 +35,6 @@ struct FileFlags {
   std::string workload;
 };
 
-int rpc_failure(const GlobalFlags& global, const std::string& what, const grpc::Status& status) {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE)
-    return fail(fmt::format("{}: tunerd at {} is not reachable ({})", what, global.server, status.error_message()));
-  return fail(fmt::format("{}: {}", what, status.error_message()));
-}
-
 // The line `best --json` prints per record: what kernel_bench --config-file and scripts read.
 std::string best_line(const v1::Record& r) {
   auto w = from_proto(r.workload());
@@ -72,7 +66,7 @@ int run_best(const GlobalFlags& global, const BestFlags& flags) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::QueryBestResponse response;
   grpc::Status status = stub->QueryBest(&context, request, &response);
-  if (!status.ok()) return rpc_failure(global, "best", status);
+  if (!status.ok()) return rpc_failure(global.server, "best", status);
   if (response.records().empty())
     return fail(fmt::format("no successful measurement of {} on {}{} yet", w->to_string(), t->to_string(),
                             flags.device.empty() ? "" : " (device " + flags.device + ")"));
@@ -102,7 +96,7 @@ int run_records(const GlobalFlags& global, const RecordsFlags& flags) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::ListRecordsResponse response;
   grpc::Status status = stub->ListRecords(&context, request, &response);
-  if (!status.ok()) return rpc_failure(global, "records", status);
+  if (!status.ok()) return rpc_failure(global.server, "records", status);
   if (flags.json) {
     fmt::print("{}\n", to_json(response));
     return 0;
@@ -140,7 +134,7 @@ int run_export(const GlobalFlags& global, const FileFlags& flags) {
   // Only a complete export takes the file's name: a half-written one never looks finished.
   if (!status.ok() || !out) {
     std::remove(tmp.c_str());
-    return status.ok() ? fail(fmt::format("writing {} failed", tmp)) : rpc_failure(global, "export", status);
+    return status.ok() ? fail(fmt::format("writing {} failed", tmp)) : rpc_failure(global.server, "export", status);
   }
   if (std::rename(tmp.c_str(), flags.path.c_str()) != 0) return fail(fmt::format("cannot rename {} to {}", tmp, flags.path));
   fmt::print("exported {} records to {}\n", lines, flags.path);
@@ -174,7 +168,7 @@ int run_import(const GlobalFlags& global, const FileFlags& flags) {
   }
   writer->WritesDone();
   grpc::Status status = writer->Finish();
-  if (!status.ok()) return rpc_failure(global, "import", status);
+  if (!status.ok()) return rpc_failure(global.server, "import", status);
   fmt::print("imported {} records from {} ({} already present)\n", response.imported(), flags.path, response.skipped());
   return 0;
 }
