@@ -331,6 +331,7 @@ class CodeGen {
       case ExprKind::kCast: return emit_cast(e->as<Cast>());
       case ExprKind::kLoad: {
         const auto* l = e->as<Load>();
+        if (l->predicate) return emit_load(l);
         if (llvm::Value* v = known_memory(l->buffer.get(), l->indices[0], e->type)) return v;
         llvm::Value* v = emit_load(l);
         remember_memory(l->buffer.get(), l->indices[0], v);
@@ -425,6 +426,15 @@ class CodeGen {
     llvm::Align align(op->buffer->dtype.bytes());
     if (!idx->type.is_vector()) return b_.CreateAlignedLoad(elem, b_.CreateInBoundsGEP(elem, base, emit(idx)), align);
     int lanes = idx->type.lanes;
+    if (op->predicate) {
+      // Masked-off lanes may lie outside the buffer: they must not be touched.
+      auto* vec = llvm::FixedVectorType::get(elem, lanes);
+      llvm::Value* mask = emit(op->predicate);
+      llvm::Value* zero = llvm::Constant::getNullValue(vec);
+      if (const Ramp* r = dense_ramp(idx))
+        return b_.CreateMaskedLoad(vec, b_.CreateInBoundsGEP(elem, base, emit(r->base)), align, mask, zero);
+      return b_.CreateMaskedGather(vec, b_.CreateGEP(elem, base, emit(idx)), align, mask, zero);
+    }
     if (const Ramp* r = dense_ramp(idx)) {
       auto* p = b_.CreateInBoundsGEP(elem, base, emit(r->base));
       return b_.CreateAlignedLoad(llvm::FixedVectorType::get(elem, lanes), p, align);
@@ -447,6 +457,14 @@ class CodeGen {
     llvm::Value* v = emit(op->value);
     // Any other element of this buffer may overlap the stored one; only this one is known now.
     forget_memory(op->buffer.get());
+    if (op->predicate) {
+      llvm::Value* mask = emit(op->predicate);
+      if (const Ramp* r = dense_ramp(idx))
+        b_.CreateMaskedStore(v, b_.CreateInBoundsGEP(elem, base, emit(r->base)), align, mask);
+      else
+        b_.CreateMaskedScatter(v, b_.CreateGEP(elem, base, emit(idx)), align, mask);
+      return;
+    }
     if (v->getType() == llvm_type(op->buffer->dtype.with_lanes(idx->type.lanes))) remember_memory(op->buffer.get(), idx, v);
     if (!idx->type.is_vector()) {
       b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(elem, base, emit(idx)), align);

@@ -96,10 +96,10 @@ Expr cast(Type t, Expr v) {
   return std::make_shared<Cast>(t, std::move(v));
 }
 
-Expr load(Buffer buf, std::vector<Expr> indices) {
+Expr load(Buffer buf, std::vector<Expr> indices, Expr predicate) {
   int lanes = 1;
   for (const auto& i : indices) lanes = std::max(lanes, i->type.lanes);
-  return std::make_shared<Load>(std::move(buf), std::move(indices), lanes);
+  return std::make_shared<Load>(std::move(buf), std::move(indices), lanes, std::move(predicate));
 }
 
 Expr broadcast(Expr v, int lanes) { return std::make_shared<Broadcast>(std::move(v), lanes); }
@@ -109,8 +109,8 @@ Stmt for_loop(Var v, Expr min, Expr extent, ForKind kind, Stmt body, std::string
   return std::make_shared<For>(std::move(v), std::move(min), std::move(extent), kind, std::move(tag), std::move(body));
 }
 Stmt let_stmt(Var v, Expr value, Stmt body) { return std::make_shared<LetStmt>(std::move(v), std::move(value), std::move(body)); }
-Stmt store(Buffer buf, Expr value, std::vector<Expr> indices) {
-  return std::make_shared<Store>(std::move(buf), std::move(value), std::move(indices));
+Stmt store(Buffer buf, Expr value, std::vector<Expr> indices, Expr predicate) {
+  return std::make_shared<Store>(std::move(buf), std::move(value), std::move(indices), std::move(predicate));
 }
 Stmt allocate(Buffer buf, Stmt body) { return std::make_shared<Allocate>(std::move(buf), std::move(body)); }
 Stmt if_then_else(Expr c, Stmt t, Stmt e) { return std::make_shared<IfThenElse>(std::move(c), std::move(t), std::move(e)); }

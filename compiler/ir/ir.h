@@ -125,8 +125,10 @@ struct Load : ExprNode {
   static constexpr ExprKind kKind = ExprKind::kLoad;
   Buffer buffer;
   std::vector<Expr> indices;
-  Load(Buffer buf, std::vector<Expr> idx, int lanes)
-      : ExprNode(kKind, buf->dtype.with_lanes(lanes)), buffer(std::move(buf)), indices(std::move(idx)) {}
+  Expr predicate;  // Vector loads only, may be null: lanes where it is false read nothing (zero).
+  Load(Buffer buf, std::vector<Expr> idx, int lanes, Expr pred = nullptr)
+      : ExprNode(kKind, buf->dtype.with_lanes(lanes)), buffer(std::move(buf)), indices(std::move(idx)),
+        predicate(std::move(pred)) {}
 };
 struct Broadcast : ExprNode {
   static constexpr ExprKind kKind = ExprKind::kBroadcast;
@@ -194,8 +196,9 @@ struct Store : StmtNode {
   Buffer buffer;
   Expr value;
   std::vector<Expr> indices;
-  Store(Buffer buf, Expr v, std::vector<Expr> idx)
-      : StmtNode(kKind), buffer(std::move(buf)), value(std::move(v)), indices(std::move(idx)) {}
+  Expr predicate;  // Vector stores only, may be null: lanes where it is false are not written.
+  Store(Buffer buf, Expr v, std::vector<Expr> idx, Expr pred = nullptr)
+      : StmtNode(kKind), buffer(std::move(buf)), value(std::move(v)), indices(std::move(idx)), predicate(std::move(pred)) {}
 };
 // The buffer exists (its scope says where) for the duration of `body`.
 struct Allocate : StmtNode {
@@ -248,13 +251,13 @@ Expr ge(Expr a, Expr b);
 Expr logical_and(Expr a, Expr b);
 Expr select(Expr c, Expr t, Expr f);
 Expr cast(Type t, Expr v);
-Expr load(Buffer buf, std::vector<Expr> indices);
+Expr load(Buffer buf, std::vector<Expr> indices, Expr predicate = nullptr);
 Expr broadcast(Expr v, int lanes);
 Expr ramp(Expr base, Expr stride, int lanes);
 
 Stmt for_loop(Var v, Expr min, Expr extent, ForKind kind, Stmt body, std::string tag = "");
 Stmt let_stmt(Var v, Expr value, Stmt body);
-Stmt store(Buffer buf, Expr value, std::vector<Expr> indices);
+Stmt store(Buffer buf, Expr value, std::vector<Expr> indices, Expr predicate = nullptr);
 Stmt allocate(Buffer buf, Stmt body);
 Stmt if_then_else(Expr c, Stmt t, Stmt e = nullptr);
 Stmt block(std::vector<Stmt> stmts);  // Flattens nested blocks, drops nulls; one statement stays itself.

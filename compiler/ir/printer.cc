@@ -67,7 +67,9 @@ class Printer {
       }
       case StmtKind::kStore: {
         auto* op = s->as<Store>();
-        out_ << pad << op->buffer->name << "[" << indices_to_string(op->indices) << "] = " << to_string(op->value) << "\n";
+        out_ << pad << op->buffer->name << "[" << indices_to_string(op->indices) << "] = " << to_string(op->value);
+        if (op->predicate) out_ << " if " << to_string(op->predicate);
+        out_ << "\n";
         return;
       }
       case StmtKind::kAllocate: {
@@ -136,7 +138,8 @@ std::string to_string(const Expr& e) {
     case ExprKind::kCast: return fmt::format("{}({})", type_name(e->type), to_string(e->as<Cast>()->value));
     case ExprKind::kLoad: {
       auto* op = e->as<Load>();
-      return op->buffer->name + "[" + indices_to_string(op->indices) + "]";
+      std::string text = op->buffer->name + "[" + indices_to_string(op->indices) + "]";
+      return op->predicate ? "(" + text + " if " + to_string(op->predicate) + ")" : text;
     }
     case ExprKind::kBroadcast: {
       auto* op = e->as<Broadcast>();

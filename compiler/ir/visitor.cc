@@ -20,7 +20,10 @@ void IRVisitor::visit(const Expr& e) {
   }
 }
 
-void IRVisitor::visit_load(const Load* op) { for (const auto& i : op->indices) visit(i); }
+void IRVisitor::visit_load(const Load* op) {
+  for (const auto& i : op->indices) visit(i);
+  if (op->predicate) visit(op->predicate);
+}
 void IRVisitor::visit_reduce(const Reduce* op) { visit(op->source); }
 
 void IRVisitor::visit(const Stmt& s) {
@@ -45,6 +48,7 @@ void IRVisitor::visit_let(const LetStmt* op) { visit(op->value); visit(op->body)
 void IRVisitor::visit_store(const Store* op) {
   visit(op->value);
   for (const auto& i : op->indices) visit(i);
+  if (op->predicate) visit(op->predicate);
 }
 void IRVisitor::visit_allocate(const Allocate* op) { visit(op->body); }
 
@@ -109,7 +113,9 @@ Expr IRMutator::mutate_logical(const Expr& e, const Logical* op) {
 Expr IRMutator::mutate_load(const Expr& e, const Load* op) {
   bool changed = false;
   auto idx = mutate_all(op->indices, &changed);
-  return changed ? load(op->buffer, std::move(idx)) : e;
+  Expr pred = op->predicate ? mutate(op->predicate) : nullptr;
+  changed = changed || pred != op->predicate;
+  return changed ? load(op->buffer, std::move(idx), pred) : e;
 }
 Expr IRMutator::mutate_select(const Expr& e, const Select* op) {
   Expr c = mutate(op->cond), t = mutate(op->t), f = mutate(op->f);
@@ -162,7 +168,9 @@ Stmt IRMutator::mutate_store(const Stmt& s, const Store* op) {
   Expr v = mutate(op->value);
   bool changed = v != op->value;
   auto idx = mutate_all(op->indices, &changed);
-  return changed ? store(op->buffer, v, std::move(idx)) : s;
+  Expr pred = op->predicate ? mutate(op->predicate) : nullptr;
+  changed = changed || pred != op->predicate;
+  return changed ? store(op->buffer, v, std::move(idx), pred) : s;
 }
 Stmt IRMutator::mutate_allocate(const Stmt& s, const Allocate* op) {
   Stmt body = mutate(op->body);
@@ -260,6 +268,8 @@ bool equal(const Expr& a, const Expr& b) {
     case ExprKind::kLoad: {
       auto *x = a->as<Load>(), *y = b->as<Load>();
       if (x->buffer != y->buffer || x->indices.size() != y->indices.size()) return false;
+      if ((x->predicate == nullptr) != (y->predicate == nullptr)) return false;
+      if (x->predicate && !equal(x->predicate, y->predicate)) return false;
       for (size_t i = 0; i < x->indices.size(); ++i)
         if (!equal(x->indices[i], y->indices[i])) return false;
       return true;

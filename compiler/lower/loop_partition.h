@@ -1,8 +1,10 @@
-// Tail handling: a loop whose body contains min(a, b) with a - b linear in the loop variable is
-// split at the iteration where the min changes sides, so that each part sees one side only. A
-// non-dividing split's inner extent min(f, E - outer*f) thereby becomes the constant f in the main
-// part and E mod f in the tail, and the inner loops of both parts can be unrolled and vectorized
-// without guards.
+// Tail handling: a loop whose body holds min(a, b) with a - b linear in the loop variable is
+// split where the min changes sides: the main part sees `a` only. The mins considered are the
+// extents of unrolled and vectorized loops (a non-dividing split's inner extent min(f, E - o*f)
+// becomes the constant f, so register tiles unroll and vectorize without guards) and mins in
+// stored values and addresses (padding clamps). The split point may depend on outer loops: the
+// tail is then one partial tile handled by variable-extent loops (masked vectors, scalar rows),
+// so one copy of the full tile serves every block instead of one copy per block shape.
 #pragma once
 
 #include "compiler/ir/ir.h"

@@ -240,16 +240,39 @@ class Simplifier : public IRMutator {
     return mod(rest, b);
   }
 
+  // Whether the linear form is <= 0 for every value of its variables: by constant ranges, or by
+  // bounding a min(p, q) term (positive coefficient) by one of its operands, which is what tile
+  // extents nested in other tiles' extents need (min(64, M - 64 io) - (M - 64 io) <= 0).
+  bool provably_nonpositive(const Linear& d, int depth = 0) {
+    if (auto r = bounds(from_linear(d)); r && r->hi <= 0) return true;
+    if (depth >= 2) return false;
+    for (size_t t = 0; t < d.terms.size(); ++t) {
+      const auto* m = d.terms[t].first->as<Binary>();
+      int64_t c = d.terms[t].second;
+      if (!m || !((m->op == BinaryOp::kMin && c > 0) || (m->op == BinaryOp::kMax && c < 0))) continue;
+      for (const Expr& operand : {m->a, m->b}) {
+        Linear e;
+        for (size_t u = 0; u < d.terms.size(); ++u)
+          if (u != t) e.add_term(d.terms[u].first, d.terms[u].second);
+        e.constant = d.constant;
+        e.add(to_linear(operand), c);
+        e.drop_zeros();
+        if (provably_nonpositive(e, depth + 1)) return true;
+      }
+    }
+    return false;
+  }
+
   Expr simplify_minmax(BinaryOp op, const Expr& a, const Expr& b) {
     if (equal(a, b)) return a;
     Linear d = to_linear(a);
     d.add(to_linear(b), -1);
     d.drop_zeros();
     bool is_min = op == BinaryOp::kMin;
-    if (auto r = bounds(from_linear(d))) {
-      if (r->hi <= 0) return is_min ? a : b;  // a <= b
-      if (r->lo >= 0) return is_min ? b : a;  // a >= b
-    }
+    if (provably_nonpositive(d)) return is_min ? a : b;  // a <= b
+    Linear neg;
+    neg.add(d, -1);
+    if (provably_nonpositive(neg)) return is_min ? b : a;  // a >= b
     return binary(op, a, b);
   }
 

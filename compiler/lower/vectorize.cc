@@ -19,7 +19,9 @@ Expr widen(const Expr& e, int lanes) { return e->type.lanes == lanes ? e : broad
 // Replaces one variable by a ramp and propagates the lanes through the expression.
 class Widen : public IRMutator {
  public:
-  Widen(const VarNode* var, Expr min, int lanes) : var_(var), min_(std::move(min)), lanes_(lanes) {}
+  // `predicate` (may be null) masks the lanes past a variable extent.
+  Widen(const VarNode* var, Expr min, int lanes, Expr predicate = nullptr)
+      : var_(var), min_(std::move(min)), lanes_(lanes), predicate_(std::move(predicate)) {}
   bool ok() const { return ok_; }
 
  protected:
@@ -64,7 +66,7 @@ class Widen : public IRMutator {
   Expr mutate_load(const Expr& e, const Load* op) override {
     Expr idx = mutate(op->indices[0]);
     if (idx == op->indices[0]) return e;
-    return load(op->buffer, {idx});
+    return load(op->buffer, {idx}, predicate_);
   }
   Expr mutate_reduce(const Expr& e, const Reduce*) override {
     ok_ = false;
@@ -74,7 +76,9 @@ class Widen : public IRMutator {
     Expr v = mutate(op->value);
     Expr idx = mutate(op->indices[0]);
     if (v == op->value && idx == op->indices[0]) return s;
-    return store(op->buffer, widen(v, lanes_), {widen(idx, lanes_)});
+    // Every lane writing the same element is a reduction over the loop: not vectorizable here.
+    if (!idx->type.is_vector()) ok_ = false;
+    return store(op->buffer, widen(v, lanes_), {widen(idx, lanes_)}, predicate_);
   }
   Stmt mutate_for(const Stmt& s, const For*) override {
     ok_ = false;
@@ -98,36 +102,58 @@ class Widen : public IRMutator {
   const VarNode* var_;
   Expr min_;
   int lanes_;
+  Expr predicate_;
   bool ok_ = true;
 };
 
 class Vectorizer : public IRMutator {
  protected:
   Stmt mutate_for(const Stmt& s, const For* op) override {
+    auto lo = const_bounds(op->min, ranges_);
+    auto ext_bounds = const_bounds(op->extent, ranges_);
+    bool had = ranges_.count(op->var.get());
+    if (lo && ext_bounds) ranges_[op->var.get()] = {lo->lo, lo->hi + std::max<int64_t>(ext_bounds->hi, 1) - 1};
     Stmt body = mutate(op->body);
+    if (!had) ranges_.erase(op->var.get());
     if (op->for_kind == ForKind::kVectorized) {
+      // A variable extent (the tail of a tile) runs as vectors of its bound with the lanes past
+      // the extent masked off.
       const int64_t* ext = as_const_int(op->extent);
-      if (ext && *ext > 1 && *ext <= 256) {
-        // Chunks of power-of-two widths up to the native one (28 = 16 + 8 + 4): wider vectors
-        // only make LLVM split them again, and odd widths legalize poorly (a 12-lane gather is
-        // scalarized).
-        std::vector<Stmt> chunks;
-        bool ok = true;
-        int lanes = 0;
-        for (int64_t start = 0; start < *ext && ok; start += lanes) {
-          lanes = 1;
-          while (lanes * 2 <= std::min<int64_t>(kMaxLanes, *ext - start)) lanes *= 2;
-          Widen w(op->var.get(), add(op->min, int_imm(start)), lanes);
-          chunks.push_back(lanes == 1 ? substitute(body, {{op->var.get(), add(op->min, int_imm(start))}}) : w.mutate(body));
-          ok = w.ok();
-        }
-        if (ok) return block(std::move(chunks));
+      int64_t width = ext ? *ext : (ext_bounds ? ext_bounds->hi : 0);
+      if (width > 1 && width <= 256) {
+        if (Stmt v = widen_loop(op, body, width, ext == nullptr)) return v;
       }
       return for_loop(op->var, op->min, op->extent, ForKind::kSerial, body, op->thread_tag);
     }
     if (body == op->body) return s;
     return for_loop(op->var, op->min, op->extent, op->for_kind, body, op->thread_tag);
   }
+
+ private:
+  // Chunks of power-of-two widths up to the native one (28 = 16 + 8 + 4): wider vectors only
+  // make LLVM split them again, and odd widths legalize poorly (a 12-lane gather is scalarized).
+  Stmt widen_loop(const For* op, const Stmt& body, int64_t width, bool masked) {
+    std::vector<Stmt> chunks;
+    int lanes = 0;
+    for (int64_t start = 0; start < width; start += lanes) {
+      lanes = 1;
+      while (lanes * 2 <= std::min<int64_t>(kMaxLanes, width - start)) lanes *= 2;
+      Expr first = add(op->min, int_imm(start));
+      if (lanes == 1) {
+        Stmt scalar = substitute(body, {{op->var.get(), first}});
+        chunks.push_back(masked ? if_then_else(lt(int_imm(start), op->extent), scalar) : scalar);
+        continue;
+      }
+      Expr predicate = masked ? lt(ramp(int_imm(start), int_imm(1), lanes), broadcast(op->extent, lanes)) : nullptr;
+      Widen w(op->var.get(), first, lanes, predicate);
+      Stmt chunk = w.mutate(body);
+      if (!w.ok()) return nullptr;
+      chunks.push_back(chunk);
+    }
+    return block(std::move(chunks));
+  }
+
+  RangeMap ranges_;
 };
 
 }  // namespace

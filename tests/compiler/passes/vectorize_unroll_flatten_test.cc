@@ -25,6 +25,20 @@ TEST(Vectorize, DenseLoopBecomesPowerOfTwoVectorStatements) {
             "c[ramp(0, 1, 4)] = a[ramp(0, 1, 4)]\nc[ramp(4, 1, 2)] = a[ramp(4, 1, 2)]\nc[6] = a[6]\n");
 }
 
+TEST(Vectorize, VariableExtentIsMaskedToItsBound) {
+  Var o = make_var("o"), i = make_var("i");
+  Buffer a = make_buffer("a", Type::f32(), {40}), c = make_buffer("c", Type::f32(), {40});
+  // The tail of a split of 40 by 16: i < min(16, 40 - 16 o), up to 16 lanes.
+  Stmt inner = for_loop(i, int_imm(0), min(int_imm(16), sub(int_imm(40), mul(o, int_imm(16)))), ForKind::kVectorized,
+                        store(c, load(a, {add(mul(o, int_imm(16)), i)}), {add(mul(o, int_imm(16)), i)}));
+  Stmt s = for_loop(o, int_imm(0), int_imm(3), ForKind::kSerial, inner);
+  std::string text = to_string(vectorize_loops(s));
+  EXPECT_NE(text.find("c[ramp((o*16), 1, 16)] = (a[ramp((o*16), 1, 16)] if (ramp(0, 1, 16) < x16(min(16, (40 - (o*16))))))"
+                      " if (ramp(0, 1, 16) < x16(min(16, (40 - (o*16)))))"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Vectorize, StridedAccessStaysARampWithItsStride) {
   Var i = make_var("i");
   Buffer a = make_buffer("a", Type::f32(), {32}), c = make_buffer("c", Type::f32(), {8});
