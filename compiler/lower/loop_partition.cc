@@ -77,6 +77,18 @@ class ReplaceExprs : public IRMutator {
   std::vector<std::pair<Expr, Expr>> map_;
 };
 
+// Unrolled loops become serial loops: for a partial tile, whose extents vary, compact code
+// beats straight-line code that would duplicate the whole register tile.
+class Deunroll : public IRMutator {
+ protected:
+  Stmt mutate_for(const Stmt& s, const For* op) override {
+    Stmt body = mutate(op->body);
+    if (op->for_kind != ForKind::kUnrolled && body == op->body) return s;
+    ForKind kind = op->for_kind == ForKind::kUnrolled ? ForKind::kSerial : op->for_kind;
+    return for_loop(op->var, op->min, op->extent, kind, body, op->thread_tag);
+  }
+};
+
 class Partitioner : public IRMutator {
  public:
   explicit Partitioner(const RangeMap& ranges) : ranges_(ranges) {}
@@ -160,7 +172,9 @@ class Partitioner : public IRMutator {
     for (const auto& m : mins) known.emplace_back(m, m->as<Binary>()->a);
     Stmt main_body = ReplaceExprs(known).mutate(op->body);
     Stmt main = for_loop(op->var, op->min, simplify(sub(tc, op->min), ranges_), op->for_kind, main_body, op->thread_tag);
-    Stmt tail = for_loop(op->var, tc, simplify(sub(end, tc), ranges_), op->for_kind, op->body, op->thread_tag);
+    // A tail whose start depends on outer loops is the partial tile of every block shape.
+    Stmt tail_body = as_const_int(tc) ? op->body : Deunroll().mutate(op->body);
+    Stmt tail = for_loop(op->var, tc, simplify(sub(end, tc), ranges_), op->for_kind, tail_body, op->thread_tag);
     ++depth_;
     Stmt main_done = mutate(simplify(main, ranges_));
     // The tail keeps its mins (constant ranges may still resolve them); it is not split again
