@@ -63,6 +63,26 @@ TEST_P(CpuTemplates, DefaultConfigMatchesReference) {
   EXPECT_EQ(compare(bufs.output, bufs.expected), "");
 }
 
+// A tile tail whose position depends on the block (45 columns in blocks of 32 in tiles of 16)
+// runs as masked vectors; the result must not change.
+TEST(CpuTails, BlockDependentTailRunsMaskedAndMatches) {
+  Workload w = *parse_workload("matmul:M=37,N=45,K=19");
+  auto c = parse_config_json(
+      R"({"template":"matmul.cpu.packed","knobs":{"tile_m":[-1,2,5],"tile_n":[-1,2,16],"unroll_k":2,)"
+      R"("order":[0,1,2,3],"pack_b":1,"parallel":"none"}})");
+  ASSERT_TRUE(c.ok());
+  auto f = lower_candidate(w, Target{}, *c);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::string text = ir::to_string(*f);
+  EXPECT_NE(text.find(" if (ramp("), std::string::npos) << text;
+  auto jit = jit_kernel(w, *c);
+  ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+  auto bufs = make_buffers(w, 4);
+  auto args = bufs.arg_pointers();
+  ASSERT_EQ((*jit)->run(args.data()), 0);
+  EXPECT_EQ(compare(bufs.output, bufs.expected), "");
+}
+
 // The reference kernel (naive schedule) as a dlopen'ed shared object, the way the agent runs it.
 TEST_P(CpuTemplates, ReferenceKernelSharedObjectMatchesReference) {
   Workload w = *parse_workload(GetParam());
