@@ -1,8 +1,10 @@
-// Explicit vectorization: a loop marked vectorized, with a constant extent and a body of stores
-// (no inner loops), becomes one vector statement. The loop variable turns into ramp(min, 1, n),
-// scalar operands are broadcast, and loads/stores at ramp indices with stride 1 become dense
-// vector accesses; loops longer than the native width (16 floats) or of odd widths become
-// several vector statements of power-of-two widths. Loops that do not fit stay scalar loops, which is correct, only slower.
+// Explicit vectorization: a loop marked vectorized whose body is stores (no inner loops) becomes
+// vector statements. The loop variable turns into ramp(min, 1, n), scalar operands are
+// broadcast, loads/stores at ramp indices with stride 1 become dense vector accesses (others
+// gather/scatter); loops longer than the native width (16 floats) or of odd widths become
+// several vector statements of power-of-two widths. A variable extent (a tile tail) runs at its
+// constant bound with the lanes past the extent masked off. Loops that do not fit (a reduction
+// into one element, a vector-valued let) stay scalar loops: correct, only slower.
 #pragma once
 
 #include "compiler/ir/ir.h"
