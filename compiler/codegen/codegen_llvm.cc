@@ -700,6 +700,13 @@ class CodeGen {
       if (auto it = d.dims.find(std::string("blockIdx.") + axes[i]); it != d.dims.end()) launch_->grid[i] = it->second;
       if (auto it = d.dims.find(std::string("threadIdx.") + axes[i]); it != d.dims.end()) launch_->block[i] = it->second;
     }
+    // CUDA's limits: a launch beyond them would fail on the device, so the candidate is invalid.
+    const auto& g = launch_->grid;
+    const auto& b = launch_->block;
+    if (g[0] > 2147483647 || g[1] > 65535 || g[2] > 65535)
+      return fail(fmt::format("launch grid {}x{}x{} exceeds CUDA's limits (x < 2^31, y and z <= 65535)", g[0], g[1], g[2]));
+    if (b[0] > 1024 || b[1] > 1024 || b[2] > 64 || b[0] * b[1] * b[2] > 1024)
+      return fail(fmt::format("thread block {}x{}x{} exceeds CUDA's limits (1024 threads)", b[0], b[1], b[2]));
     launch_dims_ = d.dims;
   }
 

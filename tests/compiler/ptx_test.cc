@@ -94,6 +94,18 @@ TEST(Ptx, SharedMemoryStagingWithBarriers) {
   EXPECT_EQ(ptxas(tool, k->binary, "sm_90"), 0);
 }
 
+TEST(Ptx, LaunchBeyondCudaLimitsIsAnError) {
+  // 2^20 rows in blocks of 4 rows: 262144 blocks along y, more than CUDA allows.
+  Workload w = *parse_workload("matmul:M=1048576,N=16,K=4");
+  Target sm90 = *parse_target("cuda -arch=sm_90");
+  auto c = parse_config_json(R"({"template":"matmul.cuda.tiled","knobs":{"tile_y":[-1,4,1],"tile_x":[-1,16,1],)"
+                             R"("unroll_k":1,"shared":0}})");
+  ASSERT_TRUE(c.ok());
+  auto k = build_kernel(w, sm90, *c);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("exceeds CUDA's limits"), std::string::npos) << k.status().message();
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, CudaTemplates, ::testing::ValuesIn(testing_util::small_workloads()));
 
 }  // namespace
