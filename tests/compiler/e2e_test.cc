@@ -137,5 +137,36 @@ TEST(EndToEnd, TiledMatmulWithTails) {
   EXPECT_NE(llvm_ir->find("tunefarm_parallel_launch"), std::string::npos);
 }
 
+// A max reduction (pooling-style) with fused, parallel and vectorized loops.
+TEST(EndToEnd, MaxReductionWithFusedParallelLoops) {
+  const int64_t B = 3, R = 10, C = 37;
+  te::Tensor x = te::placeholder("x", {B, R, C});
+  auto r = te::reduce_axis(R, "r");
+  te::Tensor y = te::compute("y", {B, C}, [&](const std::vector<Var>& i) {
+    return te::max_reduce(x(i[0], r->var, i[1]), {r});
+  }, {"b", "c"});
+  schedule::Schedule s({y});
+  auto& st = s[y];
+  auto [co, ci] = st.split(st.axis(1), 16);
+  st.reorder({st.axis(0), co, r, ci});
+  te::IterVar bc = st.fuse(st.axis(0), co);
+  st.parallel(bc);
+  st.vectorize(ci);
+  auto f = lower::lower(s, {x, y}, "kernel");
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto obj = codegen::compile_object(*f, host(), "kernel");
+  ASSERT_TRUE(obj.ok()) << obj.status().to_string();
+  auto jit = codegen::JitKernel::create(*obj, "kernel");
+  ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+  auto in = random_vector(B * R * C, 5);
+  std::vector<float> out(B * C, 0.0f), want(B * C, -1e30f);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t rr = 0; rr < R; ++rr)
+      for (int64_t c = 0; c < C; ++c) want[b * C + c] = std::max(want[b * C + c], in[(b * R + rr) * C + c]);
+  void* args[] = {in.data(), out.data()};
+  ASSERT_EQ((*jit)->run(args), 0);
+  EXPECT_EQ(out, want) << ir::to_string(*f);
+}
+
 }  // namespace
 }  // namespace tunefarm
