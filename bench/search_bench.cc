@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "Batch size")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--strategies", strategies, "Strategies to compare")->capture_default_str();
   app.add_option("--best-out", best_out, "Write the best config per workload as JSON lines (kernel_bench --config-file)");
-  std::string transfer_from;
+  std::string transfer_from, records_out;
+  app.add_option("--records-out", records_out, "Write every measured config as a JSON line (workload, config, gflops)");
   app.add_option("--transfer-from", transfer_from,
                  "Tune this workload first (xgb-sa, --trials); strategy xgb-sa+transfer starts from its records");
   CLI11_PARSE(app, argc, argv);
@@ -250,6 +251,15 @@ int main(int argc, char** argv) {
       fmt::print("{:<40} {:<8} trials to 95%: {:>5} (median of {}; {} means never)  best {:.1f} GFLOP/s\n",
                  w.to_string(), name, m, to95.size(), trials + 1, median(best));
       results.push_back({{"workload", w.to_string()}, {"strategy", name}, {"trials_to_95", m}, {"best_gflops", median(best)}});
+    }
+    if (!records_out.empty()) {
+      std::ofstream records(records_out, std::ios::app);
+      for (const auto& [point, gflops] : oracle.measurements()) {
+        nlohmann::ordered_json line = {{"workload", w.to_string()},
+                                       {"config", nlohmann::ordered_json::parse((*task)->config_at(point).to_json())},
+                                       {"gflops", gflops}};
+        records << line.dump() << "\n";
+      }
     }
     if (best_file) {
       nlohmann::ordered_json line = {{"workload", w.to_string()},
