@@ -20,7 +20,42 @@ constexpr int64_t kStackLimitBytes = 64 * 1024;
 struct Realized {
   Buffer buffer;
   std::vector<Expr> min;  // Region start per dimension, in the consumer's loop variables.
+  // Buffer dimension i holds tensor dimension order[i]: a register tile is laid out in the
+  // order of its loops, the innermost (vectorized) axis contiguous.
+  std::vector<size_t> order;
+
+  std::vector<Expr> permute(const std::vector<Expr>& idx) const {
+    std::vector<Expr> out;
+    for (size_t d : order) out.push_back(idx[d]);
+    return out;
+  }
 };
+
+// Tensor dimensions sorted by where their innermost loop sits in the stage's loop order.
+std::vector<size_t> loop_order_layout(const schedule::Stage& st) {
+  const auto& axes = st.op()->axes;
+  std::unordered_map<const te::IterVarNode*, std::vector<size_t>> roots_of;
+  for (size_t d = 0; d < axes.size(); ++d) roots_of[axes[d].get()] = {d};
+  for (const auto& rel : st.relations()) {
+    if (rel.kind == schedule::Relation::Kind::kSplit) {
+      roots_of[rel.outer.get()] = roots_of[rel.parent.get()];
+      roots_of[rel.inner.get()] = roots_of[rel.parent.get()];
+    } else {
+      auto r = roots_of[rel.outer.get()];
+      const auto& ri = roots_of[rel.inner.get()];
+      r.insert(r.end(), ri.begin(), ri.end());
+      roots_of[rel.fused.get()] = r;
+    }
+  }
+  std::vector<size_t> innermost(axes.size(), 0);
+  const auto& leaves = st.leaf_iter_vars();
+  for (size_t k = 0; k < leaves.size(); ++k)
+    for (size_t d : roots_of[leaves[k].get()]) innermost[d] = std::max(innermost[d], k);
+  std::vector<size_t> order(axes.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return innermost[a] < innermost[b]; });
+  return order;
+}
 
 // Rewrites loads of realized tensors into their buffers, rebased to the region's start.
 class RebaseLoads : public IRMutator {
@@ -35,7 +70,7 @@ class RebaseLoads : public IRMutator {
     if (it == realized_.end()) return out;
     std::vector<Expr> idx;
     for (size_t d = 0; d < l->indices.size(); ++d) idx.push_back(sub(l->indices[d], it->second.min[d]));
-    return load(it->second.buffer, std::move(idx));
+    return load(it->second.buffer, it->second.permute(idx));
   }
 
  private:
@@ -69,7 +104,13 @@ class NestBuilder {
         for (int64_t d : shape) bytes *= d;
         scope = st->attached() ? MemScope::kLocal : bytes <= kStackLimitBytes ? MemScope::kStack : MemScope::kWorkspace;
       }
-      Realized r{make_buffer(op->name, op->buffer->dtype, shape, scope), {}};
+      Realized r;
+      r.order = st->attached() ? loop_order_layout(*st) : std::vector<size_t>();
+      if (r.order.empty())
+        for (size_t d = 0; d < op->axes.size(); ++d) r.order.push_back(d);
+      std::vector<int64_t> laid_out;
+      for (size_t d : r.order) laid_out.push_back(shape[d]);
+      r.buffer = make_buffer(op->name, op->buffer->dtype, laid_out, scope);
       for (size_t d = 0; d < op->axes.size(); ++d) r.min.push_back(st->attached() ? sb.root_min[d] : int_imm(0));
       realized_[op->buffer.get()] = std::move(r);
       if (st->attached()) attached_[st->attach_iv().get()].push_back(st.get());
@@ -145,6 +186,7 @@ class NestBuilder {
 
     Buffer out = buffer_of(st);
     std::vector<Expr> out_idx(rel.begin(), rel.begin() + nspatial);
+    if (auto rit = realized_.find(op->buffer.get()); rit != realized_.end()) out_idx = rit->second.permute(out_idx);
     Expr body_expr = RebaseLoads(realized_).mutate(substitute(op->body, abs));
     Stmt provide, init;
     if (const auto* red = body_expr->as<Reduce>()) {

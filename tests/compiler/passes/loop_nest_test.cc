@@ -42,6 +42,24 @@ TEST(LoopNest, CacheWriteStageIsAllocatedInsideTheTileLoop) {
   EXPECT_NE(text.find("c[i, j] = c.local[(i - i), j]"), std::string::npos) << text;
 }
 
+TEST(LoopNest, LocalTileIsLaidOutInItsLoopOrder) {
+  te::Tensor a = te::placeholder("a", {4, 16});
+  te::Tensor c = te::compute("c", {4, 16}, [&](const std::vector<Var>& i) { return a(i[0], i[1]); }, {"i", "j"});
+  schedule::Schedule s({c});
+  te::Tensor local = s.cache_write(c, ir::MemScope::kLocal);
+  auto [jo, ji] = s[c].split(s[c].axis(1), 8);
+  s[c].reorder({jo, s[c].axis(0), ji});
+  s[local].compute_at(s[c], jo);
+  // The local stage runs its j loop outside its i loop, so its buffer is [j][i].
+  s[local].reorder({s[local].axis(1), s[local].axis(0)});
+  auto bounds = *infer_bounds(s);
+  auto f = build_loop_nest(s, bounds, {a, c}, "k");
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::string text = ir::to_string(f->body);
+  EXPECT_NE(text.find("allocate c.local[float32 * 8 * 4] in local"), std::string::npos) << text;
+  EXPECT_NE(text.find("c.local[j.c, i.c] ="), std::string::npos) << text;
+}
+
 TEST(LoopNest, ArgumentsMustIncludeInputsAndOutputs) {
   te::Tensor a = te::placeholder("a", {4});
   te::Tensor c = te::compute("c", {4}, [&](const std::vector<Var>& i) { return a(i[0]); });
