@@ -19,6 +19,8 @@ namespace tunefarm::client {
 struct GlobalFlags {
   std::string server = "127.0.0.1:9191";
   std::string tracker = "127.0.0.1:9190";
+  // Sent to tunerd as "authorization: Bearer <token>" on every call; never to the tracker.
+  std::string token;
 };
 
 struct Command {
@@ -33,7 +35,8 @@ void add_devices_commands(CLI::App& app, const GlobalFlags& flags, Commands& com
 void add_jobs_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 void add_records_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 
-// A channel to `address` for one short command.
+// A channel to `address` for one short command; calls to the tunerd named by --server carry the
+// token given with --token or $TUNEFARM_TOKEN.
 std::shared_ptr<grpc::Channel> dial(const std::string& address);
 
 // Prints "tune-client: <message>" to stderr and returns 1, for a command's failure path.

@@ -1,5 +1,6 @@
 // tune-client: the command line for people and scripts (see DESIGN.md, "Command line").
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/client_interceptor.h>
 
 #include <fmt/format.h>
 
@@ -8,9 +9,47 @@
 #include "common/logging.h"
 
 namespace tunefarm::client {
+namespace {
+
+// One process runs one command against one tunerd, so main() sets these once after parsing.
+std::string token_server;
+std::string token_value;
+
+// Adds the bearer token to every call's initial metadata. An interceptor rather than call
+// credentials, which gRPC sends only over TLS channels.
+class BearerToken : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerToken(const std::string& token) : header_("Bearer " + token) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA))
+      methods->GetSendInitialMetadata()->insert({"authorization", header_});
+    methods->Proceed();
+  }
+
+ private:
+  std::string header_;
+};
+
+class BearerTokenFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenFactory(std::string token) : token_(std::move(token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(grpc::experimental::ClientRpcInfo*) override {
+    return new BearerToken(token_);
+  }
+
+ private:
+  std::string token_;
+};
+
+}  // namespace
 
 std::shared_ptr<grpc::Channel> dial(const std::string& address) {
-  return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  if (token_value.empty() || address != token_server)
+    return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<BearerTokenFactory>(token_value));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, grpc::InsecureChannelCredentials(),
+                                                                 grpc::ChannelArguments(), std::move(interceptors));
 }
 
 int fail(const std::string& message) {
@@ -29,6 +68,7 @@ int main(int argc, char** argv) {
   client::GlobalFlags flags;
   app.add_option("--server", flags.server, "tunerd address")->capture_default_str();
   app.add_option("--tracker", flags.tracker, "Tracker address")->capture_default_str();
+  app.add_option("--token", flags.token, "Token for tunerd (default: $TUNEFARM_TOKEN)")->envname("TUNEFARM_TOKEN");
   client::Commands commands;
   client::add_jobs_commands(app, flags, commands);
   client::add_records_commands(app, flags, commands);
@@ -37,6 +77,8 @@ int main(int argc, char** argv) {
   if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
   if (Status s = setup_logging("tune-client", common.log_level.empty() ? "warn" : common.log_level); !s.ok())
     return client::fail(s.message());
+  client::token_server = flags.server;
+  client::token_value = flags.token;
   for (auto& command : commands)
     if (command.app->parsed()) return command.run();
   return client::fail("no command given (see --help)");

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/credentials.h"
 #include "common/wire.h"
 #include "device_agent/measure_options.h"
 
@@ -50,7 +51,7 @@ v1::MeasureResult lost(const std::string& why, int attempts) {
 }  // namespace
 
 Status validate_hello(const v1::AgentHello& hello, const BrokerOptions& options) {
-  if (!options.agent_token.empty() && hello.token() != options.agent_token)
+  if (!options.agent_token.empty() && !same_secret(hello.token(), options.agent_token))
     return {StatusCode::kUnauthenticated, "the agent token is missing or wrong"};
   if (!valid_name(hello.agent_id()))
     return invalid_argument(fmt::format("hello: agent_id '{}' must be 1..{} characters of [A-Za-z0-9._:@-]",
@@ -61,8 +62,14 @@ Status validate_hello(const v1::AgentHello& hello, const BrokerOptions& options)
   return Status();
 }
 
+Status validate_key_filter(const std::string& device_key) {
+  if (device_key.empty() || valid_name(device_key)) return Status();
+  return invalid_argument(fmt::format("device_key '{}' must be empty (all keys) or 1..{} characters of [A-Za-z0-9._:@-]",
+                                      device_key.substr(0, kMaxNameLength), kMaxNameLength));
+}
+
 Status validate_measure_request(const v1::MeasureRequest& request, const BrokerOptions& options) {
-  if (!options.tuner_token.empty() && request.token() != options.tuner_token)
+  if (!options.tuner_token.empty() && !same_secret(request.token(), options.tuner_token))
     return {StatusCode::kUnauthenticated, "the tuner token is missing or wrong"};
   if (!valid_name(request.device_key()))
     return invalid_argument(fmt::format("device_key '{}' must be 1..{} characters of [A-Za-z0-9._:@-]",

@@ -69,6 +69,8 @@ class TunerChannel {
 Status validate_measure_request(const v1::MeasureRequest& request, const BrokerOptions& options);
 // Checks a hello: ids and keys are 1..128 characters of [A-Za-z0-9._:@-].
 Status validate_hello(const v1::AgentHello& hello, const BrokerOptions& options);
+// Checks the device key that narrows ListDevices and QueueStatus: empty (all keys) or a key.
+Status validate_key_filter(const std::string& device_key);
 
 class Broker {
  public:

@@ -158,12 +158,14 @@ grpc::Status TrackerService::Measure(grpc::ServerContext* context, const v1::Mea
 
 grpc::Status TrackerService::ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest* request,
                                          v1::ListDevicesResponse* response) {
+  if (Status s = validate_key_filter(request->device_key()); !s.ok()) return to_grpc(s);
   *response = broker_.list_devices(request->device_key());
   return grpc::Status::OK;
 }
 
 grpc::Status TrackerService::QueueStatus(grpc::ServerContext*, const v1::QueueStatusRequest* request,
                                          v1::QueueStatusResponse* response) {
+  if (Status s = validate_key_filter(request->device_key()); !s.ok()) return to_grpc(s);
   *response = broker_.queue_status(request->device_key());
   return grpc::Status::OK;
 }

@@ -10,18 +10,10 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "common/address.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "tracker/service.h"
-
-namespace {
-
-bool is_loopback(const std::string& address) {
-  return address.starts_with("127.") || address.starts_with("localhost:") || address.starts_with("[::1]:") ||
-         address.starts_with("unix:");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace tunefarm;
@@ -59,10 +51,14 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "trackerd: {}\n", s.message());
     return 2;
   }
-  if (!is_loopback(listen) && (options.agent_token.empty() || options.tuner_token.empty()) && !insecure) {
+  bool tokens = !options.agent_token.empty() && !options.tuner_token.empty();
+  if (!is_loopback_address(listen) && !tokens && !insecure) {
     fmt::print(stderr, "trackerd: refusing to serve {} without --agent-token and --tuner-token (or --insecure)\n", listen);
     return 2;
   }
+  if (!is_loopback_address(listen) && !tokens)
+    spdlog::warn("INSECURE: serving {} beyond loopback WITHOUT tokens: anyone who can reach it may send code to "
+                 "the boards (--insecure)", listen);
   options.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
   options.heartbeat_interval = std::max(std::chrono::milliseconds(50), options.heartbeat_timeout / 5);
   options.no_agent_timeout = std::chrono::seconds(no_agent_timeout_s);

@@ -1,9 +1,12 @@
 #include "tuner/service.h"
 
+#include <algorithm>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
+#include "common/credentials.h"
 #include "common/wire.h"
 #include "db/record_codec.h"
 
@@ -39,8 +42,26 @@ StatusOr<RecordFilter> filter_of(const v1::Workload* workload, const std::string
 
 }  // namespace
 
-grpc::Status TunerService::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
+grpc::Status TunerService::authorize(const grpc::ServerContext* context, bool changes, const char* rpc) const {
+  if (tokens_.open()) return grpc::Status::OK;
+  std::string_view token;
+  auto it = context->client_metadata().find("authorization");
+  if (it != context->client_metadata().end()) token = bearer_token({it->second.data(), it->second.size()});
+  if (token.empty())
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "this tunerd requires a token: pass --token or set TUNEFARM_TOKEN");
+  if (any_secret(tokens_.client, token)) return grpc::Status::OK;
+  if (any_secret(tokens_.read_only, token)) {
+    if (!changes) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        fmt::format("the token is read-only; {} needs a client token", rpc));
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "the token is not one this tunerd knows");
+}
+
+grpc::Status TunerService::SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                      v1::SubmitJobResponse* response) {
+  if (auto s = authorize(context, true, "SubmitJob"); !s.ok()) return s;
   if (!request->has_spec()) return invalid("the request has no job spec");
   auto job = jobs_.submit(request->spec());
   if (!job.ok()) return to_grpc(job.status());
@@ -48,7 +69,8 @@ grpc::Status TunerService::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRe
   return grpc::Status::OK;
 }
 
-grpc::Status TunerService::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request, v1::Job* response) {
+grpc::Status TunerService::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request, v1::Job* response) {
+  if (auto s = authorize(context, false, "GetJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   auto job = jobs_.get(request->job_id());
   if (!job.ok()) return to_grpc(job.status());
@@ -58,6 +80,7 @@ grpc::Status TunerService::GetJob(grpc::ServerContext*, const v1::GetJobRequest*
 
 grpc::Status TunerService::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                                     grpc::ServerWriter<v1::JobEvent>* writer) {
+  if (auto s = authorize(context, false, "WatchJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   // The first event is the job as it stands; NOT_FOUND ends the call before anything is sent.
   auto job = jobs_.get(request->job_id());
@@ -78,7 +101,9 @@ grpc::Status TunerService::WatchJob(grpc::ServerContext* context, const v1::Watc
   }
 }
 
-grpc::Status TunerService::CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* request, v1::Job* response) {
+grpc::Status TunerService::CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
+                                     v1::Job* response) {
+  if (auto s = authorize(context, true, "CancelJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   auto job = jobs_.cancel(request->job_id());
   if (!job.ok()) return to_grpc(job.status());
@@ -86,8 +111,9 @@ grpc::Status TunerService::CancelJob(grpc::ServerContext*, const v1::CancelJobRe
   return grpc::Status::OK;
 }
 
-grpc::Status TunerService::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
+grpc::Status TunerService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                                     v1::ListJobsResponse* response) {
+  if (auto s = authorize(context, false, "ListJobs"); !s.ok()) return s;
   std::vector<v1::JobState> states;
   for (int s : request->states()) {
     if (!v1::JobState_IsValid(s) || s == v1::JOB_STATE_UNSPECIFIED) return invalid(fmt::format("job state {} is not a state", s));
@@ -101,8 +127,9 @@ grpc::Status TunerService::ListJobs(grpc::ServerContext*, const v1::ListJobsRequ
   return grpc::Status::OK;
 }
 
-grpc::Status TunerService::QueryBest(grpc::ServerContext*, const v1::QueryBestRequest* request,
+grpc::Status TunerService::QueryBest(grpc::ServerContext* context, const v1::QueryBestRequest* request,
                                      v1::QueryBestResponse* response) {
+  if (auto s = authorize(context, false, "QueryBest"); !s.ok()) return s;
   if (!request->has_workload()) return invalid("the query has no workload");
   auto workload = from_proto(request->workload());
   if (!workload.ok()) return to_grpc(workload.status());
@@ -116,8 +143,9 @@ grpc::Status TunerService::QueryBest(grpc::ServerContext*, const v1::QueryBestRe
   return grpc::Status::OK;
 }
 
-grpc::Status TunerService::ListRecords(grpc::ServerContext*, const v1::ListRecordsRequest* request,
+grpc::Status TunerService::ListRecords(grpc::ServerContext* context, const v1::ListRecordsRequest* request,
                                        v1::ListRecordsResponse* response) {
+  if (auto s = authorize(context, false, "ListRecords"); !s.ok()) return s;
   if (!request->job_id().empty())
     if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   if (request->limit() < 0 || request->limit() > kMaxListLimit)
@@ -134,6 +162,7 @@ grpc::Status TunerService::ListRecords(grpc::ServerContext*, const v1::ListRecor
 
 grpc::Status TunerService::ExportRecords(grpc::ServerContext* context, const v1::ExportRecordsRequest* request,
                                          grpc::ServerWriter<v1::RecordChunk>* writer) {
+  if (auto s = authorize(context, false, "ExportRecords"); !s.ok()) return s;
   auto filter = filter_of(request->has_workload() ? &request->workload() : nullptr, "");
   if (!filter.ok()) return to_grpc(filter.status());
   std::string chunk;
@@ -154,8 +183,9 @@ grpc::Status TunerService::ExportRecords(grpc::ServerContext* context, const v1:
   return to_grpc(st);
 }
 
-grpc::Status TunerService::ImportRecords(grpc::ServerContext*, grpc::ServerReader<v1::RecordChunk>* reader,
+grpc::Status TunerService::ImportRecords(grpc::ServerContext* context, grpc::ServerReader<v1::RecordChunk>* reader,
                                          v1::ImportRecordsResponse* response) {
+  if (auto s = authorize(context, true, "ImportRecords"); !s.ok()) return s;
   std::string all;
   v1::RecordChunk chunk;
   while (reader->Read(&chunk)) {

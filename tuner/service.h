@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <string>
+#include <vector>
 
 #include "db/record_store.h"
 #include "tuner/job_manager.h"
@@ -10,24 +12,34 @@
 
 namespace tunefarm {
 
+// Who may call what. Calls present "authorization: Bearer <token>" metadata. With no tokens at all
+// the service is open (the embedded default on loopback); otherwise a client token may do
+// everything and a read-only token may only query (jobs, records, best configs, export).
+struct AccessTokens {
+  std::vector<std::string> client;
+  std::vector<std::string> read_only;
+  bool open() const { return client.empty() && read_only.empty(); }
+};
+
 class TunerService final : public v1::Tuner::Service {
  public:
-  TunerService(JobManager& jobs, RecordStore& store) : jobs_(jobs), store_(store) {}
+  TunerService(JobManager& jobs, RecordStore& store, AccessTokens tokens = {})
+      : jobs_(jobs), store_(store), tokens_(std::move(tokens)) {}
 
   // Ends open WatchJob streams (for shutdown).
   void stop_watches() { stopping_.store(true); }
 
-  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
+  grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          v1::SubmitJobResponse* response) override;
-  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request, v1::Job* response) override;
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request, v1::Job* response) override;
   grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
-  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* request, v1::Job* response) override;
-  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
+  grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request, v1::Job* response) override;
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                         v1::ListJobsResponse* response) override;
-  grpc::Status QueryBest(grpc::ServerContext*, const v1::QueryBestRequest* request,
+  grpc::Status QueryBest(grpc::ServerContext* context, const v1::QueryBestRequest* request,
                          v1::QueryBestResponse* response) override;
-  grpc::Status ListRecords(grpc::ServerContext*, const v1::ListRecordsRequest* request,
+  grpc::Status ListRecords(grpc::ServerContext* context, const v1::ListRecordsRequest* request,
                            v1::ListRecordsResponse* response) override;
   grpc::Status ExportRecords(grpc::ServerContext* context, const v1::ExportRecordsRequest* request,
                              grpc::ServerWriter<v1::RecordChunk>* writer) override;
@@ -35,8 +47,13 @@ class TunerService final : public v1::Tuner::Service {
                              v1::ImportRecordsResponse* response) override;
 
  private:
+  // UNAUTHENTICATED without a known token, PERMISSION_DENIED for a read-only token on a call that
+  // changes something. `rpc` names the call in the message.
+  grpc::Status authorize(const grpc::ServerContext* context, bool changes, const char* rpc) const;
+
   JobManager& jobs_;
   RecordStore& store_;
+  AccessTokens tokens_;
   std::atomic<bool> stopping_{false};
 };
 

@@ -25,11 +25,14 @@ int main(int argc, char** argv) {
   std::string data_dir = "tunefarm-data";
   std::string tracker_token;
   bool insecure = false;
+  AccessTokens tokens;
   JobManagerOptions options;
   app.add_option("--listen", listen, "Address to serve on")->capture_default_str();
   app.add_option("--tracker", tracker, "The tracker's address")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Directory of the history database (created if missing)")->capture_default_str();
   app.add_option("--tracker-token", tracker_token, "Token to present to the tracker with each batch");
+  app.add_option("--client-token", tokens.client, "Token that may submit, cancel and import (repeatable)");
+  app.add_option("--read-only-token", tokens.read_only, "Token that may only query jobs and records (repeatable)");
   app.add_option("--max-jobs", options.max_running_jobs, "Jobs that run at once; more wait in the queue")
       ->capture_default_str()->check(CLI::Range(1, 64));
   app.add_option("--build-threads", options.build_threads, "Compiler threads per job (0: one per CPU)")
@@ -45,7 +48,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tunerd: refusing to serve {} beyond loopback without TLS and tokens (or --insecure)\n", listen);
     return 2;
   }
-  if (!is_loopback_address(listen)) spdlog::warn("serving {} WITHOUT authentication (--insecure)", listen);
+  if (!is_loopback_address(listen))
+    spdlog::warn("INSECURE: serving {} beyond loopback without TLS{} (--insecure)", listen,
+                 tokens.open() ? " and WITHOUT tokens: anyone who can reach it may submit and read" : "");
 
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
@@ -82,7 +87,7 @@ int main(int argc, char** argv) {
       },
       [&](const std::string& key) { return check_device_key(tracker_channel, key); }, options);
 
-  TunerService service(jobs, **store);
+  TunerService service(jobs, **store, tokens);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);

@@ -1,0 +1,146 @@
+// Tokens on tunerd, with real processes: a call without a token is UNAUTHENTICATED, a read-only
+// token may query but not submit, cancel or import (PERMISSION_DENIED), a client token may do
+// everything, tune-client passes --token or $TUNEFARM_TOKEN, and no token reaches a log.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "common/wire.h"
+#include "tests/integration/farm_harness.h"
+#include "tunefarm/v1/tuner.grpc.pb.h"
+
+namespace tunefarm::testing {
+namespace {
+
+constexpr const char* kClientToken = "client-7f3a9c";
+constexpr const char* kReadOnlyToken = "reader-51be02";
+
+class SecurityAuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    farm_ = std::make_unique<Farm>();
+    farm_->start_agent("agent-1");
+    ASSERT_TRUE(farm_->wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << farm_->logs();
+    address_ = fmt::format("127.0.0.1:{}", free_port());
+    tunerd_ = std::make_unique<Process>(
+        bin_path("tunerd"),
+        std::vector<std::string>{"--listen", address_, "--tracker", farm_->address(), "--data-dir",
+                                 farm_->log_dir() + "/tunerd-data", "--client-token", kClientToken,
+                                 "--read-only-token", kReadOnlyToken, "--build-threads", "1", "--log-level", "debug"},
+        farm_->log_dir() + "/tunerd.log");
+    auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)))
+        << tunerd_->log();
+    stub_ = v1::Tuner::NewStub(channel);
+  }
+
+  static void with_token(grpc::ClientContext& context, const std::string& token) {
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+  }
+  grpc::Status submit(const std::string& token, v1::Job* job = nullptr) {
+    v1::SubmitJobRequest request;
+    v1::JobSpec& spec = *request.mutable_spec();
+    *spec.add_tasks()->mutable_workload() = to_proto(*parse_workload("matmul:M=32,N=32,K=32"));
+    *spec.mutable_target() = to_proto(*parse_target("llvm"));
+    spec.set_device_key("local-cpu");
+    spec.set_trials(4);
+    spec.set_batch_size(4);
+    grpc::ClientContext context;
+    with_token(context, token);
+    v1::SubmitJobResponse response;
+    grpc::Status s = stub_->SubmitJob(&context, request, &response);
+    if (job) *job = response.job();
+    return s;
+  }
+  grpc::Status list(const std::string& token) {
+    grpc::ClientContext context;
+    with_token(context, token);
+    v1::ListJobsResponse response;
+    return stub_->ListJobs(&context, v1::ListJobsRequest(), &response);
+  }
+  grpc::Status cancel(const std::string& token, const std::string& id) {
+    grpc::ClientContext context;
+    with_token(context, token);
+    v1::CancelJobRequest request;
+    request.set_job_id(id);
+    v1::Job job;
+    return stub_->CancelJob(&context, request, &job);
+  }
+  grpc::Status import(const std::string& token) {
+    grpc::ClientContext context;
+    with_token(context, token);
+    v1::ImportRecordsResponse response;
+    auto writer = stub_->ImportRecords(&context, &response);
+    writer->WritesDone();
+    return writer->Finish();
+  }
+  // Runs tune-client with `env` prepended; its exit code and what it printed.
+  std::pair<int, std::string> client(const std::string& env, const std::string& args) {
+    std::string command = fmt::format("{} {} --server {} --tracker {} {} 2>&1", env, bin_path("tune-client"),
+                                      address_, farm_->address(), args);
+    FILE* pipe = popen(command.c_str(), "r");
+    std::string out;
+    char buffer[512];
+    while (pipe && fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    int status = pipe ? pclose(pipe) : -1;
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  }
+
+  std::unique_ptr<Farm> farm_;
+  std::string address_;
+  std::unique_ptr<Process> tunerd_;
+  std::unique_ptr<v1::Tuner::Stub> stub_;
+};
+
+TEST_F(SecurityAuthTest, TokensDecideWhoMaySubmitCancelAndQuery) {
+  grpc::Status none = submit("");
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(none.error_message().find("requires a token"), std::string::npos) << none.error_message();
+  EXPECT_EQ(list("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status wrong = list("guess");
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(wrong.error_message().find("not one this tunerd knows"), std::string::npos) << wrong.error_message();
+
+  v1::Job job;
+  ASSERT_TRUE(submit(kClientToken, &job).ok()) << tunerd_->log();
+  EXPECT_TRUE(list(kReadOnlyToken).ok());
+  grpc::Status denied = submit(kReadOnlyToken);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(denied.error_message().find("read-only"), std::string::npos) << denied.error_message();
+  grpc::Status cancel_denied = cancel(kReadOnlyToken, job.id());
+  EXPECT_EQ(cancel_denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(cancel_denied.error_message().find("CancelJob"), std::string::npos) << cancel_denied.error_message();
+  EXPECT_EQ(import(kReadOnlyToken).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  grpc::Status cancelled = cancel(kClientToken, job.id());
+  EXPECT_TRUE(cancelled.ok() || cancelled.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
+      << cancelled.error_message();
+}
+
+TEST_F(SecurityAuthTest, TuneClientSendsItsTokenFromTheFlagOrTheEnvironment) {
+  auto [refused, refused_out] = client("", "jobs");
+  EXPECT_NE(refused, 0);
+  EXPECT_NE(refused_out.find("requires a token"), std::string::npos) << refused_out;
+  auto [by_env, by_env_out] = client(fmt::format("TUNEFARM_TOKEN={}", kReadOnlyToken), "jobs");
+  EXPECT_EQ(by_env, 0) << by_env_out;
+  auto [by_flag, by_flag_out] = client("", fmt::format("--token {} jobs", kReadOnlyToken));
+  EXPECT_EQ(by_flag, 0) << by_flag_out;
+  // The tracker's devices listing needs no tunerd token and must not be sent one.
+  auto [devices, devices_out] = client(fmt::format("TUNEFARM_TOKEN={}", kClientToken), "devices");
+  EXPECT_EQ(devices, 0) << devices_out;
+}
+
+TEST_F(SecurityAuthTest, TokensNeverReachTheLogs) {
+  submit(kClientToken);
+  submit(kReadOnlyToken);
+  list("guess");
+  std::string logs = tunerd_->log() + farm_->logs();
+  EXPECT_EQ(logs.find(kClientToken), std::string::npos);
+  EXPECT_EQ(logs.find(kReadOnlyToken), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tunefarm::testing
