@@ -340,13 +340,16 @@ StatusOr<ir::LoweredFunc> cuda_build(const Workload& w, const Config& c, const s
   a.unroll(a.axis(off + 1));
   if (knob_int(c, "shared") != 0) {
     // Each slice of A and B the block needs is copied to shared memory cooperatively: rows over
-    // threadIdx.y, columns over threadIdx.x.
+    // threadIdx.y, columns over threadIdx.x. The copy uses no more threads than the block's own
+    // loops (fewer when the matrix is smaller than a block tile): a thread outside those loops
+    // would skip the barriers that the others wait at.
+    int64_t ty_used = std::min(ty, (g.M + ry - 1) / ry), tx_used = std::min(tx, (g.N + rx - 1) / rx);
     for (const te::Tensor& input : {t.inputs[0], t.inputs[1]}) {
       te::Tensor staged = s.cache_read(input, ir::MemScope::kShared, {acc});
       auto& st = s[staged];
       st.compute_at(a, ko);
-      auto [ro, rt] = st.split(st.axis(off), ty);
-      auto [co, ct] = st.split(st.axis(off + 1), tx);
+      auto [ro, rt] = st.split(st.axis(off), ty_used);
+      auto [co, ct] = st.split(st.axis(off + 1), tx_used);
       std::vector<te::IterVar> copy_order = {ro, co, rt, ct};
       if (g.batched) copy_order.insert(copy_order.begin(), st.axis(0));
       st.reorder(copy_order);

@@ -8,6 +8,7 @@
 #include "compiler/codegen/codegen.h"
 #include "compiler/ir/printer.h"
 #include "compiler/lower/serialize_gpu.h"
+#include "gpu_interpreter.h"
 #include "test_util.h"
 
 namespace tunefarm {
@@ -41,6 +42,39 @@ TEST_P(CudaEmulation, RandomValidConfigsMatchReference) {
       ASSERT_EQ(diff, "") << w.to_string() << " " << c.to_json() << "\n" << ir::to_string(*f);
     }
     EXPECT_GE(run, testing_util::configs_per_workload() / 2) << tname << ": too few configs without shared memory";
+  }
+}
+
+// Shared-memory staging needs real threads and barriers: the interpreter runs every thread of a
+// block as an OS thread and checks each access against its buffer.
+TEST_P(CudaEmulation, SharedMemoryStagingMatchesReferenceWithRealThreads) {
+  Workload w = *parse_workload(GetParam());
+  Target gpu = *parse_target("cuda -arch=sm_90");
+  for (const std::string& tname : template_names(w, gpu)) {
+    auto space = *config_space(w, gpu, tname);
+    bool has_shared = false;
+    for (const auto& k : space.knobs()) has_shared = has_shared || k.name == "shared";
+    if (!has_shared) continue;
+    int run = 0;
+    for (const Config& c : testing_util::random_valid_configs(space, 200, 91)) {
+      if (std::get<int64_t>(*c.find("shared")) == 0) continue;
+      if (++run > 6) break;
+      auto f = lower_candidate(w, gpu, c);
+      ASSERT_TRUE(f.ok()) << f.status().to_string();
+      auto bufs = testing_util::make_buffers(w, 61 + run);
+      std::vector<float*> ptrs;
+      std::vector<int64_t> sizes;
+      for (auto& in : bufs.inputs) {
+        ptrs.push_back(in.data());
+        sizes.push_back(static_cast<int64_t>(in.size()));
+      }
+      ptrs.push_back(bufs.output.data());
+      sizes.push_back(static_cast<int64_t>(bufs.output.size()));
+      Status st = testing_util::interpret_gpu_kernel(*f, ptrs, sizes);
+      ASSERT_TRUE(st.ok()) << c.to_json() << ": " << st.to_string() << "\n" << ir::to_string(*f);
+      ASSERT_EQ(testing_util::compare(bufs.output, bufs.expected), "") << c.to_json() << "\n" << ir::to_string(*f);
+    }
+    EXPECT_GT(run, 0) << tname;
   }
 }
 
