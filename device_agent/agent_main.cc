@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
   int64_t memory_limit_mb = -1;
   uint64_t max_artifact_mb = kDefaultMaxArtifactBytes >> 20;
   app.add_option("--memory-limit-mb", memory_limit_mb,
-                 "Address-space cap of the measurement sandbox (default: 3/4 of this machine's memory; "
-                 "0: none, which CUDA boards need)");
+                 "Address-space cap of the measurement sandbox (default: 3/4 of this machine's memory, "
+                 "none on a board with a GPU; 0: none)");
   app.add_option("--cpu-seconds-per-candidate", measurer_options.cpu_seconds_per_candidate,
                  "CPU time one candidate may use (default: its timeout times the cores)");
   app.add_option("--max-artifact-mb", max_artifact_mb, "Largest artifact this agent loads")->capture_default_str();
@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  v1::Capabilities capabilities = local_capabilities();
+  // The CUDA driver reserves far more address space than any cap that still stops a runaway CPU
+  // kernel, so a board with a GPU gets none unless one is asked for.
+  if (memory_limit_mb < 0 && !capabilities.gpu_name().empty()) memory_limit_mb = 0;
   measurer_options.memory_limit_bytes = memory_limit_mb < 0 ? -1 : memory_limit_mb << 20;
   measurer_options.max_artifact_bytes = max_artifact_mb << 20;
   auto measurer = Measurer::create(measurer_options);
@@ -56,7 +60,7 @@ int main(int argc, char** argv) {
     return m->measure(batch.workload(), batch.options(), batch.has_reference() ? &batch.reference() : nullptr,
                       candidate.artifact());
   };
-  DeviceAgent agent(options, local_capabilities(), measure);
+  DeviceAgent agent(options, capabilities, measure);
   std::thread signal_waiter([&agent, &signals] {
     int sig = 0;
     sigwait(&signals, &sig);

@@ -1,0 +1,68 @@
+// The measurement sandbox end to end: one real device agent (its sandbox capped at 512 MiB) is sent
+// kernels that open a socket, write outside their scratch directory, allocate without bound and
+// spin past their CPU budget. Each comes back as RUNTIME_ERROR naming the cause, the agent process
+// survives every one, and it measures a good kernel afterwards.
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include <gtest/gtest.h>
+
+#include "device_agent/sandbox.h"
+#include "tests/integration/farm_harness.h"
+
+namespace tunefarm::testing {
+namespace {
+
+class SecuritySandboxTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (HasFailure()) std::cout << farm_.logs();
+  }
+  // One candidate of `kernel`; its result.
+  v1::MeasureResult measure_one(const std::string& kernel, double timeout_s = 10) {
+    MeasureOutcome out = farm_.measure(kernel_request(kernel, 1, "local-cpu", timeout_s));
+    EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+    if (out.results.size() != 1) {
+      ADD_FAILURE() << kernel << ": " << out.results.size() << " results";
+      return {};
+    }
+    return out.results[0].result();
+  }
+  Farm farm_;
+};
+
+TEST_F(SecuritySandboxTest, MisbehavingKernelsFailInsideTheSandboxAndTheAgentMeasuresOn) {
+  farm_.start_agent("board", "local-cpu", {"--memory-limit-mb", "512", "--cpu-seconds-per-candidate", "2"});
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(20)));
+
+  v1::MeasureResult socket = measure_one("socket");
+  EXPECT_EQ(socket.error(), v1::RUNTIME_ERROR);
+  EXPECT_NE(socket.error_msg().find("network"), std::string::npos) << socket.error_msg();
+
+  // escape.c writes next to the agent's scratch directory unless told where: the agent's $TMPDIR.
+  if (landlock_abi_version() > 0) {
+    v1::MeasureResult escape = measure_one("escape");
+    EXPECT_EQ(escape.error(), v1::RUNTIME_ERROR);
+    EXPECT_NE(escape.error_msg().find("Permission denied"), std::string::npos) << escape.error_msg();
+  } else {
+    std::cout << "this kernel has no Landlock: the write-confinement part is skipped\n";
+  }
+
+  v1::MeasureResult hog = measure_one("hog", 30);
+  EXPECT_EQ(hog.error(), v1::RUNTIME_ERROR);
+  EXPECT_NE(hog.error_msg().find("memory limit of 512 MiB"), std::string::npos) << hog.error_msg();
+
+  v1::MeasureResult spin = measure_one("hang", 60);
+  EXPECT_EQ(spin.error(), v1::RUNTIME_ERROR);
+  EXPECT_NE(spin.error_msg().find("CPU time limit"), std::string::npos) << spin.error_msg();
+
+  EXPECT_TRUE(farm_.agent("board").running());
+  v1::MeasureResult good = measure_one("matmul");
+  EXPECT_EQ(good.error(), v1::OK) << good.error_msg();
+  EXPECT_EQ(good.agent_id(), "board");
+}
+
+}  // namespace
+}  // namespace tunefarm::testing
