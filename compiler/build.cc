@@ -132,12 +132,15 @@ StatusOr<BuiltKernel> build_kernel(const Workload& workload, const Target& targe
   return finish(f, workload, target, config.template_name);
 }
 
-StatusOr<BuiltKernel> build_reference_kernel(const Workload& workload, const Target& target) {
+StatusOr<ir::LoweredFunc> lower_reference(const Workload& workload, const Target& target) {
   TF_ASSIGN_OR_RETURN(const ops::OpDef* op, lookup_op(workload));
   ops::ComputeDef def = op->compute(workload);
-  StatusOr<ir::LoweredFunc> f = target.kind == Target::Kind::kCUDA ? naive_cuda(def) : ops::build_naive(def, kKernelEntry);
-  if (!f.ok()) return f.status();
-  return finish(*f, workload, target, "");
+  return target.kind == Target::Kind::kCUDA ? naive_cuda(def) : ops::build_naive(def, kKernelEntry);
+}
+
+StatusOr<BuiltKernel> build_reference_kernel(const Workload& workload, const Target& target) {
+  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, lower_reference(workload, target));
+  return finish(f, workload, target, "");
 }
 
 StatusOr<std::unique_ptr<codegen::JitKernel>> jit_kernel(const Workload& workload, const Config& config) {

@@ -43,8 +43,10 @@ inline constexpr const char* kKernelEntry = "tunefarm_kernel";
 StatusOr<BuiltKernel> build_kernel(const Workload& workload, const Target& target, const Config& config);
 StatusOr<BuiltKernel> build_reference_kernel(const Workload& workload, const Target& target);
 
-// The lowered loop IR of a candidate (for features, inspection and tests).
+// The lowered loop IR of a candidate, and of the reference kernel (for features, inspection and
+// tests).
 StatusOr<ir::LoweredFunc> lower_candidate(const Workload& workload, const Target& target, const Config& config);
+StatusOr<ir::LoweredFunc> lower_reference(const Workload& workload, const Target& target);
 
 // The candidate's fixed-length feature vector (compiler/features), for the cost model.
 StatusOr<std::vector<float>> candidate_features(const Workload& workload, const Target& target, const Config& config);

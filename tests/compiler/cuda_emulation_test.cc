@@ -78,6 +78,25 @@ TEST_P(CudaEmulation, SharedMemoryStagingMatchesReferenceWithRealThreads) {
   }
 }
 
+// The CUDA reference kernel (one output element per thread) under GPU semantics.
+TEST_P(CudaEmulation, ReferenceKernelMatchesReference) {
+  Workload w = *parse_workload(GetParam());
+  auto f = lower_reference(w, *parse_target("cuda -arch=sm_90"));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto bufs = testing_util::make_buffers(w, 17);
+  std::vector<float*> ptrs;
+  std::vector<int64_t> sizes;
+  for (auto& in : bufs.inputs) {
+    ptrs.push_back(in.data());
+    sizes.push_back(static_cast<int64_t>(in.size()));
+  }
+  ptrs.push_back(bufs.output.data());
+  sizes.push_back(static_cast<int64_t>(bufs.output.size()));
+  Status st = testing_util::interpret_gpu_kernel(*f, ptrs, sizes);
+  ASSERT_TRUE(st.ok()) << st.to_string() << "\n" << ir::to_string(*f);
+  EXPECT_EQ(testing_util::compare(bufs.output, bufs.expected), "") << ir::to_string(*f);
+}
+
 TEST(CudaEmulationPass, SharedMemoryKernelsAreRefused) {
   Workload w = *parse_workload("matmul:M=64,N=64,K=64");
   Target gpu = *parse_target("cuda -arch=sm_90");
