@@ -2,13 +2,13 @@
 # Builds the libFuzzer targets with clang into $BUILD_DIR-fuzz and runs each for a bounded time
 # from its committed seed corpus (tests/fuzz/corpus/NAME). Exits non-zero on any crash, leak,
 # sanitizer report or broken round-trip; a clang build failure is reported loudly but skipped.
-# FUZZ_SECONDS sets the time per target (default 30).
+# FUZZ_SECONDS sets the time per target (default 20).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
 build="${BUILD_DIR:-build}-fuzz"
-seconds="${FUZZ_SECONDS:-30}"
-targets=(workload_fuzz target_fuzz config_fuzz tracker_fuzz)
+seconds="${FUZZ_SECONDS:-20}"
+targets=(workload_fuzz target_fuzz config_fuzz tracker_fuzz requests_fuzz record_fuzz)
 
 if [[ ! -f "$build/build.ninja" ]]; then
   cmake -S tests/fuzz -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -29,7 +29,7 @@ for target in "${targets[@]}"; do
   # New inputs go to a scratch corpus so that the committed seeds stay small and reviewed.
   mkdir -p "$work/$name"
   log="$work/$name.log"
-  if ! (cd "$work" && "$root/$build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=1024 \
+  if ! (cd "$work" && "$root/$build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 "$work/$name" "$root/tests/fuzz/corpus/$name" >"$log" 2>&1); then
     echo "fuzz: $target FAILED; its report:" >&2
     tail -n 60 "$log" >&2
