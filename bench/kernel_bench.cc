@@ -234,13 +234,14 @@ StatusOr<std::map<std::string, Config>> read_config_file(const std::string& path
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos || line[line.find_first_not_of(" \t")] == '#') continue;
     auto where = fmt::format("{}:{}", path, lineno);
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    // Ordered, so that the knobs keep their declaration order when the config is read back.
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("workload") || !j["workload"].is_string())
       return invalid_argument(where + ": expected a JSON object with \"workload\" and \"config\"");
     auto w = parse_workload(j["workload"].get<std::string>());
     if (!w.ok()) return w.status().with_context(where);
     // Either {"workload":…, "config":{"template":…,"knobs":…}} or the config's fields inline.
-    const nlohmann::json& cj = j.contains("config") ? j["config"] : j;
+    const nlohmann::ordered_json& cj = j.contains("config") ? j["config"] : j;
     auto c = parse_config_json(cj.dump());
     if (!c.ok()) return c.status().with_context(where);
     out[w->to_string()] = *c;
@@ -328,6 +329,22 @@ int main(int argc, char** argv) {
     Baselines bl = (w.op == "matmul" || w.op == "dense" || w.op == "batch_matmul") ? gemm_baselines(w, in, lib_out)
                                                                                      : conv_baselines(w, in, lib_out);
     std::vector<std::pair<std::string, Fn>> contenders = {{"ours", ours}};
+    // A config from --config-file (a tuned one) races the template's untuned default too.
+    Loaded default_loaded;
+    std::vector<float> default_out(args->back().num_elements());
+    std::vector<void*> default_ptrs;
+    if (cfg_it != configs.end()) {
+      auto dc = default_config(w, host);
+      auto dk = dc.ok() ? build_kernel(w, host, *dc) : StatusOr<BuiltKernel>(dc.status());
+      Status ds = dk.ok() ? load_shared_object(dk->binary, default_loaded) : dk.status();
+      if (ds.ok()) {
+        for (auto& v : in) default_ptrs.push_back(v.data());
+        default_ptrs.push_back(default_out.data());
+        contenders.push_back({"default", [&] { default_loaded.fn(default_ptrs.data()); }});
+      } else {
+        fmt::print("{}: the default config did not build: {}\n", ws, ds.to_string());
+      }
+    }
     if (bl.openblas) contenders.push_back({"openblas", bl.openblas});
     if (bl.onednn) contenders.push_back({"onednn", bl.onednn});
     std::vector<int> reps;
@@ -343,13 +360,14 @@ int main(int argc, char** argv) {
       gflops[contenders[i].first] = *flops / (med * 1e6);
       line += fmt::format("  {} {:.3f} ms {:.1f} GFLOP/s", contenders[i].first, med, gflops[contenders[i].first]);
     }
-    for (const char* lib : {"openblas", "onednn"})
+    for (const char* lib : {"default", "openblas", "onednn"})
       if (gflops.count(lib)) line += fmt::format("  ours/{} {:.2f}x", lib, gflops["ours"] / gflops[lib]);
     fmt::print("{}\n  config {}\n", line, config->to_json());
     std::fflush(stdout);
     nlohmann::ordered_json entry = {{"workload", ws}, {"ours_gflops", gflops["ours"]}};
     entry["openblas_gflops"] = gflops.count("openblas") ? nlohmann::ordered_json(gflops["openblas"]) : nlohmann::ordered_json();
     entry["onednn_gflops"] = gflops.count("onednn") ? nlohmann::ordered_json(gflops["onednn"]) : nlohmann::ordered_json();
+    if (gflops.count("default")) entry["default_gflops"] = gflops["default"];
     results.push_back(entry);
   }
   fmt::print("{}\n", nlohmann::ordered_json{{"workloads", results}}.dump());

@@ -58,13 +58,12 @@ step "tune-client best --workload $WORKLOAD"
 "$BIN/tune-client" --server "$TUNER" best --workload "$WORKLOAD" --target llvm
 "$BIN/tune-client" --server "$TUNER" best --workload "$WORKLOAD" --target llvm --json >"$LOG_DIR/best.jsonl"
 
-step "untuned default vs tuned config, single thread, next to OpenBLAS and oneDNN (kernel_bench)"
+step "tuned config vs the untuned default, single thread, interleaved with OpenBLAS and oneDNN (kernel_bench)"
 echo "$WORKLOAD" >"$LOG_DIR/workload.txt"
-untuned=$("$BIN/kernel_bench" --workloads "$LOG_DIR/workload.txt" --repeats 5 | tee /dev/stderr | tail -n 1)
-tuned=$("$BIN/kernel_bench" --workloads "$LOG_DIR/workload.txt" --config-file "$LOG_DIR/best.jsonl" --repeats 5 \
+figures=$("$BIN/kernel_bench" --workloads "$LOG_DIR/workload.txt" --config-file "$LOG_DIR/best.jsonl" --repeats 7 \
   | tee /dev/stderr | tail -n 1)
-gflops() { sed -n 's/.*"ours_gflops":\([0-9.]*\).*/\1/p' <<<"$1"; }
-awk -v w="$WORKLOAD" -v u="$(gflops "$untuned")" -v t="$(gflops "$tuned")" \
+field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$figures"; }
+awk -v w="$WORKLOAD" -v u="$(field default_gflops)" -v t="$(field ours_gflops)" \
   'BEGIN { printf "\n%s: untuned default %.1f GFLOP/s, tuned %.1f GFLOP/s (%.2fx)\n", w, u, t, t / u }'
 
 step "done: stopped trackerd, the agent and tunerd; logs in $LOG_DIR"
