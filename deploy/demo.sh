@@ -41,7 +41,9 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "starting trackerd on $TRACKER, one CPU agent, and tunerd on $TUNER (history in $DATA_DIR)"
 "$BIN/trackerd" --listen "$TRACKER" >"$LOG_DIR/trackerd.log" 2>&1 & PIDS+=($!)
-"$BIN/device-agent" --tracker "$TRACKER" --key local-cpu >"$LOG_DIR/device-agent.log" 2>&1 & PIDS+=($!)
+# Kernels measured single-threaded, so that the tuned config is tuned for the single-threaded
+# comparison with the libraries below.
+TUNEFARM_NUM_THREADS=1 "$BIN/device-agent" --tracker "$TRACKER" --key local-cpu >"$LOG_DIR/device-agent.log" 2>&1 & PIDS+=($!)
 "$BIN/tunerd" --listen "$TUNER" --tracker "$TRACKER" --data-dir "$DATA_DIR" >"$LOG_DIR/tunerd.log" 2>&1 & PIDS+=($!)
 
 for _ in $(seq 1 100); do
