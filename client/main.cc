@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "client/command.h"
+#include "common/credentials.h"
 #include "common/flags.h"
 #include "common/logging.h"
 
@@ -14,6 +15,7 @@ namespace {
 // One process runs one command against one tunerd, so main() sets these once after parsing.
 std::string token_server;
 std::string token_value;
+std::shared_ptr<grpc::ChannelCredentials> channel_security;
 
 // Adds the bearer token to every call's initial metadata. An interceptor rather than call
 // credentials, which gRPC sends only over TLS channels.
@@ -44,12 +46,12 @@ class BearerTokenFactory : public grpc::experimental::ClientInterceptorFactoryIn
 }  // namespace
 
 std::shared_ptr<grpc::Channel> dial(const std::string& address) {
-  if (token_value.empty() || address != token_server)
-    return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto security = channel_security ? channel_security : grpc::InsecureChannelCredentials();
+  if (token_value.empty() || address != token_server) return grpc::CreateChannel(address, security);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<BearerTokenFactory>(token_value));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(address, grpc::InsecureChannelCredentials(),
-                                                                 grpc::ChannelArguments(), std::move(interceptors));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, security, grpc::ChannelArguments(),
+                                                                 std::move(interceptors));
 }
 
 int fail(const std::string& message) {
@@ -69,6 +71,10 @@ int main(int argc, char** argv) {
   app.add_option("--server", flags.server, "tunerd address")->capture_default_str();
   app.add_option("--tracker", flags.tracker, "Tracker address")->capture_default_str();
   app.add_option("--token", flags.token, "Token for tunerd (default: $TUNEFARM_TOKEN)")->envname("TUNEFARM_TOKEN");
+  TlsClientFiles tls;
+  app.add_option("--tls-ca", tls.ca, "PEM CA to check TLS servers by (dials plaintext without)");
+  app.add_option("--tls-cert", tls.cert, "PEM client certificate, for servers that require one");
+  app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
   client::Commands commands;
   client::add_jobs_commands(app, flags, commands);
   client::add_records_commands(app, flags, commands);
@@ -77,6 +83,9 @@ int main(int argc, char** argv) {
   if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
   if (Status s = setup_logging("tune-client", common.log_level.empty() ? "warn" : common.log_level); !s.ok())
     return client::fail(s.message());
+  auto security = channel_credentials(tls);
+  if (!security.ok()) return client::fail(security.status().message());
+  client::channel_security = *security;
   client::token_server = flags.server;
   client::token_value = flags.token;
   for (auto& command : commands)

@@ -1,11 +1,22 @@
-// Secrets that daemons check: agent, tuner, client and read-only tokens. Header-only so that the
-// tracker and tunerd share it without another library; TLS settings will join it here.
+// Credentials of the farm's gRPC channels, shared by every program: tokens (agent, tuner, client
+// and read-only) that daemons check, and TLS from PEM files (server certificates, and client
+// certificates for mutual TLS between agents and trackerd; deploy/make-certs.sh makes them for a
+// lab). Header-only so that the daemons, the agent and tune-client share it without another
+// library; only their main files and the services include it.
 #pragma once
 
 #include <cstddef>
+#include <fstream>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+
+#include "common/status.h"
 
 namespace tunefarm {
 
@@ -29,6 +40,69 @@ inline std::string_view bearer_token(std::string_view authorization) {
   constexpr std::string_view kBearer = "Bearer ";
   if (authorization.substr(0, kBearer.size()) != kBearer) return {};
   return authorization.substr(kBearer.size());
+}
+
+// A daemon's side of TLS. No cert means plaintext. With client_ca, clients must present a
+// certificate signed by it (mutual TLS, for agents).
+struct TlsServerFiles {
+  std::string cert;
+  std::string key;
+  std::string client_ca;
+  bool enabled() const { return !cert.empty(); }
+};
+
+// A dialer's side. No ca means plaintext; cert and key add a client certificate.
+struct TlsClientFiles {
+  std::string ca;
+  std::string cert;
+  std::string key;
+  bool enabled() const { return !ca.empty(); }
+};
+
+inline StatusOr<std::string> read_pem(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(std::string("cannot read the ") + what + " file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos)
+    return invalid_argument(std::string("the ") + what + " file '" + path + "' holds no PEM block");
+  return text.str();
+}
+
+inline StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials(const TlsServerFiles& files) {
+  if (!files.enabled()) {
+    if (!files.key.empty() || !files.client_ca.empty())
+      return invalid_argument("a TLS key or client CA was given without a certificate (--tls-cert)");
+    return grpc::InsecureServerCredentials();
+  }
+  if (files.key.empty()) return invalid_argument("--tls-cert needs its private key (--tls-key)");
+  grpc::SslServerCredentialsOptions options;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  TF_ASSIGN_OR_RETURN(pair.cert_chain, read_pem(files.cert, "TLS certificate"));
+  TF_ASSIGN_OR_RETURN(pair.private_key, read_pem(files.key, "TLS key"));
+  options.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!files.client_ca.empty()) {
+    TF_ASSIGN_OR_RETURN(options.pem_root_certs, read_pem(files.client_ca, "client CA"));
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+inline StatusOr<std::shared_ptr<grpc::ChannelCredentials>> channel_credentials(const TlsClientFiles& files) {
+  if (!files.enabled()) {
+    if (!files.cert.empty() || !files.key.empty())
+      return invalid_argument("a client certificate was given without the CA to check the server by (--tls-ca)");
+    return grpc::InsecureChannelCredentials();
+  }
+  if (files.cert.empty() != files.key.empty())
+    return invalid_argument("a client certificate needs both --tls-cert and --tls-key");
+  grpc::SslCredentialsOptions options;
+  TF_ASSIGN_OR_RETURN(options.pem_root_certs, read_pem(files.ca, "CA"));
+  if (!files.cert.empty()) {
+    TF_ASSIGN_OR_RETURN(options.pem_cert_chain, read_pem(files.cert, "client certificate"));
+    TF_ASSIGN_OR_RETURN(options.pem_private_key, read_pem(files.key, "client key"));
+  }
+  return grpc::SslCredentials(options);
 }
 
 }  // namespace tunefarm

@@ -145,7 +145,8 @@ DeviceAgent::DeviceAgent(AgentOptions options, v1::Capabilities capabilities, Ca
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.max_backoff.count()));
   // Each agent its own connection: the bench runs many agents in one process.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  channel_ = grpc::CreateCustomChannel(options_.tracker, grpc::InsecureChannelCredentials(), args);
+  auto credentials = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
+  channel_ = grpc::CreateCustomChannel(options_.tracker, credentials, args);
 }
 
 DeviceAgent::~DeviceAgent() = default;

@@ -16,6 +16,7 @@
 
 namespace grpc {
 class Channel;
+class ChannelCredentials;
 class ClientContext;
 }
 
@@ -26,6 +27,8 @@ struct AgentOptions {
   std::string device_key = "local-cpu";
   std::string agent_id;   // Empty: hostname-pid.
   std::string token;
+  // How to dial the tracker (TLS, a client certificate); null dials plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::chrono::milliseconds min_backoff{100};
   std::chrono::milliseconds max_backoff{2000};
 };

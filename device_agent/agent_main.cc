@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/credentials.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "device_agent/agent.h"
@@ -24,6 +25,10 @@ int main(int argc, char** argv) {
   app.add_option("--id", options.agent_id, "Agent id, unique per tracker (default: hostname-pid)");
   app.add_option("--token", options.token, "Agent token, when the tracker requires one");
   app.add_option("--scratch-dir", measurer_options.scratch_root, "Where the private scratch directory goes (default: $TMPDIR or /tmp)");
+  TlsClientFiles tls;
+  app.add_option("--tls-ca", tls.ca, "PEM CA to check a TLS tracker by (dials plaintext without)");
+  app.add_option("--tls-cert", tls.cert, "PEM client certificate, for a tracker that requires one (mutual TLS)");
+  app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
   int64_t memory_limit_mb = -1;
   uint64_t max_artifact_mb = kDefaultMaxArtifactBytes >> 20;
   app.add_option("--memory-limit-mb", memory_limit_mb,
@@ -38,6 +43,13 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "device-agent: {}\n", s.message());
     return 2;
   }
+
+  auto credentials = channel_credentials(tls);
+  if (!credentials.ok()) {
+    fmt::print(stderr, "device-agent: {}\n", credentials.status().message());
+    return 2;
+  }
+  options.credentials = *credentials;
 
   sigset_t signals;
   sigemptyset(&signals);

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/address.h"
+#include "common/credentials.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "tracker/service.h"
@@ -29,7 +30,12 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "Address to serve on")->capture_default_str();
   app.add_option("--agent-token", options.agent_token, "Token agents must present in their hello");
   app.add_option("--tuner-token", options.tuner_token, "Token tuners must present with each Measure request");
-  app.add_flag("--insecure", insecure, "Allow a non-loopback address without tokens");
+  TlsServerFiles tls;
+  app.add_option("--tls-cert", tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
+  app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", tls.client_ca, "PEM CA that agents' and tuners' client certificates must chain to "
+                                                   "(mutual TLS)");
+  app.add_flag("--insecure", insecure, "Allow a non-loopback address without TLS and tokens");
   app.add_option("--max-artifact-bytes", options.max_artifact_bytes, "Largest artifact a request may carry")
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--max-lease-candidates", options.max_lease_candidates, "Largest chunk of a request leased to one agent")
@@ -52,13 +58,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   bool tokens = !options.agent_token.empty() && !options.tuner_token.empty();
-  if (!is_loopback_address(listen) && !tokens && !insecure) {
-    fmt::print(stderr, "trackerd: refusing to serve {} without --agent-token and --tuner-token (or --insecure)\n", listen);
+  if (!is_loopback_address(listen) && !(tokens && tls.enabled()) && !insecure) {
+    fmt::print(stderr,
+               "trackerd: refusing to serve {} beyond loopback without TLS (--tls-cert, --tls-key) and tokens "
+               "(--agent-token, --tuner-token), or --insecure\n",
+               listen);
     return 2;
   }
-  if (!is_loopback_address(listen) && !tokens)
-    spdlog::warn("INSECURE: serving {} beyond loopback WITHOUT tokens: anyone who can reach it may send code to "
-                 "the boards (--insecure)", listen);
+  if (!is_loopback_address(listen) && !(tokens && tls.enabled()))
+    spdlog::warn("INSECURE: serving {} beyond loopback{}{} (--insecure): whoever can reach it may send code to the "
+                 "boards or read what they are sent",
+                 listen, tls.enabled() ? "" : " WITHOUT TLS", tokens ? "" : " WITHOUT tokens");
+  auto credentials = server_credentials(tls);
+  if (!credentials.ok()) {
+    fmt::print(stderr, "trackerd: {}\n", credentials.status().message());
+    return 2;
+  }
   options.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
   options.heartbeat_interval = std::max(std::chrono::milliseconds(50), options.heartbeat_timeout / 5);
   options.no_agent_timeout = std::chrono::seconds(no_agent_timeout_s);
@@ -74,7 +89,7 @@ int main(int argc, char** argv) {
   TrackerService service(broker);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(kMaxTrackerMessageBytes);
   builder.SetMaxSendMessageSize(kMaxTrackerMessageBytes);
   builder.RegisterService(&service);

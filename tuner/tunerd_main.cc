@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/address.h"
+#include "common/credentials.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "tuner/compiler_task.h"
@@ -37,6 +38,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 64));
   app.add_option("--build-threads", options.build_threads, "Compiler threads per job (0: one per CPU)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  TlsServerFiles tls;
+  TlsClientFiles tracker_tls;
+  app.add_option("--tls-cert", tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
+  app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tracker-ca", tracker_tls.ca, "PEM CA to check a TLS tracker by (dials plaintext without)");
+  app.add_option("--tracker-cert", tracker_tls.cert, "PEM client certificate for a tracker that requires one");
+  app.add_option("--tracker-key", tracker_tls.key, "PEM private key of --tracker-cert");
   app.add_flag("--insecure", insecure, "Allow a non-loopback address without TLS and tokens");
   int exit_code = 0;
   if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
@@ -44,13 +52,26 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tunerd: {}\n", s.message());
     return 2;
   }
-  if (!is_loopback_address(listen) && !insecure) {
-    fmt::print(stderr, "tunerd: refusing to serve {} beyond loopback without TLS and tokens (or --insecure)\n", listen);
+  bool secured = tls.enabled() && !tokens.open();
+  if (!is_loopback_address(listen) && !secured && !insecure) {
+    fmt::print(stderr,
+               "tunerd: refusing to serve {} beyond loopback without TLS (--tls-cert, --tls-key) and tokens "
+               "(--client-token), or --insecure\n",
+               listen);
     return 2;
   }
-  if (!is_loopback_address(listen))
-    spdlog::warn("INSECURE: serving {} beyond loopback without TLS{} (--insecure)", listen,
-                 tokens.open() ? " and WITHOUT tokens: anyone who can reach it may submit and read" : "");
+  if (!is_loopback_address(listen) && !secured)
+    spdlog::warn("INSECURE: serving {} beyond loopback{}{} (--insecure): whoever can reach it may submit jobs and "
+                 "read the history",
+                 listen, tls.enabled() ? "" : " WITHOUT TLS", tokens.open() ? " WITHOUT tokens" : "");
+  auto credentials = server_credentials(tls);
+  auto tracker_credentials = channel_credentials(tracker_tls);
+  for (const Status& s : {credentials.status(), tracker_credentials.status()}) {
+    if (!s.ok()) {
+      fmt::print(stderr, "tunerd: {}\n", s.message());
+      return 2;
+    }
+  }
 
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
@@ -73,7 +94,7 @@ int main(int argc, char** argv) {
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(64 << 20);
   channel_args.SetMaxSendMessageSize(256 << 20);
-  auto tracker_channel = grpc::CreateCustomChannel(tracker, grpc::InsecureChannelCredentials(), channel_args);
+  auto tracker_channel = grpc::CreateCustomChannel(tracker, *tracker_credentials, channel_args);
   CompilerTaskFactory tasks;
   JobManager jobs(
       **store, tasks,
@@ -90,7 +111,7 @@ int main(int argc, char** argv) {
   TunerService service(jobs, **store, tokens);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -1,0 +1,192 @@
+// TLS on every channel, with real processes and certificates from deploy/make-certs.sh: trackerd
+// serves TLS and requires client certificates (mutual TLS), an agent with a certificate joins and
+// measures, plaintext and certificate-less connections to the TLS ports fail, tunerd serves TLS
+// and dials the tracker over TLS, tune-client speaks TLS with --tls-ca, and daemons asked to
+// listen beyond loopback without TLS and tokens refuse to start.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "common/wire.h"
+#include "tests/integration/farm_harness.h"
+#include "tunefarm/v1/tuner.grpc.pb.h"
+
+namespace tunefarm::testing {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class SecurityTlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((std::filesystem::temp_directory_path() /
+                            fmt::format("tunefarm-tls-test-{}", getpid())).string());
+    std::string command = fmt::format("bash {}/deploy/make-certs.sh {} localhost 127.0.0.1 --agent board "
+                                      "--agent tunerd >/dev/null",
+                                      TUNEFARM_SOURCE_DIR, *dir_);
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::string pem(const std::string& name) { return *dir_ + "/" + name; }
+
+  void SetUp() override {
+    tracker_address_ = fmt::format("127.0.0.1:{}", free_port());
+    tracker_ = std::make_unique<Process>(
+        bin_path("trackerd"),
+        std::vector<std::string>{"--listen", tracker_address_, "--tls-cert", pem("server.pem"), "--tls-key",
+                                 pem("server.key"), "--tls-client-ca", pem("ca.pem"), "--agent-token", "a-secret",
+                                 "--tuner-token", "t-secret"},
+        *dir_ + "/trackerd.log");
+  }
+  void TearDown() override {
+    if (HasFailure()) std::cout << tracker_->log();
+  }
+
+  static std::shared_ptr<grpc::ChannelCredentials> tls(bool with_cert) {
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = read_file(pem("ca.pem"));
+    if (with_cert) {
+      options.pem_cert_chain = read_file(pem("agent-tunerd.pem"));
+      options.pem_private_key = read_file(pem("agent-tunerd.key"));
+    }
+    return grpc::SslCredentials(options);
+  }
+  // QueueStatus through `credentials`; waits up to `seconds` for the tracker to come up.
+  grpc::Status queue_status(const std::shared_ptr<grpc::ChannelCredentials>& credentials, double seconds,
+                            v1::QueueStatusResponse* response = nullptr) {
+    auto stub = v1::Tracker::NewStub(grpc::CreateChannel(tracker_address_, credentials));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(int(seconds * 1000)));
+    context.set_wait_for_ready(true);
+    v1::QueueStatusResponse ignored;
+    return stub->QueueStatus(&context, v1::QueueStatusRequest(), response ? response : &ignored);
+  }
+  int agents(const std::string& key) {
+    v1::QueueStatusResponse response;
+    if (!queue_status(tls(true), 5, &response).ok()) return -1;
+    for (const auto& k : response.keys())
+      if (k.device_key() == key) return k.agents_total();
+    return 0;
+  }
+  bool wait_for_agents(const std::string& key, int n) {
+    for (int i = 0; i < 100; ++i) {
+      if (agents(key) == n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  std::unique_ptr<Process> start_agent(const std::string& id, bool with_cert) {
+    std::vector<std::string> args = {"--tracker", tracker_address_, "--key", "tls-cpu", "--id", id,
+                                     "--token", "a-secret", "--tls-ca", pem("ca.pem")};
+    if (with_cert) args.insert(args.end(), {"--tls-cert", pem("agent-board.pem"), "--tls-key", pem("agent-board.key")});
+    return std::make_unique<Process>(bin_path("device-agent"), args, *dir_ + "/" + id + ".log");
+  }
+
+  static std::string* dir_;
+  std::string tracker_address_;
+  std::unique_ptr<Process> tracker_;
+};
+
+std::string* SecurityTlsTest::dir_ = nullptr;
+
+TEST_F(SecurityTlsTest, TlsWorksAndPlaintextOrCertificateLessConnectionsFail) {
+  ASSERT_TRUE(queue_status(tls(true), 20).ok()) << tracker_->log();
+  grpc::Status plain = queue_status(grpc::InsecureChannelCredentials(), 2);
+  EXPECT_FALSE(plain.ok());
+  EXPECT_NE(plain.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << plain.error_message();
+  EXPECT_FALSE(queue_status(tls(false), 2).ok()) << "mutual TLS lets a client without a certificate in";
+  EXPECT_TRUE(tracker_->running());
+}
+
+TEST_F(SecurityTlsTest, AnAgentWithACertificateJoinsAndMeasuresOneWithoutDoesNot) {
+  ASSERT_TRUE(queue_status(tls(true), 20).ok()) << tracker_->log();
+  auto outsider = start_agent("outsider", false);
+  auto board = start_agent("board", true);
+  ASSERT_TRUE(wait_for_agents("tls-cpu", 1)) << board->log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(agents("tls-cpu"), 1) << "the agent without a client certificate joined";
+
+  v1::MeasureRequest request = kernel_request("matmul", 2, "tls-cpu");
+  request.set_token("t-secret");
+  auto stub = v1::Tracker::NewStub(grpc::CreateChannel(tracker_address_, tls(true)));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto reader = stub->Measure(&context, request);
+  v1::MeasureResponse response;
+  int ok = 0;
+  while (reader->Read(&response)) ok += response.result().error() == v1::OK;
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(ok, 2);
+}
+
+TEST_F(SecurityTlsTest, TunerdServesTlsDialsTheTrackerOverTlsAndTuneClientFollows) {
+  ASSERT_TRUE(queue_status(tls(true), 20).ok()) << tracker_->log();
+  auto board = start_agent("board", true);
+  ASSERT_TRUE(wait_for_agents("tls-cpu", 1)) << board->log();
+  std::string address = fmt::format("127.0.0.1:{}", free_port());
+  Process tunerd(bin_path("tunerd"),
+                 {"--listen", address, "--tracker", tracker_address_, "--data-dir", *dir_ + "/tunerd-data",
+                  "--tls-cert", pem("server.pem"), "--tls-key", pem("server.key"), "--client-token", "c-secret",
+                  "--tracker-ca", pem("ca.pem"), "--tracker-cert", pem("agent-tunerd.pem"), "--tracker-key",
+                  pem("agent-tunerd.key"), "--tracker-token", "t-secret", "--build-threads", "1"},
+                 *dir_ + "/tunerd.log");
+  auto client = [&](const std::string& extra) {
+    std::string command = fmt::format("{} --server {} --tracker {} --token c-secret {} 2>&1", bin_path("tune-client"),
+                                      address, tracker_address_, extra);
+    FILE* pipe = popen(command.c_str(), "r");
+    std::string out;
+    char buffer[512];
+    while (pipe && fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    int status = pipe ? pclose(pipe) : -1;
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+  };
+  std::string ca = "--tls-ca " + pem("ca.pem");
+  // tunerd needs a moment to listen; the first successful call tells.
+  std::pair<int, std::string> jobs;
+  for (int i = 0; i < 100 && (jobs = client(ca + " jobs")).first != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(jobs.first, 0) << jobs.second << tunerd.log();
+  auto plain = client("jobs");
+  EXPECT_NE(plain.first, 0) << plain.second;
+  // A job submitted over TLS is measured through the TLS tracker.
+  auto submit = client(ca + " submit --workload matmul:M=32,N=32,K=32 --target llvm --device tls-cpu --trials 4 "
+                            "--watch --json");
+  EXPECT_EQ(submit.first, 0) << submit.second << tunerd.log();
+}
+
+TEST(SecurityListen, DaemonsRefuseToListenBeyondLoopbackWithoutTlsAndTokens) {
+  std::string dir = std::filesystem::temp_directory_path().string();
+  std::string wide = "0.0.0.0:" + std::to_string(free_port());
+  Process tracker(bin_path("trackerd"), {"--listen", wide, "--agent-token", "a", "--tuner-token", "t"},
+                  dir + "/tunefarm-tls-refusal-trackerd.log");
+  int status = tracker.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  EXPECT_NE(tracker.log().find("without TLS"), std::string::npos) << tracker.log();
+  Process tunerd(bin_path("tunerd"), {"--listen", wide, "--client-token", "c", "--data-dir", dir + "/tunefarm-tls-x"},
+                 dir + "/tunefarm-tls-refusal-tunerd.log");
+  status = tunerd.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  EXPECT_NE(tunerd.log().find("without TLS"), std::string::npos) << tunerd.log();
+  std::filesystem::remove(dir + "/tunefarm-tls-refusal-trackerd.log");
+  std::filesystem::remove(dir + "/tunefarm-tls-refusal-tunerd.log");
+  std::filesystem::remove_all(dir + "/tunefarm-tls-x");
+}
+
+}  // namespace
+}  // namespace tunefarm::testing
