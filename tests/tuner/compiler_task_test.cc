@@ -2,7 +2,10 @@
 // by the embedded compiler, measured in the sandbox worker, checked against the reference kernel.
 #include "tuner/compiler_task.h"
 
+#include <fstream>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -83,6 +86,57 @@ TEST(CompilerTask, TunesASmallMatmulLocallyEndToEnd) {
   ASSERT_TRUE(outcome->tasks[0].has_best);
   EXPECT_GT(outcome->tasks[0].best_gflops, 0.5);
   EXPECT_TRUE(task->point_of(outcome->tasks[0].best_config).ok());
+}
+
+}  // namespace
+}  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+// Recorded data: 300 random configs of matmul 256³ measured on this kind of machine by
+// `search_bench --strategies random --records-out` (see bench/RESULTS.md). The cost model trained
+// on half of them must rank the other half far better than chance.
+TEST(CostModelOnRecordedData, RanksHeldOutMeasurementsBetterThanChance) {
+  std::ifstream in(std::string(TUNEFARM_TEST_DATA_DIR) + "/matmul256_records.jsonl");
+  ASSERT_TRUE(in) << "recorded data missing";
+  auto task = make("matmul:M=256,N=256,K=256");
+  ASSERT_TRUE(task);
+  std::vector<Config> configs;
+  std::vector<float> gflops;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    auto c = parse_config_json(j["config"].dump());
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    configs.push_back(*c);
+    gflops.push_back(j["gflops"].get<float>());
+  }
+  ASSERT_GE(configs.size(), 200u);
+  float best = *std::max_element(gflops.begin(), gflops.end());
+  std::vector<Config> train_c, test_c;
+  std::vector<float> train_y, test_y;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    (i % 2 ? test_c : train_c).push_back(configs[i]);
+    (i % 2 ? test_y : train_y).push_back(gflops[i] / best);
+  }
+  FeatureMatrix train_x, test_x;
+  ASSERT_TRUE(task->config_features(train_c, train_x).ok());
+  ASSERT_TRUE(task->config_features(test_c, test_x).ok());
+  CostModel model;
+  ASSERT_TRUE(model.fit(train_x, train_y).ok());
+  auto scores = model.predict(test_x);
+  ASSERT_TRUE(scores.ok());
+  int64_t agree = 0, total = 0;
+  for (size_t i = 0; i < test_y.size(); ++i)
+    for (size_t j = 0; j < test_y.size(); ++j)
+      if (test_y[i] > test_y[j] * 1.05f) {  // Pairs that differ by more than the noise.
+        ++total;
+        agree += (*scores)[i] > (*scores)[j];
+      }
+  double accuracy = static_cast<double>(agree) / total;
+  RecordProperty("pairwise_accuracy", std::to_string(accuracy));
+  EXPECT_GT(accuracy, 0.7);
 }
 
 }  // namespace
