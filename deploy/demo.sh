@@ -7,7 +7,7 @@ set -euo pipefail
 BUILD_DIR=${BUILD_DIR:-build}
 BIN="$BUILD_DIR/bin"
 WORKLOAD=${DEMO_WORKLOAD:-matmul:M=512,N=512,K=512}
-TRIALS=${DEMO_TRIALS:-64}
+TRIALS=${DEMO_TRIALS:-128}
 DATA_DIR="$BUILD_DIR/demo-data"
 LOG_DIR="$BUILD_DIR/demo-logs"
 
@@ -52,9 +52,9 @@ for _ in $(seq 1 100); do
 done
 "$BIN/tune-client" --tracker "$TRACKER" devices
 
-step "tune-client submit --workload $WORKLOAD --trials $TRIALS --watch"
+step "tune-client submit --workload $WORKLOAD --trials $TRIALS --batch-size 32 --watch"
 "$BIN/tune-client" --server "$TUNER" submit --workload "$WORKLOAD" --target llvm --device local-cpu \
-  --trials "$TRIALS" --watch
+  --trials "$TRIALS" --batch-size 32 --watch
 
 step "tune-client best --workload $WORKLOAD"
 "$BIN/tune-client" --server "$TUNER" best --workload "$WORKLOAD" --target llvm

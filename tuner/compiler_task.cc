@@ -178,6 +178,14 @@ StatusOr<v1::Artifact> CompilerTask::build_reference() const {
   return to_artifact(kernel, impl_->target);
 }
 
+std::optional<Point> CompilerTask::default_point() const {
+  auto config = default_config(impl_->workload, impl_->target);
+  if (!config.ok() || config->template_name != template_name()) return std::nullopt;
+  auto point = point_of(*config);
+  if (!point.ok()) return std::nullopt;
+  return *point;
+}
+
 StatusOr<std::unique_ptr<TuningTask>> CompilerTaskFactory::make_task(const Workload& workload, const Target& target,
                                                                      const std::string& template_name) {
   TF_ASSIGN_OR_RETURN(std::unique_ptr<CompilerTask> task, CompilerTask::create(workload, target, template_name));

@@ -32,6 +32,7 @@ class CompilerTask : public TuningTask {
   Status config_features(std::span<const Config> configs, FeatureMatrix& out) const override;
   StatusOr<v1::Artifact> build(const Point& point) const override;
   StatusOr<v1::Artifact> build_reference() const override;
+  std::optional<Point> default_point() const override;
 
   const std::string& template_name() const;
 

@@ -25,9 +25,25 @@ StatusOr<Strategy> parse_strategy(std::string_view name) {
 Searcher::Searcher(const SearchSpace& space, const SearchOptions& options)
     : space_(space), options_(options), rng_(options.seed) {}
 
+void Searcher::suggest(std::vector<Point> points) {
+  suggested_.insert(suggested_.end(), std::make_move_iterator(points.begin()), std::make_move_iterator(points.end()));
+}
+
 StatusOr<std::vector<Point>> Searcher::propose(int n) {
   if (n <= 0) return invalid_argument(fmt::format("batch size {} must be positive", n));
-  TF_ASSIGN_OR_RETURN(std::vector<Point> points, propose_new(n));
+  std::vector<Point> points;
+  size_t used = 0;
+  for (; used < suggested_.size() && static_cast<int>(points.size()) < n; ++used) {
+    Point& p = suggested_[used];
+    if (!space_.is_valid(p) || visited_.count(space_.index_of(p))) continue;
+    visited_.insert(space_.index_of(p));
+    points.push_back(std::move(p));
+  }
+  suggested_.erase(suggested_.begin(), suggested_.begin() + static_cast<std::ptrdiff_t>(used));
+  if (static_cast<int>(points.size()) < n) {
+    TF_ASSIGN_OR_RETURN(std::vector<Point> own, propose_new(n - static_cast<int>(points.size())));
+    points.insert(points.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
+  }
   for (const Point& p : points) visited_.insert(space_.index_of(p));
   return points;
 }

@@ -57,6 +57,10 @@ class Searcher {
   // runs (a resumed job), in which case they also count as visited.
   Status observe(std::span<const Point> points, std::span<const double> gflops);
 
+  // Points to propose before any of the strategy's own (e.g. the template's default config);
+  // visited or invalid ones are skipped.
+  void suggest(std::vector<Point> points);
+
   // Trains the strategy's model on related history (features and labels normalised to [0, 1]);
   // strategies without a model ignore it.
   virtual Status warm_start(const FeatureMatrix&, std::span<const float>) { return Status(); }
@@ -75,6 +79,7 @@ class Searcher {
   SearchOptions options_;
   Rng rng_;
   std::unordered_set<int64_t> visited_;
+  std::vector<Point> suggested_;
 };
 
 // `features` and `model` are used by xgb-sa only (it owns the model it is given).

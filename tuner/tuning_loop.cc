@@ -85,6 +85,7 @@ TuningLoop::TuningLoop(std::vector<const TuningTask*> tasks, std::vector<double>
     const TuningTask* task = tasks_[i];
     state->searcher = make_searcher(options_.strategy, task->space(), search,
                                     [task](std::span<const Point> p, FeatureMatrix& out) { return task->features(p, out); });
+    if (auto p = task->default_point()) state->searcher->suggest({*p});
     state_.push_back(std::move(state));
   }
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ class TuningTask {
   virtual StatusOr<v1::Artifact> build(const Point& point) const = 0;
   // A known-good kernel of the same workload whose output checks every candidate.
   virtual StatusOr<v1::Artifact> build_reference() const = 0;
+  // The template's heuristic default, measured in the first batch so that tuning never ends
+  // behind the untuned kernel; nothing when the template has none.
+  virtual std::optional<Point> default_point() const { return std::nullopt; }
 };
 
 // Makes the tuning task of a workload (tunerd: compiler-backed tasks; tests: synthetic ones).

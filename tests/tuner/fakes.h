@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,7 +69,9 @@ class FakeTask : public TuningTask {
     a.set_entry_symbol("reference");
     return a;
   }
+  std::optional<Point> default_point() const override { return default_; }
   double true_gflops(int64_t index) const { return gflops_(space_.point_at(index)); }
+  std::optional<Point> default_;
 
  private:
   v1::Workload workload_;

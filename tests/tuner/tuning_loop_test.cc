@@ -240,3 +240,35 @@ TEST(TuningLoop, WarmStartFromARelatedWorkloadFindsTheOptimumSooner) {
 
 }  // namespace
 }  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+TEST(TuningLoop, TheTemplatesDefaultIsMeasuredFirst) {
+  for (Strategy strategy : {Strategy::kXgbSa, Strategy::kRandom, Strategy::kGrid, Strategy::kGenetic}) {
+    FakeTask task({8, 8, 8}, peak);
+    task.default_ = Point{5, 2, 3};  // The peak: nothing may end up worse than it.
+    FakeBackend backend(task, true);
+    TuningOptions options;
+    options.trials = 32;
+    options.batch_size = 16;
+    options.strategy = strategy;
+    TuningLoop loop({&task}, {}, backend, options);
+    std::vector<TrialResult> results;
+    auto outcome = loop.run([&](const TrialResult& r) { results.push_back(r); }, nullptr);
+    ASSERT_TRUE(outcome.ok());
+    ASSERT_EQ(results.size(), 32u);
+    // In the first batch (results arrive in batch order; build failures of a batch come first).
+    auto first_batch_end = results.begin() + 16;
+    EXPECT_NE(std::find_if(results.begin(), first_batch_end, [](const TrialResult& r) { return r.point == Point{5, 2, 3}; }),
+              first_batch_end)
+        << strategy_name(strategy);
+    EXPECT_EQ(*task.point_of(outcome->tasks[0].best_config), (Point{5, 2, 3}));
+    std::set<int64_t> distinct;
+    for (const auto& r : results) distinct.insert(task.space().index_of(r.point));
+    EXPECT_EQ(distinct.size(), 32u) << "the default was proposed twice";
+  }
+}
+
+}  // namespace
+}  // namespace tunefarm
