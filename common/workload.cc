@@ -172,7 +172,7 @@ std::string Workload::to_string() const {
   for (const auto& [name, value] : params) {
     if (schema) {
       auto it = std::find_if(schema->params.begin(), schema->params.end(),
-                             [&](const ParamSpec& p) { return name == p.name; });
+                             [&n = name](const ParamSpec& p) { return n == p.name; });
       if (it != schema->params.end() && !it->required && !it->print_default && value == it->default_value) continue;
     }
     out += fmt::format("{}{}={}", first ? "" : ",", name, value);

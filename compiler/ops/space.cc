@@ -102,7 +102,7 @@ StatusOr<int64_t> ConfigSpace::index_of(const Config& config) const {
   if (config.template_name != template_name_)
     return invalid_argument(fmt::format("config is for template '{}', this space is '{}'", config.template_name, template_name_));
   for (const auto& [name, value] : config.knobs) {
-    if (std::none_of(knobs_.begin(), knobs_.end(), [&](const Knob& k) { return k.name == name; }))
+    if (std::none_of(knobs_.begin(), knobs_.end(), [&n = name](const Knob& k) { return k.name == n; }))
       return invalid_argument(fmt::format("config has unknown knob '{}' for template {}", name, template_name_));
   }
   int64_t index = 0, radix = 1;
