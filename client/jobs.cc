@@ -9,6 +9,7 @@
 
 #include "client/command.h"
 #include "client/output.h"
+#include "client/tuner_call.h"
 #include "common/wire.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
 
@@ -163,11 +164,8 @@ int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
   spec->set_seed(flags.seed);
   spec->set_name(flags.name);
 
-  auto stub = tuner(global);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::SubmitJobResponse response;
-  grpc::Status status = stub->SubmitJob(&context, request, &response);
+  grpc::Status status = call_tuner(global, &v1::Tuner::Stub::SubmitJob, request, &response, std::chrono::seconds(30));
   if (!status.ok()) return rpc_failure(global.server, "submit", status);
   if (flags.json && !flags.watch) {
     fmt::print("{}\n", to_json(response.job()));
@@ -179,13 +177,10 @@ int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
 }
 
 int run_status(const GlobalFlags& global, const JobFlags& flags) {
-  auto stub = tuner(global);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::GetJobRequest request;
   request.set_job_id(flags.job_id);
   v1::Job job;
-  grpc::Status status = stub->GetJob(&context, request, &job);
+  grpc::Status status = call_tuner(global, &v1::Tuner::Stub::GetJob, request, &job);
   if (!status.ok()) return rpc_failure(global.server, fmt::format("job {}", flags.job_id), status);
   if (flags.json) fmt::print("{}\n", to_json(job));
   else print_job(job);
@@ -193,13 +188,10 @@ int run_status(const GlobalFlags& global, const JobFlags& flags) {
 }
 
 int run_cancel(const GlobalFlags& global, const JobFlags& flags) {
-  auto stub = tuner(global);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::CancelJobRequest request;
   request.set_job_id(flags.job_id);
   v1::Job job;
-  grpc::Status status = stub->CancelJob(&context, request, &job);
+  grpc::Status status = call_tuner(global, &v1::Tuner::Stub::CancelJob, request, &job);
   if (!status.ok()) return rpc_failure(global.server, fmt::format("cancel {}", flags.job_id), status);
   if (flags.json) fmt::print("{}\n", to_json(job));
   else fmt::print("job {}: cancel requested (it stops after the batch in flight)\n", job.id());
@@ -217,11 +209,8 @@ int run_jobs(const GlobalFlags& global, const ListFlags& flags) {
     request.add_states(state);
   }
   request.set_limit(flags.limit);
-  auto stub = tuner(global);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::ListJobsResponse response;
-  grpc::Status status = stub->ListJobs(&context, request, &response);
+  grpc::Status status = call_tuner(global, &v1::Tuner::Stub::ListJobs, request, &response);
   if (!status.ok()) return rpc_failure(global.server, "jobs", status);
   if (flags.json) {
     fmt::print("{}\n", to_json(response));

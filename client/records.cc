@@ -8,6 +8,7 @@
 
 #include "client/command.h"
 #include "client/output.h"
+#include "client/tuner_call.h"
 #include "common/wire.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
 
@@ -61,11 +62,8 @@ int run_best(const GlobalFlags& global, const BestFlags& flags) {
   *request.mutable_target() = to_proto(*t);
   request.set_device_key(flags.device);
   request.set_top_k(flags.top);
-  auto stub = v1::Tuner::NewStub(dial(global.server));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::QueryBestResponse response;
-  grpc::Status status = stub->QueryBest(&context, request, &response);
+  grpc::Status status = call_tuner(global, &v1::Tuner::Stub::QueryBest, request, &response);
   if (!status.ok()) return rpc_failure(global.server, "best", status);
   if (response.records().empty())
     return fail(fmt::format("no successful measurement of {} on {}{} yet", w->to_string(), t->to_string(),
@@ -91,11 +89,9 @@ int run_records(const GlobalFlags& global, const RecordsFlags& flags) {
   request.set_job_id(flags.job);
   request.set_limit(flags.limit);
   request.set_offset(flags.offset);
-  auto stub = v1::Tuner::NewStub(dial(global.server));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::ListRecordsResponse response;
-  grpc::Status status = stub->ListRecords(&context, request, &response);
+  grpc::Status status =
+      call_tuner(global, &v1::Tuner::Stub::ListRecords, request, &response, std::chrono::seconds(30));
   if (!status.ok()) return rpc_failure(global.server, "records", status);
   if (flags.json) {
     fmt::print("{}\n", to_json(response));
