@@ -355,9 +355,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     rec.set_device_key(spec.device_key());
     *rec.mutable_config() = to_proto(t.config);
     *rec.mutable_result() = t.result;
-    double mean = 0;
-    for (double c : t.result.costs()) mean += c;
-    if (t.result.costs_size() > 0 && t.result.error() == v1::OK) rec.set_mean_cost_s(mean / t.result.costs_size());
+    // mean_cost_s is left to the history, which derives it from the costs of an OK record.
     rec.set_gflops(t.gflops);
     rec.set_build_time_s(t.build_time_s);
     rec.set_job_id(job_id);
