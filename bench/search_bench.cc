@@ -5,7 +5,8 @@
 // xgb-sa takes to plan a batch of 64.
 //
 // With --transfer-from W0, W0 is tuned first and the strategy xgb-sa+transfer starts its cost
-// model from W0's measurements (transfer learning), to compare with a cold xgb-sa.
+// model from W0's measurements (transfer learning), to compare with a cold xgb-sa. A strategy
+// name ending in +knob (xgb-sa+knob) gives the cost model knob features instead of loop features.
 //
 // Every config is measured once and remembered: when two strategies (or seeds) propose the same
 // config they see the same figure, so the comparison is about the search, not about noise.
@@ -21,6 +22,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "compiler/runtime/kernel_runtime.h"
@@ -91,27 +93,41 @@ struct Run {
   std::vector<double> curve;  // GFLOP/s of each trial, in order.
 };
 
-// Related history for transfer learning: configs of another workload and their throughput
-// relative to that workload's best.
-struct History {
-  std::vector<Config> configs;
-  std::vector<float> labels;
+// A strategy as named on the command line: a search strategy and what its cost model starts from
+// and sees.
+struct Contender {
+  Strategy strategy = Strategy::kXgbSa;
+  bool transfer = false;  // +transfer: warm-started from the --transfer-from history.
+  FeatureKind features = FeatureKind::kLoop;  // +knob: knob features.
 };
 
-// One search of `trials` trials; planning times of full batches go to `plan_ms` (model-based
-// strategies only).
-StatusOr<Run> run_search(const CompilerTask& task, Oracle& oracle, Strategy strategy, uint64_t seed, int trials,
-                         int batch, const History* history, std::vector<double>& plan_ms) {
+StatusOr<Contender> parse_contender(std::string_view name) {
+  Contender c;
+  size_t plus = name.find('+');
+  TF_ASSIGN_OR_RETURN(c.strategy, parse_strategy(name.substr(0, plus)));
+  while (plus != std::string_view::npos) {
+    size_t next = name.find('+', plus + 1);
+    std::string_view modifier = name.substr(plus + 1, next == std::string_view::npos ? next : next - plus - 1);
+    if (modifier == "transfer") c.transfer = true;
+    else if (modifier == "knob") c.features = FeatureKind::kKnob;
+    else return invalid_argument(fmt::format("unknown strategy modifier '+{}' in '{}' (known: +transfer, +knob)", modifier, name));
+    plus = next;
+  }
+  return c;
+}
+
+// One search of `trials` trials; `features` describes the candidates to the cost model (same space
+// as `task`); planning times of full batches go to `plan_ms` (model-based strategies only).
+StatusOr<Run> run_search(const CompilerTask& task, const CompilerTask& features, Oracle& oracle, Strategy strategy,
+                         uint64_t seed, int trials, int batch, std::span<const HistoryRecord> history,
+                         std::vector<double>& plan_ms) {
   SearchOptions options;
   options.seed = seed;
   options.model.seed = seed;
-  auto searcher = make_searcher(strategy, task.space(), options,
-                                [&task](std::span<const Point> p, FeatureMatrix& out) { return task.features(p, out); });
-  if (history) {
-    FeatureMatrix x;
-    TF_RETURN_IF_ERROR(task.config_features(history->configs, x));
-    TF_RETURN_IF_ERROR(searcher->warm_start(x, history->labels));
-  }
+  auto searcher = make_searcher(strategy, task.space(), options, [&features](std::span<const Point> p, FeatureMatrix& out) {
+    return features.features(p, out);
+  });
+  TF_RETURN_IF_ERROR(warm_start_from_history(features, *searcher, history));
   Run run;
   while (static_cast<int>(run.curve.size()) < trials) {
     auto start = std::chrono::steady_clock::now();
@@ -181,7 +197,21 @@ int main(int argc, char** argv) {
   if (!best_out.empty()) best_file.open(best_out);
   fmt::print("search_bench: {} trials, {} seeds, batch {}, measured single-threaded in the sandbox\n", trials, seeds, batch);
 
-  std::optional<History> history;
+  std::vector<Contender> contenders;
+  for (const std::string& name : strategies) {
+    auto c = parse_contender(name);
+    if (!c.ok()) {
+      fmt::print(stderr, "search_bench: {}\n", c.status().message());
+      return 1;
+    }
+    if (c->transfer && transfer_from.empty()) {
+      fmt::print(stderr, "search_bench: {} needs --transfer-from\n", name);
+      return 1;
+    }
+    contenders.push_back(*c);
+  }
+
+  std::vector<HistoryRecord> history;
   if (!transfer_from.empty()) {
     auto w0 = parse_workload(transfer_from);
     auto task0 = w0.ok() ? CompilerTask::create(*w0, host) : StatusOr<std::unique_ptr<CompilerTask>>(w0.status());
@@ -191,42 +221,38 @@ int main(int argc, char** argv) {
     }
     Oracle oracle0(**task0, **backend, measure);
     std::vector<double> ignored;
-    auto run = run_search(**task0, oracle0, Strategy::kXgbSa, 1, trials, batch, nullptr, ignored);
+    auto run = run_search(**task0, **task0, oracle0, Strategy::kXgbSa, 1, trials, batch, {}, ignored);
     if (!run.ok()) {
       fmt::print(stderr, "search_bench: --transfer-from: {}\n", run.status().message());
       return 1;
     }
-    history.emplace();
-    for (const auto& [point, gflops] : oracle0.measurements()) {
-      history->configs.push_back((*task0)->config_at(point));
-      history->labels.push_back(static_cast<float>(oracle0.best() > 0 ? gflops / oracle0.best() : 0));
-    }
-    fmt::print("history: {} configs of {} measured, best {:.1f} GFLOP/s\n", history->configs.size(), transfer_from,
+    for (const auto& [point, gflops] : oracle0.measurements())
+      history.push_back({w0->to_string(), (*task0)->config_at(point), gflops});
+    fmt::print("history: {} configs of {} measured, best {:.1f} GFLOP/s\n", history.size(), transfer_from,
                oracle0.best());
   }
 
   for (const Workload& w : *workloads) {
     auto task = CompilerTask::create(w, host);
-    if (!task.ok()) {
-      fmt::print(stderr, "search_bench: {}: {}\n", w.to_string(), task.status().message());
+    auto knob_task = CompilerTask::create(w, host, "", FeatureKind::kKnob);
+    if (!task.ok() || !knob_task.ok()) {
+      fmt::print(stderr, "search_bench: {}: {}\n", w.to_string(), (task.ok() ? knob_task.status() : task.status()).message());
       return 1;
     }
     Oracle oracle(**task, **backend, measure);
     std::map<std::string, std::vector<Run>> runs;
     for (int seed = 1; seed <= seeds; ++seed) {
-      for (const std::string& name : strategies) {
-        auto strategy = parse_strategy(name == "xgb-sa+transfer" ? "xgb-sa" : name);
-        if (!strategy.ok()) {
-          fmt::print(stderr, "search_bench: {}\n", strategy.status().message());
-          return 1;
-        }
-        bool transfer = name == "xgb-sa+transfer";
-        if (transfer && !history) {
-          fmt::print(stderr, "search_bench: xgb-sa+transfer needs --transfer-from\n");
-          return 1;
-        }
-        auto run = run_search(**task, oracle, *strategy, static_cast<uint64_t>(seed), trials, batch,
-                              transfer ? &*history : nullptr, plan_ms);
+      for (size_t k = 0; k < strategies.size(); ++k) {
+        const std::string& name = strategies[k];
+        const Contender& c = contenders[k];
+        const CompilerTask& features = c.features == FeatureKind::kKnob ? **knob_task : **task;
+        // Planning time is reported for the default contender, xgb-sa with loop features.
+        std::vector<double> ignored;
+        bool timed = name == "xgb-sa" || std::none_of(strategies.begin(), strategies.end(),
+                                                      [](const std::string& s) { return s == "xgb-sa"; });
+        auto run = run_search(**task, features, oracle, c.strategy, static_cast<uint64_t>(seed), trials, batch,
+                              c.transfer ? std::span<const HistoryRecord>(history) : std::span<const HistoryRecord>(),
+                              timed ? plan_ms : ignored);
         if (!run.ok()) {
           fmt::print(stderr, "search_bench: {}\n", run.status().message());
           return 1;
@@ -248,8 +274,8 @@ int main(int argc, char** argv) {
         best.push_back(*std::max_element(run.curve.begin(), run.curve.end()));
       }
       double m = median(to95);
-      fmt::print("{:<40} {:<8} trials to 95%: {:>5} (median of {}; {} means never)  best {:.1f} GFLOP/s\n",
-                 w.to_string(), name, m, to95.size(), trials + 1, median(best));
+      fmt::print("{:<40} {:<16} trials to 95%: {:>5} (median of {}: {}; {} means never)  best {:.1f} GFLOP/s\n",
+                 w.to_string(), name, m, to95.size(), fmt::join(to95, ", "), trials + 1, median(best));
       results.push_back({{"workload", w.to_string()}, {"strategy", name}, {"trials_to_95", m}, {"best_gflops", median(best)}});
     }
     if (!records_out.empty()) {

@@ -7,6 +7,7 @@
 
 #include "common/wire.h"
 #include "compiler/build.h"
+#include "compiler/features/features.h"
 
 namespace tunefarm {
 
@@ -60,6 +61,14 @@ float log2p(int64_t v) { return v > 0 ? static_cast<float>(std::log2(static_cast
 
 }  // namespace
 
+std::string_view feature_kind_name(FeatureKind kind) { return kind == FeatureKind::kLoop ? "loop" : "knob"; }
+
+StatusOr<FeatureKind> parse_feature_kind(std::string_view name) {
+  for (FeatureKind k : {FeatureKind::kLoop, FeatureKind::kKnob})
+    if (name == feature_kind_name(k)) return k;
+  return invalid_argument(fmt::format("unknown feature kind '{}' (known: loop, knob)", name));
+}
+
 struct CompilerTask::Impl {
   Workload workload;
   Target target;
@@ -67,8 +76,9 @@ struct CompilerTask::Impl {
   ops::ConfigSpace config_space;
   SearchSpace search_space;
   double flops = 0;
+  FeatureKind feature_kind = FeatureKind::kLoop;
   std::vector<KnobLayout> layout;
-  size_t feature_width = 0;
+  size_t knob_width = 0;
 
   Impl(Workload w, Target t, ops::ConfigSpace cs)
       : workload(std::move(w)),
@@ -88,7 +98,7 @@ struct CompilerTask::Impl {
         l = {KnobLayout::Kind::kInt, 1};
       }
       layout.push_back(l);
-      feature_width += l.width;
+      knob_width += l.width;
     }
   }
 
@@ -99,52 +109,14 @@ struct CompilerTask::Impl {
     for (size_t k = 0; k < knobs.size(); ++k) c.knobs.emplace_back(knobs[k].name, knobs[k].choices[p[k]]);
     return c;
   }
-};
 
-CompilerTask::CompilerTask(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-CompilerTask::~CompilerTask() = default;
-
-StatusOr<std::unique_ptr<CompilerTask>> CompilerTask::create(const Workload& workload, const Target& target,
-                                                             const std::string& template_name) {
-  TF_ASSIGN_OR_RETURN(ops::ConfigSpace space, config_space(workload, target, template_name));
-  if (space.knobs().empty())
-    return invalid_argument(fmt::format("template {} has no knobs to tune", space.template_name()));
-  TF_ASSIGN_OR_RETURN(double flops, workload_flops(workload));
-  auto impl = std::make_unique<Impl>(workload, target, std::move(space));
-  impl->flops = flops;
-  return std::unique_ptr<CompilerTask>(new CompilerTask(std::move(impl)));
-}
-
-const v1::Workload& CompilerTask::workload() const { return impl_->workload_proto; }
-double CompilerTask::flops() const { return impl_->flops; }
-const SearchSpace& CompilerTask::space() const { return impl_->search_space; }
-const std::string& CompilerTask::template_name() const { return impl_->config_space.template_name(); }
-Config CompilerTask::config_at(const Point& point) const { return impl_->config_at(point); }
-
-StatusOr<Point> CompilerTask::point_of(const Config& config) const {
-  TF_RETURN_IF_ERROR(impl_->config_space.check(config));
-  TF_ASSIGN_OR_RETURN(int64_t index, impl_->config_space.index_of(config));
-  // Both spaces are mixed radix with the first knob least significant.
-  return impl_->search_space.point_at(index);
-}
-
-Status CompilerTask::features(std::span<const Point> points, FeatureMatrix& out) const {
-  std::vector<Config> configs;
-  configs.reserve(points.size());
-  for (const Point& p : points) configs.push_back(config_at(p));
-  return config_features(configs, out);
-}
-
-Status CompilerTask::config_features(std::span<const Config> configs, FeatureMatrix& out) const {
-  const auto& knobs = impl_->config_space.knobs();
-  std::vector<float> row(impl_->feature_width);
-  for (const Config& c : configs) {
-    std::fill(row.begin(), row.end(), 0.0f);
+  // Knob values this space does not offer (a config of another workload) leave their features zero.
+  std::vector<float> knob_row(const Config& c) const {
+    std::vector<float> row(knob_width, 0.0f);
+    const auto& knobs = config_space.knobs();
     size_t at = 0;
     for (size_t k = 0; k < knobs.size(); ++k) {
-      const KnobLayout& l = impl_->layout[k];
-      // A config of another workload may lack a knob or hold a value this space does not offer;
-      // its features stay zero there.
+      const KnobLayout& l = layout[k];
       if (const KnobValue* v = c.find(knobs[k].name)) {
         switch (l.kind) {
           case KnobLayout::Kind::kList:
@@ -163,9 +135,61 @@ Status CompilerTask::config_features(std::span<const Config> configs, FeatureMat
       }
       at += l.width;
     }
-    TF_RETURN_IF_ERROR(out.add_row(row));
+    return row;
+  }
+
+  StatusOr<std::vector<float>> row(const Workload& w, const Config& c) const {
+    if (feature_kind == FeatureKind::kKnob) return knob_row(c);
+    return candidate_features(w, target, c);
+  }
+};
+
+CompilerTask::CompilerTask(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CompilerTask::~CompilerTask() = default;
+
+StatusOr<std::unique_ptr<CompilerTask>> CompilerTask::create(const Workload& workload, const Target& target,
+                                                             const std::string& template_name, FeatureKind features) {
+  TF_ASSIGN_OR_RETURN(ops::ConfigSpace space, config_space(workload, target, template_name));
+  if (space.knobs().empty())
+    return invalid_argument(fmt::format("template {} has no knobs to tune", space.template_name()));
+  TF_ASSIGN_OR_RETURN(double flops, workload_flops(workload));
+  auto impl = std::make_unique<Impl>(workload, target, std::move(space));
+  impl->flops = flops;
+  impl->feature_kind = features;
+  return std::unique_ptr<CompilerTask>(new CompilerTask(std::move(impl)));
+}
+
+const v1::Workload& CompilerTask::workload() const { return impl_->workload_proto; }
+double CompilerTask::flops() const { return impl_->flops; }
+const SearchSpace& CompilerTask::space() const { return impl_->search_space; }
+const std::string& CompilerTask::template_name() const { return impl_->config_space.template_name(); }
+Config CompilerTask::config_at(const Point& point) const { return impl_->config_at(point); }
+
+StatusOr<Point> CompilerTask::point_of(const Config& config) const {
+  TF_RETURN_IF_ERROR(impl_->config_space.check(config));
+  TF_ASSIGN_OR_RETURN(int64_t index, impl_->config_space.index_of(config));
+  // Both spaces are mixed radix with the first knob least significant.
+  return impl_->search_space.point_at(index);
+}
+
+Status CompilerTask::features(std::span<const Point> points, FeatureMatrix& out) const {
+  for (const Point& p : points) {
+    auto row = impl_->row(impl_->workload, config_at(p));
+    // A valid point the template cannot lower still needs a row: it will fail to build and be
+    // learnt as a zero, so an all-zero row is enough.
+    if (!row.ok()) row = std::vector<float>(impl_->feature_kind == FeatureKind::kKnob ? impl_->knob_width
+                                                                                      : features::kFeatureLength);
+    TF_RETURN_IF_ERROR(out.add_row(*row));
   }
   return Status();
+}
+
+StatusOr<std::vector<float>> CompilerTask::history_features(const HistoryRecord& record) const {
+  if (record.config.template_name != template_name())
+    return invalid_argument(fmt::format("a config of template {} does not describe a candidate of {}",
+                                        record.config.template_name, template_name()));
+  TF_ASSIGN_OR_RETURN(Workload w, parse_workload(record.workload));
+  return impl_->row(w, record.config);
 }
 
 StatusOr<v1::Artifact> CompilerTask::build(const Point& point) const {
@@ -188,7 +212,7 @@ std::optional<Point> CompilerTask::default_point() const {
 
 StatusOr<std::unique_ptr<TuningTask>> CompilerTaskFactory::make_task(const Workload& workload, const Target& target,
                                                                      const std::string& template_name) {
-  TF_ASSIGN_OR_RETURN(std::unique_ptr<CompilerTask> task, CompilerTask::create(workload, target, template_name));
+  TF_ASSIGN_OR_RETURN(std::unique_ptr<CompilerTask> task, CompilerTask::create(workload, target, template_name, features_));
   return std::unique_ptr<TuningTask>(std::move(task));
 }
 

@@ -16,11 +16,24 @@ struct BuiltKernel;
 // Turns a compiled kernel into the artifact that agents load.
 v1::Artifact to_artifact(const BuiltKernel& kernel, const Target& target);
 
+// What the cost model sees of a candidate.
+enum class FeatureKind {
+  // compiler/features: the candidate's loop nest (extents, annotations, access strides, reuse),
+  // log-scaled; comparable across workloads, so history of other shapes transfers.
+  kLoop,
+  // The knob values themselves (log2 of split factors, one-hot choices): cheaper to compute, but
+  // a knob value means different loops on different shapes.
+  kKnob,
+};
+std::string_view feature_kind_name(FeatureKind kind);
+StatusOr<FeatureKind> parse_feature_kind(std::string_view name);
+
 class CompilerTask : public TuningTask {
  public:
   // INVALID_ARGUMENT when the workload, target or template is not one the compiler knows.
   static StatusOr<std::unique_ptr<CompilerTask>> create(const Workload& workload, const Target& target,
-                                                        const std::string& template_name = "");
+                                                        const std::string& template_name = "",
+                                                        FeatureKind features = FeatureKind::kLoop);
   ~CompilerTask() override;
 
   const v1::Workload& workload() const override;
@@ -29,7 +42,7 @@ class CompilerTask : public TuningTask {
   Config config_at(const Point& point) const override;
   StatusOr<Point> point_of(const Config& config) const override;
   Status features(std::span<const Point> points, FeatureMatrix& out) const override;
-  Status config_features(std::span<const Config> configs, FeatureMatrix& out) const override;
+  StatusOr<std::vector<float>> history_features(const HistoryRecord& record) const override;
   StatusOr<v1::Artifact> build(const Point& point) const override;
   StatusOr<v1::Artifact> build_reference() const override;
   std::optional<Point> default_point() const override;
@@ -45,8 +58,12 @@ class CompilerTask : public TuningTask {
 // The TaskFactory that tunerd uses.
 class CompilerTaskFactory : public TaskFactory {
  public:
+  explicit CompilerTaskFactory(FeatureKind features = FeatureKind::kLoop) : features_(features) {}
   StatusOr<std::unique_ptr<TuningTask>> make_task(const Workload& workload, const Target& target,
                                                   const std::string& template_name) override;
+
+ private:
+  FeatureKind features_;
 };
 
 }  // namespace tunefarm

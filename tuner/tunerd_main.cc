@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 64));
   app.add_option("--build-threads", options.build_threads, "Compiler threads per job (0: one per CPU)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  std::string features = "loop";
+  app.add_option("--features", features,
+                 "What the cost model sees of a candidate: loop (its loop nest) or knob (its knob values)")
+      ->capture_default_str()->check(CLI::IsMember({"loop", "knob"}));
   TlsServerFiles tls;
   TlsClientFiles tracker_tls;
   app.add_option("--tls-cert", tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
@@ -95,7 +99,7 @@ int main(int argc, char** argv) {
   channel_args.SetMaxReceiveMessageSize(64 << 20);
   channel_args.SetMaxSendMessageSize(256 << 20);
   auto tracker_channel = grpc::CreateCustomChannel(tracker, *tracker_credentials, channel_args);
-  CompilerTaskFactory tasks;
+  CompilerTaskFactory tasks(*parse_feature_kind(features));
   JobManager jobs(
       **store, tasks,
       [&](const v1::Job& job) -> StatusOr<std::unique_ptr<MeasureBackend>> {

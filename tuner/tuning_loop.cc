@@ -116,24 +116,27 @@ Status TuningLoop::preload(int task, std::span<const TrialResult> results) {
   return s.searcher->observe(points, gflops);
 }
 
-Status TuningLoop::warm_start(int task, std::span<const HistoryRecord> history) {
-  if (task < 0 || task >= static_cast<int>(tasks_.size()))
-    return invalid_argument(fmt::format("task {} does not exist", task));
-  if (history.empty()) return Status();
+Status warm_start_from_history(const TuningTask& task, Searcher& searcher, std::span<const HistoryRecord> history) {
   std::map<std::string, double> best;  // Per workload: its fastest config is 1.0.
   for (const HistoryRecord& h : history) best[h.workload] = std::max(best[h.workload], h.gflops);
-  std::vector<Config> configs;
+  FeatureMatrix x;
   std::vector<float> labels;
   for (const HistoryRecord& h : history) {
     double b = best[h.workload];
     if (b <= 0) continue;
-    configs.push_back(h.config);
+    auto row = task.history_features(h);
+    if (!row.ok()) continue;
+    TF_RETURN_IF_ERROR(x.add_row(*row));
     labels.push_back(static_cast<float>(std::max(0.0, h.gflops) / b));
   }
-  if (configs.empty()) return Status();
-  FeatureMatrix x;
-  TF_RETURN_IF_ERROR(tasks_[task]->config_features(configs, x));
-  return state_[task]->searcher->warm_start(x, labels);
+  if (labels.empty()) return Status();
+  return searcher.warm_start(x, labels);
+}
+
+Status TuningLoop::warm_start(int task, std::span<const HistoryRecord> history) {
+  if (task < 0 || task >= static_cast<int>(tasks_.size()))
+    return invalid_argument(fmt::format("task {} does not exist", task));
+  return warm_start_from_history(*tasks_[task], *state_[task]->searcher, history);
 }
 
 StatusOr<TuningLoop::Batch> TuningLoop::prepare_batch(int task, int size) {

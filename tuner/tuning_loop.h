@@ -28,6 +28,13 @@
 
 namespace tunefarm {
 
+// A measurement of a related workload (same template and target), for transfer learning.
+struct HistoryRecord {
+  std::string workload;  // Canonical workload string: labels are normalised per workload.
+  Config config;
+  double gflops = 0;
+};
+
 // One workload to tune, as the loop sees it.
 class TuningTask {
  public:
@@ -39,9 +46,9 @@ class TuningTask {
   // The point of a config of this task's space; INVALID_ARGUMENT for a foreign or invalid config.
   virtual StatusOr<Point> point_of(const Config& config) const = 0;
   virtual Status features(std::span<const Point> points, FeatureMatrix& out) const = 0;
-  // Features of configs of the same template measured on other workloads (transfer learning);
-  // knob values this space does not offer still give a row of the same width.
-  virtual Status config_features(std::span<const Config> configs, FeatureMatrix& out) const = 0;
+  // The feature row of a config of the same template measured on another workload (transfer
+  // learning), as wide as features(); an error for a record the task cannot describe.
+  virtual StatusOr<std::vector<float>> history_features(const HistoryRecord& record) const = 0;
   // Builds one candidate; called from several threads at once.
   virtual StatusOr<v1::Artifact> build(const Point& point) const = 0;
   // A known-good kernel of the same workload whose output checks every candidate.
@@ -50,6 +57,12 @@ class TuningTask {
   // behind the untuned kernel; nothing when the template has none.
   virtual std::optional<Point> default_point() const { return std::nullopt; }
 };
+
+// Trains the cost model of `searcher` (which searches `task`) on related history before its first
+// batch, so that the search starts ahead: labels are throughput relative to the fastest record of
+// the same workload, and records the task cannot describe are left out. A no-op for strategies
+// without a model.
+Status warm_start_from_history(const TuningTask& task, Searcher& searcher, std::span<const HistoryRecord> history);
 
 // Makes the tuning task of a workload (tunerd: compiler-backed tasks; tests: synthetic ones).
 class TaskFactory {
@@ -137,12 +150,7 @@ class TuningLoop {
   // and are never measured again. Call before run().
   Status preload(int task, std::span<const TrialResult> results);
 
-  // A measurement of a related workload (same template and target), for transfer learning.
-  struct HistoryRecord {
-    std::string workload;  // Canonical workload string: labels are normalised per workload.
-    Config config;
-    double gflops = 0;
-  };
+  using HistoryRecord = tunefarm::HistoryRecord;
   // Trains the task's cost model on related history before its first batch, so that the search
   // starts ahead. A no-op for strategies without a model. Call before run().
   Status warm_start(int task, std::span<const HistoryRecord> history);

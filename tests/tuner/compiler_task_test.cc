@@ -2,6 +2,8 @@
 // by the embedded compiler, measured in the sandbox worker, checked against the reference kernel.
 #include "tuner/compiler_task.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <set>
 
@@ -96,33 +98,33 @@ namespace {
 
 // Recorded data: 300 random configs of matmul 256³ measured on this kind of machine by
 // `search_bench --strategies random --records-out` (see bench/RESULTS.md). The cost model trained
-// on half of them must rank the other half far better than chance.
-TEST(CostModelOnRecordedData, RanksHeldOutMeasurementsBetterThanChance) {
+// on half of them must rank the other half far better than chance, with either kind of features.
+class CostModelOnRecordedData : public ::testing::TestWithParam<FeatureKind> {};
+
+TEST_P(CostModelOnRecordedData, RanksHeldOutMeasurementsBetterThanChance) {
   std::ifstream in(std::string(TUNEFARM_TEST_DATA_DIR) + "/matmul256_records.jsonl");
   ASSERT_TRUE(in) << "recorded data missing";
-  auto task = make("matmul:M=256,N=256,K=256");
-  ASSERT_TRUE(task);
-  std::vector<Config> configs;
-  std::vector<float> gflops;
+  auto task = CompilerTask::create(*parse_workload("matmul:M=256,N=256,K=256"), *parse_target("llvm"), "", GetParam());
+  ASSERT_TRUE(task.ok()) << task.status().to_string();
+  std::vector<HistoryRecord> records;
   std::string line;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line);
     auto c = parse_config_json(j["config"].dump());
     ASSERT_TRUE(c.ok()) << c.status().to_string();
-    configs.push_back(*c);
-    gflops.push_back(j["gflops"].get<float>());
+    records.push_back({j["workload"].get<std::string>(), *c, j["gflops"].get<double>()});
   }
-  ASSERT_GE(configs.size(), 200u);
-  float best = *std::max_element(gflops.begin(), gflops.end());
-  std::vector<Config> train_c, test_c;
-  std::vector<float> train_y, test_y;
-  for (size_t i = 0; i < configs.size(); ++i) {
-    (i % 2 ? test_c : train_c).push_back(configs[i]);
-    (i % 2 ? test_y : train_y).push_back(gflops[i] / best);
-  }
+  ASSERT_GE(records.size(), 200u);
+  double best = 0;
+  for (const HistoryRecord& r : records) best = std::max(best, r.gflops);
   FeatureMatrix train_x, test_x;
-  ASSERT_TRUE(task->config_features(train_c, train_x).ok());
-  ASSERT_TRUE(task->config_features(test_c, test_x).ok());
+  std::vector<float> train_y, test_y;
+  for (size_t i = 0; i < records.size(); ++i) {
+    auto row = (*task)->history_features(records[i]);
+    ASSERT_TRUE(row.ok()) << row.status().to_string();
+    ASSERT_TRUE((i % 2 ? test_x : train_x).add_row(*row).ok());
+    (i % 2 ? test_y : train_y).push_back(static_cast<float>(records[i].gflops / best));
+  }
   CostModel model;
   ASSERT_TRUE(model.fit(train_x, train_y).ok());
   auto scores = model.predict(test_x);
@@ -136,7 +138,34 @@ TEST(CostModelOnRecordedData, RanksHeldOutMeasurementsBetterThanChance) {
       }
   double accuracy = static_cast<double>(agree) / total;
   RecordProperty("pairwise_accuracy", std::to_string(accuracy));
+  std::printf("%s features: pairwise accuracy %.3f on %lld held-out pairs\n",
+              std::string(feature_kind_name(GetParam())).c_str(), accuracy, static_cast<long long>(total));
   EXPECT_GT(accuracy, 0.7);
+}
+
+INSTANTIATE_TEST_SUITE_P(Features, CostModelOnRecordedData, ::testing::Values(FeatureKind::kLoop, FeatureKind::kKnob),
+                         [](const auto& info) { return std::string(feature_kind_name(info.param)); });
+
+TEST(CompilerTask, HistoryOfAnotherShapeDescribesItsOwnLoops) {
+  auto task = make("matmul:M=512,N=512,K=512");
+  ASSERT_TRUE(task);
+  Config c = task->config_at(*task->default_point());
+  auto here = task->history_features({"matmul:M=512,N=512,K=512", c, 1.0});
+  auto other = task->history_features({"matmul:M=1024,N=1024,K=64", c, 1.0});
+  ASSERT_TRUE(here.ok()) << here.status().to_string();
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  EXPECT_EQ(here->size(), other->size());
+  // Loop features describe the loops of the record's own workload, not of this task's.
+  EXPECT_NE(*here, *other);
+  FeatureMatrix x;
+  ASSERT_TRUE(task->features(std::vector<Point>{*task->default_point()}, x).ok());
+  EXPECT_EQ(std::vector<float>(x.row(0).begin(), x.row(0).end()), *here);
+
+  EXPECT_FALSE(task->history_features({"matmul:M=0,N=1", c, 1.0}).ok());
+  Config foreign{"conv2d_nchw.cpu.nchwc", {}};
+  EXPECT_EQ(task->history_features({"matmul:M=512,N=512,K=512", foreign, 1.0}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse_feature_kind("itervar").status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

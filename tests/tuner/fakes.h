@@ -50,13 +50,10 @@ class FakeTask : public TuningTask {
     for (const Point& p : points) TF_RETURN_IF_ERROR(out.add_row(std::vector<float>(p.begin(), p.end())));
     return Status();
   }
-  Status config_features(std::span<const Config> configs, FeatureMatrix& out) const override {
-    for (const Config& c : configs) {
-      std::vector<float> row;
-      for (const auto& [name, v] : c.knobs) row.push_back(static_cast<float>(std::get<int64_t>(v)));
-      TF_RETURN_IF_ERROR(out.add_row(row));
-    }
-    return Status();
+  StatusOr<std::vector<float>> history_features(const HistoryRecord& record) const override {
+    std::vector<float> row;
+    for (const auto& [name, v] : record.config.knobs) row.push_back(static_cast<float>(std::get<int64_t>(v)));
+    return row;
   }
   StatusOr<v1::Artifact> build(const Point& p) const override {
     if (p.size() > 0 && p[0] == 7) return invalid_argument("tile does not fit");
