@@ -6,12 +6,13 @@
 //
 // With --transfer-from W0, W0 is tuned first and the strategy xgb-sa+transfer starts its cost
 // model from W0's measurements (transfer learning), to compare with a cold xgb-sa. A strategy
-// name ending in +knob (xgb-sa+knob) gives the cost model knob features instead of loop features.
+// name ending in +loop (xgb-sa+loop) gives the cost model loop features instead of knob features.
 //
 // Every config is measured once and remembered: when two strategies (or seeds) propose the same
 // config they see the same figure, so the comparison is about the search, not about noise.
 //
-// Last line: {"results":[{"workload":…,"strategy":…,"trials_to_95":…,"best_gflops":…}],"plan_ms_per_64":…}
+// Last line: {"results":[{"workload":…,"strategy":…,"trials_to_95":…,"best_gflops":…}],"plan_ms_per_64":…,
+// "plan_ms_per_64_by_strategy":{…}}; plan_ms_per_64 is the first model-based strategy's.
 #include <stdlib.h>
 
 #include <algorithm>
@@ -98,7 +99,7 @@ struct Run {
 struct Contender {
   Strategy strategy = Strategy::kXgbSa;
   bool transfer = false;  // +transfer: warm-started from the --transfer-from history.
-  FeatureKind features = FeatureKind::kLoop;  // +knob: knob features.
+  FeatureKind features = FeatureKind::kKnob;  // +loop: loop features (compiler/features).
 };
 
 StatusOr<Contender> parse_contender(std::string_view name) {
@@ -109,15 +110,16 @@ StatusOr<Contender> parse_contender(std::string_view name) {
     size_t next = name.find('+', plus + 1);
     std::string_view modifier = name.substr(plus + 1, next == std::string_view::npos ? next : next - plus - 1);
     if (modifier == "transfer") c.transfer = true;
-    else if (modifier == "knob") c.features = FeatureKind::kKnob;
-    else return invalid_argument(fmt::format("unknown strategy modifier '+{}' in '{}' (known: +transfer, +knob)", modifier, name));
+    else if (modifier == "loop") c.features = FeatureKind::kLoop;
+    else return invalid_argument(fmt::format("unknown strategy modifier '+{}' in '{}' (known: +transfer, +loop)", modifier, name));
     plus = next;
   }
   return c;
 }
 
 // One search of `trials` trials; `features` describes the candidates to the cost model (same space
-// as `task`); planning times of full batches go to `plan_ms` (model-based strategies only).
+// as `task`); planning times of full batches (retraining the model on the last batch, then
+// proposing) go to `plan_ms` (model-based strategies only).
 StatusOr<Run> run_search(const CompilerTask& task, const CompilerTask& features, Oracle& oracle, Strategy strategy,
                          uint64_t seed, int trials, int batch, std::span<const HistoryRecord> history,
                          std::vector<double>& plan_ms) {
@@ -129,11 +131,15 @@ StatusOr<Run> run_search(const CompilerTask& task, const CompilerTask& features,
   });
   TF_RETURN_IF_ERROR(warm_start_from_history(features, *searcher, history));
   Run run;
+  auto since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  double fit_ms = 0;  // Retraining on the last batch is part of planning the next one.
   while (static_cast<int>(run.curve.size()) < trials) {
     auto start = std::chrono::steady_clock::now();
     TF_ASSIGN_OR_RETURN(std::vector<Point> points,
                         searcher->propose(std::min(batch, trials - static_cast<int>(run.curve.size()))));
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    double ms = since(start) + fit_ms;
     if (points.empty()) break;
     if (strategy == Strategy::kXgbSa && run.curve.size() >= static_cast<size_t>(batch) &&
         static_cast<int>(points.size()) == batch)
@@ -144,7 +150,9 @@ StatusOr<Run> run_search(const CompilerTask& task, const CompilerTask& features,
       g.push_back(v);
       run.curve.push_back(v);
     }
+    start = std::chrono::steady_clock::now();
     TF_RETURN_IF_ERROR(searcher->observe(points, g));
+    fit_ms = since(start);
   }
   return run;
 }
@@ -192,7 +200,7 @@ int main(int argc, char** argv) {
 
   Target host;
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
-  std::vector<double> plan_ms;
+  std::map<std::string, std::vector<double>> plan_ms;  // By strategy name.
   std::ofstream best_file;
   if (!best_out.empty()) best_file.open(best_out);
   fmt::print("search_bench: {} trials, {} seeds, batch {}, measured single-threaded in the sandbox\n", trials, seeds, batch);
@@ -234,9 +242,9 @@ int main(int argc, char** argv) {
 
   for (const Workload& w : *workloads) {
     auto task = CompilerTask::create(w, host);
-    auto knob_task = CompilerTask::create(w, host, "", FeatureKind::kKnob);
-    if (!task.ok() || !knob_task.ok()) {
-      fmt::print(stderr, "search_bench: {}: {}\n", w.to_string(), (task.ok() ? knob_task.status() : task.status()).message());
+    auto loop_task = CompilerTask::create(w, host, "", FeatureKind::kLoop);
+    if (!task.ok() || !loop_task.ok()) {
+      fmt::print(stderr, "search_bench: {}: {}\n", w.to_string(), (task.ok() ? loop_task.status() : task.status()).message());
       return 1;
     }
     Oracle oracle(**task, **backend, measure);
@@ -245,14 +253,11 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < strategies.size(); ++k) {
         const std::string& name = strategies[k];
         const Contender& c = contenders[k];
-        const CompilerTask& features = c.features == FeatureKind::kKnob ? **knob_task : **task;
-        // Planning time is reported for the default contender, xgb-sa with loop features.
-        std::vector<double> ignored;
-        bool timed = name == "xgb-sa" || std::none_of(strategies.begin(), strategies.end(),
-                                                      [](const std::string& s) { return s == "xgb-sa"; });
+        const CompilerTask& features = c.features == FeatureKind::kLoop ? **loop_task : **task;
+        // Planning time is reported for the default contender, xgb-sa with knob features.
         auto run = run_search(**task, features, oracle, c.strategy, static_cast<uint64_t>(seed), trials, batch,
                               c.transfer ? std::span<const HistoryRecord>(history) : std::span<const HistoryRecord>(),
-                              timed ? plan_ms : ignored);
+                              plan_ms[name]);
         if (!run.ok()) {
           fmt::print(stderr, "search_bench: {}\n", run.status().message());
           return 1;
@@ -294,9 +299,18 @@ int main(int argc, char** argv) {
       best_file << line.dump() << "\n";
     }
   }
-  double plan = median(plan_ms);
-  fmt::print("xgb-sa planning: median {:.0f} ms per batch of {} over {} batches\n", plan, batch, plan_ms.size());
-  nlohmann::ordered_json summary = {{"results", results}, {"plan_ms_per_64", plan}};
+  std::optional<double> plan;
+  nlohmann::ordered_json plan_by_strategy = nlohmann::ordered_json::object();
+  for (const std::string& name : strategies) {
+    const std::vector<double>& ms = plan_ms[name];
+    if (ms.empty()) continue;
+    if (!plan) plan = median(ms);
+    plan_by_strategy[name] = median(ms);
+    fmt::print("{} planning: median {:.0f} ms per batch of {} over {} batches\n", name, median(ms), batch, ms.size());
+  }
+  nlohmann::ordered_json summary = {{"results", results},
+                                    {"plan_ms_per_64", plan ? nlohmann::ordered_json(*plan) : nlohmann::ordered_json()},
+                                    {"plan_ms_per_64_by_strategy", plan_by_strategy}};
   fmt::print("{}\n", summary.dump());
   return 0;
 }

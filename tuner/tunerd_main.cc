@@ -38,9 +38,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 64));
   app.add_option("--build-threads", options.build_threads, "Compiler threads per job (0: one per CPU)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  std::string features = "loop";
+  std::string features = "knob";
   app.add_option("--features", features,
-                 "What the cost model sees of a candidate: loop (its loop nest) or knob (its knob values)")
+                 "What the cost model sees of a candidate: knob (its knob values) or loop (its loop nest; "
+                 "slower to plan)")
       ->capture_default_str()->check(CLI::IsMember({"loop", "knob"}));
   TlsServerFiles tls;
   TlsClientFiles tracker_tls;

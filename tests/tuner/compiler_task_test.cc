@@ -147,8 +147,10 @@ INSTANTIATE_TEST_SUITE_P(Features, CostModelOnRecordedData, ::testing::Values(Fe
                          [](const auto& info) { return std::string(feature_kind_name(info.param)); });
 
 TEST(CompilerTask, HistoryOfAnotherShapeDescribesItsOwnLoops) {
-  auto task = make("matmul:M=512,N=512,K=512");
-  ASSERT_TRUE(task);
+  auto created = CompilerTask::create(*parse_workload("matmul:M=512,N=512,K=512"), *parse_target("llvm"), "",
+                                      FeatureKind::kLoop);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  auto& task = *created;
   Config c = task->config_at(*task->default_point());
   auto here = task->history_features({"matmul:M=512,N=512,K=512", c, 1.0});
   auto other = task->history_features({"matmul:M=1024,N=1024,K=64", c, 1.0});
