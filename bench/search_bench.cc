@@ -6,7 +6,8 @@
 //
 // With --transfer-from W0, W0 is tuned first and the strategy xgb-sa+transfer starts its cost
 // model from W0's measurements (transfer learning), to compare with a cold xgb-sa. A strategy
-// name ending in +loop (xgb-sa+loop) gives the cost model loop features instead of knob features.
+// name ending in +loop (xgb-sa+loop) gives the cost model loop features instead of knob features,
+// one ending in +regression a regression objective instead of pairwise ranking.
 //
 // Every config is measured once (its fastest of 5 repeats) and remembered: when two strategies (or
 // seeds) propose the same config they see the same figure, so the comparison is about the search,
@@ -103,6 +104,7 @@ struct Contender {
   Strategy strategy = Strategy::kXgbSa;
   bool transfer = false;  // +transfer: warm-started from the --transfer-from history.
   FeatureKind features = FeatureKind::kKnob;  // +loop: loop features (compiler/features).
+  ModelOptions::Objective objective = ModelOptions::Objective::kRank;  // +regression.
 };
 
 StatusOr<Contender> parse_contender(std::string_view name) {
@@ -114,7 +116,8 @@ StatusOr<Contender> parse_contender(std::string_view name) {
     std::string_view modifier = name.substr(plus + 1, next == std::string_view::npos ? next : next - plus - 1);
     if (modifier == "transfer") c.transfer = true;
     else if (modifier == "loop") c.features = FeatureKind::kLoop;
-    else return invalid_argument(fmt::format("unknown strategy modifier '+{}' in '{}' (known: +transfer, +loop)", modifier, name));
+    else if (modifier == "regression") c.objective = ModelOptions::Objective::kRegression;
+    else return invalid_argument(fmt::format("unknown strategy modifier '+{}' in '{}' (known: +transfer, +loop, +regression)", modifier, name));
     plus = next;
   }
   return c;
@@ -124,10 +127,11 @@ StatusOr<Contender> parse_contender(std::string_view name) {
 // as `task`); planning times of full batches (retraining the model on the last batch, then
 // proposing) go to `plan_ms` (model-based strategies only).
 StatusOr<Run> run_search(const CompilerTask& task, const CompilerTask& features, Oracle& oracle, Strategy strategy,
-                         uint64_t seed, int trials, int batch, std::span<const HistoryRecord> history,
-                         std::vector<double>& plan_ms) {
+                         ModelOptions::Objective objective, uint64_t seed, int trials, int batch,
+                         std::span<const HistoryRecord> history, std::vector<double>& plan_ms) {
   SearchOptions options;
   options.seed = seed;
+  options.model.objective = objective;
   options.model.seed = seed;
   auto searcher = make_searcher(strategy, task.space(), options, [&features](std::span<const Point> p, FeatureMatrix& out) {
     return features.features(p, out);
@@ -232,7 +236,8 @@ int main(int argc, char** argv) {
     }
     Oracle oracle0(**task0, **backend, measure);
     std::vector<double> ignored;
-    auto run = run_search(**task0, **task0, oracle0, Strategy::kXgbSa, 1, trials, batch, {}, ignored);
+    auto run = run_search(**task0, **task0, oracle0, Strategy::kXgbSa, ModelOptions::Objective::kRank, 1, trials,
+                          batch, {}, ignored);
     if (!run.ok()) {
       fmt::print(stderr, "search_bench: --transfer-from: {}\n", run.status().message());
       return 1;
@@ -258,7 +263,7 @@ int main(int argc, char** argv) {
         const Contender& c = contenders[k];
         const CompilerTask& features = c.features == FeatureKind::kLoop ? **loop_task : **task;
         // Planning time is reported for the default contender, xgb-sa with knob features.
-        auto run = run_search(**task, features, oracle, c.strategy, static_cast<uint64_t>(seed), trials, batch,
+        auto run = run_search(**task, features, oracle, c.strategy, c.objective, static_cast<uint64_t>(seed), trials, batch,
                               c.transfer ? std::span<const HistoryRecord>(history) : std::span<const HistoryRecord>(),
                               plan_ms[name]);
         if (!run.ok()) {

@@ -266,6 +266,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     default: options.strategy = Strategy::kXgbSa; break;
   }
   options.search.seed = spec.seed() ? spec.seed() : std::hash<std::string>{}(job_id);
+  options.search.model = options_.model;
   options.search.model.seed = options.search.seed;
   options.measure = options_.default_measure;
   if (spec.has_measure()) {

@@ -24,6 +24,16 @@ Status FeatureMatrix::append(const FeatureMatrix& other) {
   return Status();
 }
 
+std::string_view objective_name(ModelOptions::Objective objective) {
+  return objective == ModelOptions::Objective::kRank ? "rank" : "regression";
+}
+
+StatusOr<ModelOptions::Objective> parse_objective(std::string_view name) {
+  for (auto o : {ModelOptions::Objective::kRank, ModelOptions::Objective::kRegression})
+    if (name == objective_name(o)) return o;
+  return invalid_argument(fmt::format("unknown cost model objective '{}' (known: rank, regression)", name));
+}
+
 namespace {
 
 Status xgb_error(const char* what) { return internal_error(fmt::format("xgboost {}: {}", what, XGBGetLastError())); }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -42,6 +43,10 @@ struct ModelOptions {
   int nthread = 1;       // Training is small; more threads mostly add spin-wait on a busy machine.
   uint64_t seed = 0;
 };
+
+std::string_view objective_name(ModelOptions::Objective objective);
+// "rank" or "regression".
+StatusOr<ModelOptions::Objective> parse_objective(std::string_view name);
 
 class CostModel {
  public:

@@ -43,6 +43,11 @@ int main(int argc, char** argv) {
                  "What the cost model sees of a candidate: knob (its knob values) or loop (its loop nest; "
                  "slower to plan)")
       ->capture_default_str()->check(CLI::IsMember({"loop", "knob"}));
+  std::string objective = "rank";
+  app.add_option("--cost-model", objective,
+                 "How the cost model learns: rank (pairwise ranking, as AutoTVM) or regression (of normalised "
+                 "throughput)")
+      ->capture_default_str()->check(CLI::IsMember({"rank", "regression"}));
   TlsServerFiles tls;
   TlsClientFiles tracker_tls;
   app.add_option("--tls-cert", tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
@@ -53,6 +58,7 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", insecure, "Allow a non-loopback address without TLS and tokens");
   int exit_code = 0;
   if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
+  options.model.objective = *parse_objective(objective);
   if (Status s = setup_logging("tunerd", common.log_level); !s.ok()) {
     fmt::print(stderr, "tunerd: {}\n", s.message());
     return 2;

@@ -98,5 +98,14 @@ TEST(CostModel, UntrainedModelScoresZeroAndBadInputIsAnError) {
   EXPECT_EQ(model.fit(empty, {}).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(CostModel, ObjectivesHaveNamesThatParseBack) {
+  for (auto objective : {ModelOptions::Objective::kRank, ModelOptions::Objective::kRegression}) {
+    auto parsed = parse_objective(objective_name(objective));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, objective);
+  }
+  EXPECT_THAT(parse_objective("lambdamart").status().message(), ::testing::HasSubstr("known: rank, regression"));
+}
+
 }  // namespace
 }  // namespace tunefarm
