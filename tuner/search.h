@@ -65,6 +65,9 @@ class Searcher {
   // strategies without a model ignore it.
   virtual Status warm_start(const FeatureMatrix&, std::span<const float>) { return Status(); }
 
+  // Whether measured results steer later proposals (false for random and grid search).
+  virtual bool learns() const { return true; }
+
   bool visited(const Point& p) const { return visited_.count(space_.index_of(p)) > 0; }
   int64_t num_visited() const { return static_cast<int64_t>(visited_.size()); }
 

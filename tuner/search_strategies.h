@@ -13,6 +13,7 @@ class RandomSearcher : public Searcher {
  public:
   using Searcher::Searcher;
   std::string_view name() const override { return "random"; }
+  bool learns() const override { return false; }
 
  protected:
   StatusOr<std::vector<Point>> propose_new(int n) override;
@@ -23,6 +24,7 @@ class GridSearcher : public Searcher {
  public:
   using Searcher::Searcher;
   std::string_view name() const override { return "grid"; }
+  bool learns() const override { return false; }
 
  protected:
   StatusOr<std::vector<Point>> propose_new(int n) override;

@@ -293,7 +293,9 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
   };
 
   // Measuring batch n overlaps with proposing and building batch n+1, unless both would compete
-  // for this machine's CPUs.
+  // for this machine's CPUs, or batch n+1 is for the same task and its searcher learns: planning
+  // and building a batch take well under a second and measuring it many, but a model one batch
+  // behind costs a whole batch of trials (xgb-sa's first guided batch would be the third).
   std::optional<Batch> in_flight;
   std::future<Status> measuring;
   auto complete_in_flight = [&]() -> Status {
@@ -328,6 +330,8 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
         break;
       }
     }
+    if (in_flight && in_flight->task == task && state_[task]->searcher->learns())
+      TF_RETURN_IF_ERROR(complete_in_flight());
     auto batch = prepare_batch(task, std::min(options_.batch_size, options_.trials - planned));
     if (!batch.ok()) {
       (void)complete_in_flight();

@@ -57,6 +57,7 @@ class FakeTask : public TuningTask {
   }
   StatusOr<v1::Artifact> build(const Point& p) const override {
     if (p.size() > 0 && p[0] == 7) return invalid_argument("tile does not fit");
+    if (on_build) on_build();
     v1::Artifact a;
     a.set_entry_symbol(std::to_string(space_.index_of(p)));
     return a;
@@ -69,6 +70,7 @@ class FakeTask : public TuningTask {
   std::optional<Point> default_point() const override { return default_; }
   double true_gflops(int64_t index) const { return gflops_(space_.point_at(index)); }
   std::optional<Point> default_;
+  std::function<void()> on_build;  // Called from the build threads.
 
  private:
   v1::Workload workload_;

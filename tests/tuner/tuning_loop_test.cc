@@ -1,9 +1,12 @@
 #include "tuner/tuning_loop.h"
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -31,6 +34,38 @@ StatusOr<TuningOutcome> run_loop(TuningLoop& loop, Collected& c) {
         c.results.push_back(r);
       },
       [&](const TuningProgress& p) { c.progress.push_back(p); });
+}
+
+// On a remote farm the loop overlaps measuring one batch with building the next, but a searcher
+// that learns must propose from every result of its own previous batch.
+TEST(TuningLoop, ALearningSearcherProposesOnlyAfterItsLastBatchIsMeasured) {
+  for (Strategy strategy : {Strategy::kXgbSa, Strategy::kGenetic}) {
+    FakeTask task({7, 8, 8}, peak);  // Every point builds (p[0] == 7 would not), so every one is measured.
+    FakeBackend backend(task, /*shares_cpu=*/false);
+    std::atomic<int64_t> delivered{0};
+    backend.after_result = [&](int64_t n) {
+      delivered.store(n);
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    };
+    std::mutex mu;
+    std::vector<int64_t> seen_at_build;
+    task.on_build = [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      seen_at_build.push_back(delivered.load());
+    };
+    TuningOptions options;
+    options.strategy = strategy;
+    options.trials = 64;
+    options.batch_size = 16;
+    options.remeasure_rounds = 0;
+    TuningLoop loop({&task}, {}, backend, options);
+    Collected c;
+    auto outcome = run_loop(loop, c);
+    ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+    ASSERT_EQ(seen_at_build.size(), 64u);
+    for (size_t i = 0; i < seen_at_build.size(); ++i)
+      EXPECT_EQ(seen_at_build[i], static_cast<int64_t>(i / 16 * 16)) << strategy_name(strategy) << " build " << i;
+  }
 }
 
 TEST(TuningLoop, MeasuresExactlyTheBudgetOfDistinctConfigsInBothPipelineModes) {
