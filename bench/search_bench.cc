@@ -101,6 +101,7 @@ struct Run {
 // A strategy as named on the command line: a search strategy and what its cost model starts from
 // and sees.
 struct Contender {
+  std::string name;  // As given, e.g. "xgb-sa+loop".
   Strategy strategy = Strategy::kXgbSa;
   bool transfer = false;  // +transfer: warm-started from the --transfer-from history.
   FeatureKind features = FeatureKind::kKnob;  // +loop: loop features (compiler/features).
@@ -109,6 +110,7 @@ struct Contender {
 
 StatusOr<Contender> parse_contender(std::string_view name) {
   Contender c;
+  c.name = name;
   size_t plus = name.find('+');
   TF_ASSIGN_OR_RETURN(c.strategy, parse_strategy(name.substr(0, plus)));
   while (plus != std::string_view::npos) {
@@ -258,11 +260,9 @@ int main(int argc, char** argv) {
     Oracle oracle(**task, **backend, measure);
     std::map<std::string, std::vector<Run>> runs;
     for (int seed = 1; seed <= seeds; ++seed) {
-      for (size_t k = 0; k < strategies.size(); ++k) {
-        const std::string& name = strategies[k];
-        const Contender& c = contenders[k];
+      for (const Contender& c : contenders) {
+        const std::string& name = c.name;
         const CompilerTask& features = c.features == FeatureKind::kLoop ? **loop_task : **task;
-        // Planning time is reported for the default contender, xgb-sa with knob features.
         auto run = run_search(**task, features, oracle, c.strategy, c.objective, static_cast<uint64_t>(seed), trials, batch,
                               c.transfer ? std::span<const HistoryRecord>(history) : std::span<const HistoryRecord>(),
                               plan_ms[name]);

@@ -9,6 +9,7 @@
 #include "common/wire.h"
 #include "compiler/build.h"
 #include "compiler/features/features.h"
+#include "tuner/parallel_for.h"
 
 namespace tunefarm {
 
@@ -139,6 +140,10 @@ struct CompilerTask::Impl {
     return row;
   }
 
+  size_t feature_width() const {
+    return feature_kind == FeatureKind::kKnob ? knob_width : features::kFeatureLength;
+  }
+
   StatusOr<std::vector<float>> row(const Workload& w, const Config& c) const {
     if (feature_kind == FeatureKind::kKnob) return knob_row(c);
     return candidate_features(w, target, c);
@@ -174,31 +179,19 @@ StatusOr<Point> CompilerTask::point_of(const Config& config) const {
 }
 
 Status CompilerTask::features(std::span<const Point> points, FeatureMatrix& out) const {
-  const size_t width = impl_->feature_kind == FeatureKind::kKnob ? impl_->knob_width : features::kFeatureLength;
+  const int n = static_cast<int>(points.size());
   std::vector<std::vector<float>> rows(points.size());
-  auto fill = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      auto row = impl_->row(impl_->workload, config_at(points[i]));
-      // A valid point the template cannot lower still needs a row: it will fail to build and be
-      // learnt as a zero, so an all-zero row is enough.
-      rows[i] = row.ok() ? std::move(*row) : std::vector<float>(width);
-    }
-  };
   // Loop features lower every candidate (about 0.2 ms each) and simulated annealing asks for
   // thousands per batch: spread them over the cores. Knob features are too cheap to share out.
-  size_t threads = impl_->feature_kind == FeatureKind::kLoop
-                       ? std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), points.size() / 16)
-                       : 0;
-  if (threads <= 1) {
-    fill(0, points.size());
-  } else {
-    std::vector<std::thread> pool;
-    size_t chunk = (points.size() + threads - 1) / threads;
-    for (size_t t = 1; t < threads; ++t)
-      pool.emplace_back(fill, std::min(points.size(), t * chunk), std::min(points.size(), (t + 1) * chunk));
-    fill(0, std::min(points.size(), chunk));
-    for (std::thread& t : pool) t.join();
-  }
+  int threads = impl_->feature_kind == FeatureKind::kLoop
+                    ? std::min(static_cast<int>(std::thread::hardware_concurrency()), n / 16)
+                    : 1;
+  parallel_for(n, threads, [&](int i) {
+    auto row = impl_->row(impl_->workload, config_at(points[i]));
+    // A valid point the template cannot lower still needs a row: it will fail to build and be
+    // learnt as a zero, so an all-zero row is enough.
+    rows[i] = row.ok() ? std::move(*row) : std::vector<float>(impl_->feature_width());
+  });
   for (const std::vector<float>& row : rows) TF_RETURN_IF_ERROR(out.add_row(row));
   return Status();
 }

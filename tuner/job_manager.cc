@@ -325,7 +325,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     TF_ASSIGN_OR_RETURN(RecordPage recent, store_.list_records(filter, options_.warm_start_records, offset));
     for (size_t i = 0; i < tasks.size(); ++i) {
       std::string template_name = tasks[i]->config_at(tasks[i]->space().point_at(0)).template_name;
-      std::vector<TuningLoop::HistoryRecord> history;
+      std::vector<HistoryRecord> history;
       for (const v1::Record& r : recent.records) {
         if (r.job_id() == job_id || r.config().template_name() != template_name) continue;
         auto w = from_proto(r.workload());

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "tuner/parallel_for.h"
 #include "tuner/task_scheduler.h"
 
 namespace tunefarm {
@@ -30,19 +31,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Runs fn(i) for i in [0, n) on up to `threads` threads.
-void parallel_for(int n, int threads, const std::function<void(int)>& fn) {
-  threads = std::max(1, std::min(threads, n));
-  std::atomic<int> next{0};
-  auto work = [&] {
-    for (int i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
 }
 
 }  // namespace

@@ -150,7 +150,6 @@ class TuningLoop {
   // and are never measured again. Call before run().
   Status preload(int task, std::span<const TrialResult> results);
 
-  using HistoryRecord = tunefarm::HistoryRecord;
   // Trains the task's cost model on related history before its first batch, so that the search
   // starts ahead. A no-op for strategies without a model. Call before run().
   Status warm_start(int task, std::span<const HistoryRecord> history);

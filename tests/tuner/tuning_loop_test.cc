@@ -237,7 +237,7 @@ TEST(TuningLoop, WarmStartFromARelatedWorkloadFindsTheOptimumSooner) {
     return 1.0 + 100.0 * std::exp(-(std::pow(p[0] - 4, 2) + std::pow(p[1] - 2, 2) + std::pow(p[2] - 3, 2)) / 4.0);
   };
   FakeTask old_task({8, 8, 8}, related, "matmul:M=16,N=16,K=16");
-  std::vector<TuningLoop::HistoryRecord> history;
+  std::vector<HistoryRecord> history;
   Rng rng(9);
   for (int i = 0; i < 300; ++i) {
     Point p = *old_task.space().sample(rng);
@@ -252,7 +252,9 @@ TEST(TuningLoop, WarmStartFromARelatedWorkloadFindsTheOptimumSooner) {
     options.search.seed = seed;
     options.remeasure_rounds = 0;
     TuningLoop loop({&task}, {}, backend, options);
-    if (warm) EXPECT_TRUE(loop.warm_start(0, history).ok());
+    if (warm) {
+      EXPECT_TRUE(loop.warm_start(0, history).ok());
+    }
     int n = 0, found = 0;
     EXPECT_TRUE(loop.run([&](const TrialResult& r) {
                       ++n;
