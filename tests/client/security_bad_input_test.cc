@@ -61,22 +61,27 @@ class SecurityBadInputTest : public ::testing::Test {
     tuner_ = v1::Tuner::NewStub(channel);
   }
 
+  // One unary call whose answer does not matter here, only its status.
+  template <typename Stub, typename Request, typename Response>
+  static grpc::Status unary(Stub& stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                            const Request& request) {
+    grpc::ClientContext context;
+    Response response;
+    return (stub.*method)(&context, request, &response);
+  }
+
   grpc::Status submit(const std::function<void(v1::JobSpec&)>& spoil, bool with_spec = true) {
     v1::SubmitJobRequest request;
     if (with_spec) {
       *request.mutable_spec() = good_spec();
       spoil(*request.mutable_spec());
     }
-    grpc::ClientContext context;
-    v1::SubmitJobResponse response;
-    return tuner_->SubmitJob(&context, request, &response);
+    return unary(*tuner_, &v1::Tuner::Stub::SubmitJob, request);
   }
   grpc::Status get(const std::string& id) {
     v1::GetJobRequest request;
     request.set_job_id(id);
-    grpc::ClientContext context;
-    v1::Job job;
-    return tuner_->GetJob(&context, request, &job);
+    return unary(*tuner_, &v1::Tuner::Stub::GetJob, request);
   }
   grpc::Status watch(const std::string& id) {
     v1::WatchJobRequest request;
@@ -92,33 +97,25 @@ class SecurityBadInputTest : public ::testing::Test {
   grpc::Status cancel(const std::string& id) {
     v1::CancelJobRequest request;
     request.set_job_id(id);
-    grpc::ClientContext context;
-    v1::Job job;
-    return tuner_->CancelJob(&context, request, &job);
+    return unary(*tuner_, &v1::Tuner::Stub::CancelJob, request);
   }
   grpc::Status list_jobs(const std::vector<int>& states, int limit) {
     v1::ListJobsRequest request;
     for (int s : states) request.add_states(static_cast<v1::JobState>(s));
     request.set_limit(limit);
-    grpc::ClientContext context;
-    v1::ListJobsResponse response;
-    return tuner_->ListJobs(&context, request, &response);
+    return unary(*tuner_, &v1::Tuner::Stub::ListJobs, request);
   }
   grpc::Status best(const std::function<void(v1::QueryBestRequest&)>& spoil) {
     v1::QueryBestRequest request;
     *request.mutable_workload() = to_proto(*parse_workload("matmul:M=64,N=64,K=64"));
     *request.mutable_target() = to_proto(*parse_target("llvm"));
     spoil(request);
-    grpc::ClientContext context;
-    v1::QueryBestResponse response;
-    return tuner_->QueryBest(&context, request, &response);
+    return unary(*tuner_, &v1::Tuner::Stub::QueryBest, request);
   }
   grpc::Status records(const std::function<void(v1::ListRecordsRequest&)>& spoil) {
     v1::ListRecordsRequest request;
     spoil(request);
-    grpc::ClientContext context;
-    v1::ListRecordsResponse response;
-    return tuner_->ListRecords(&context, request, &response);
+    return unary(*tuner_, &v1::Tuner::Stub::ListRecords, request);
   }
   grpc::Status export_records(const v1::Workload& workload) {
     v1::ExportRecordsRequest request;
@@ -162,16 +159,12 @@ class SecurityBadInputTest : public ::testing::Test {
   grpc::Status list_devices(const std::string& key) {
     v1::ListDevicesRequest request;
     request.set_device_key(key);
-    grpc::ClientContext context;
-    v1::ListDevicesResponse response;
-    return tracker_->ListDevices(&context, request, &response);
+    return unary(*tracker_, &v1::Tracker::Stub::ListDevices, request);
   }
   grpc::Status queue_status(const std::string& key) {
     v1::QueueStatusRequest request;
     request.set_device_key(key);
-    grpc::ClientContext context;
-    v1::QueueStatusResponse response;
-    return tracker_->QueueStatus(&context, request, &response);
+    return unary(*tracker_, &v1::Tracker::Stub::QueueStatus, request);
   }
 
   std::vector<Case> cases();

@@ -14,6 +14,19 @@
 namespace tunefarm {
 namespace {
 
+// Runs a GPU kernel in the interpreter on the inputs of `bufs`, writing bufs.output.
+Status interpret(const ir::LoweredFunc& f, testing_util::Buffers& bufs) {
+  std::vector<float*> ptrs;
+  std::vector<int64_t> sizes;
+  for (auto& in : bufs.inputs) {
+    ptrs.push_back(in.data());
+    sizes.push_back(static_cast<int64_t>(in.size()));
+  }
+  ptrs.push_back(bufs.output.data());
+  sizes.push_back(static_cast<int64_t>(bufs.output.size()));
+  return testing_util::interpret_gpu_kernel(f, ptrs, sizes);
+}
+
 class CudaEmulation : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaEmulation, RandomValidConfigsMatchReference) {
@@ -62,15 +75,7 @@ TEST_P(CudaEmulation, SharedMemoryStagingMatchesReferenceWithRealThreads) {
       auto f = lower_candidate(w, gpu, c);
       ASSERT_TRUE(f.ok()) << f.status().to_string();
       auto bufs = testing_util::make_buffers(w, 61 + run);
-      std::vector<float*> ptrs;
-      std::vector<int64_t> sizes;
-      for (auto& in : bufs.inputs) {
-        ptrs.push_back(in.data());
-        sizes.push_back(static_cast<int64_t>(in.size()));
-      }
-      ptrs.push_back(bufs.output.data());
-      sizes.push_back(static_cast<int64_t>(bufs.output.size()));
-      Status st = testing_util::interpret_gpu_kernel(*f, ptrs, sizes);
+      Status st = interpret(*f, bufs);
       ASSERT_TRUE(st.ok()) << c.to_json() << ": " << st.to_string() << "\n" << ir::to_string(*f);
       ASSERT_EQ(testing_util::compare(bufs.output, bufs.expected), "") << c.to_json() << "\n" << ir::to_string(*f);
     }
@@ -84,15 +89,7 @@ TEST_P(CudaEmulation, ReferenceKernelMatchesReference) {
   auto f = lower_reference(w, *parse_target("cuda -arch=sm_90"));
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   auto bufs = testing_util::make_buffers(w, 17);
-  std::vector<float*> ptrs;
-  std::vector<int64_t> sizes;
-  for (auto& in : bufs.inputs) {
-    ptrs.push_back(in.data());
-    sizes.push_back(static_cast<int64_t>(in.size()));
-  }
-  ptrs.push_back(bufs.output.data());
-  sizes.push_back(static_cast<int64_t>(bufs.output.size()));
-  Status st = testing_util::interpret_gpu_kernel(*f, ptrs, sizes);
+  Status st = interpret(*f, bufs);
   ASSERT_TRUE(st.ok()) << st.to_string() << "\n" << ir::to_string(*f);
   EXPECT_EQ(testing_util::compare(bufs.output, bufs.expected), "") << ir::to_string(*f);
 }
