@@ -157,18 +157,12 @@ std::string Measurer::stop_worker() {
   channel_fd_ = -1;
   if (worker_pid_ <= 0) return "not running";
   int wait_status = 0;
-  std::string how;
-  if (waitpid(worker_pid_, &wait_status, WNOHANG) == worker_pid_) {
-    how = describe_exit(wait_status);
-  } else {
-    kill(-worker_pid_, SIGKILL);
-    waitpid(worker_pid_, &wait_status, 0);
-    how = "killed";
-  }
-  // Whatever a kernel forked is in the same group and outlives a worker that already died.
+  bool ended = waitpid(worker_pid_, &wait_status, WNOHANG) == worker_pid_;
+  // The whole group: whatever a kernel forked is in it and may outlive a worker that already died.
   kill(-worker_pid_, SIGKILL);
+  if (!ended) waitpid(worker_pid_, &wait_status, 0);
   worker_pid_ = -1;
-  return how;
+  return ended ? describe_exit(wait_status) : "killed";
 }
 
 std::string Measurer::describe_death(int wait_status, const ::rusage& usage) const {
