@@ -70,8 +70,10 @@ namespace {
 
 StatusOr<ir::LoweredFunc> candidate_loops(const Workload& workload, const Target& target, const Config& config) {
   TF_ASSIGN_OR_RETURN(const ops::Template* t, lookup_template(workload, target, config.template_name));
-  TF_RETURN_IF_ERROR(t->space(workload).check(config).with_context("config for " + t->name));
-  auto f = t->build(workload, config, kKernelEntry);
+  ops::ConfigSpace space = t->space(workload);
+  TF_RETURN_IF_ERROR(space.check(config).with_context("config for " + t->name));
+  TF_ASSIGN_OR_RETURN(Config full, space.complete(config));
+  auto f = t->build(workload, full, kKernelEntry);
   if (!f.ok()) return f.status().with_context(fmt::format("{} with {}", t->name, config.to_json()));
   return f;
 }

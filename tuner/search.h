@@ -34,6 +34,9 @@ using FeatureFn = std::function<Status(std::span<const Point> points, FeatureMat
 struct SearchOptions {
   uint64_t seed = 1;
   double epsilon = 0.05;          // Share of each xgb-sa batch drawn at random.
+  // xgb-sa with nothing to learn from yet proposes this many random points, not a full batch: the
+  // model steers from the next batch on instead of after a whole batch of blind measurements.
+  int sa_first_batch = 16;
   int sa_chains = 128;
   int sa_max_steps = 500;
   int sa_early_stop = 50;         // Steps without a change in the top list before stopping.

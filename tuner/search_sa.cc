@@ -50,7 +50,7 @@ Status XgbSaSearcher::learn(std::span<const Point> points, std::span<const doubl
 
 StatusOr<std::vector<Point>> XgbSaSearcher::propose_new(int n) {
   std::unordered_set<int64_t> taken;
-  if (!model_->trained() && !model_->has_base()) return random_unvisited(n, taken);
+  if (!model_->trained() && !model_->has_base()) return random_unvisited(std::min(n, options_.sa_first_batch), taken);
 
   // Persistent chains: start from where the previous batch's annealing ended.
   while (static_cast<int>(chains_.size()) < options_.sa_chains) {

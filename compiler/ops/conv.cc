@@ -176,9 +176,15 @@ ConfigSpace cpu_space(const std::string& name, const Conv& c) {
     s.define_split_candidates("tile_q", {{4, 8, 14, 16, 28, 32, 56}});
   }
   s.define_split_candidates("tile_p", {{1, 2, 4}});
-  s.define_reorder("reduce_order", {{0, 1, 2}, {1, 2, 0}});
+  // Orders of the reduction (channel, window row, window column) and of the tile loops
+  // (NCHW: channel, row, column tiles; NHWC: row, column, channel tiles): which operand stays in
+  // cache while the other streams. The first choice of each is the order the template had before
+  // the knob existed.
+  const std::vector<std::vector<int64_t>> orders = {{0, 1, 2}, {1, 2, 0}, {0, 2, 1}, {1, 0, 2}, {2, 0, 1}, {2, 1, 0}};
+  s.define_reorder("reduce_order", orders);
   s.define_knob("unroll_window", std::vector<int64_t>{1, 0});
   s.define_annotate("parallel", {"none", "outer"});
+  s.define_reorder("tile_order", orders);
   bool nhwc = c.nhwc, depthwise = c.depthwise;
   s.set_validator([nhwc, depthwise](const Config& cfg) -> Status {
     int64_t kr = knob_list(cfg, "tile_k")[1], qr = knob_list(cfg, "tile_q")[1], pr = knob_list(cfg, "tile_p")[1];
@@ -223,7 +229,8 @@ Config cpu_default(const std::string& name, const Conv& c) {
                {"tile_p", std::vector<int64_t>{-1, c.depthwise ? 2 : 1}},
                {"reduce_order", std::vector<int64_t>{0, 1, 2}},
                {"unroll_window", int64_t{1}},
-               {"parallel", std::string("none")}};
+               {"parallel", std::string("none")},
+               {"tile_order", std::vector<int64_t>{0, 1, 2}}};
   return cfg;
 }
 
@@ -231,6 +238,7 @@ StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& cfg, const 
   Conv c = conv_of(w);
   int64_t kr = knob_list(cfg, "tile_k")[1], qr = knob_list(cfg, "tile_q")[1], pr = knob_list(cfg, "tile_p")[1];
   const auto& rorder = knob_list(cfg, "reduce_order");
+  const auto& torder = knob_list(cfg, "tile_order");
   bool unroll_window = knob_int(cfg, "unroll_window") != 0;
   bool par = knob_str(cfg, "parallel") == "outer";
   ConvTensors t = define_conv(c, true);
@@ -242,20 +250,25 @@ StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& cfg, const 
   auto [ko, ki] = out.split(k, kr);
   auto [po, pi] = out.split(p, pr);
   auto [qo, qi] = out.split(q, qr);
-  // Tile loops outside, the register tile inside: channels x rows x columns (NCHW) or
-  // rows x columns x channels (NHWC), the contiguous axis innermost and vectorized.
+  // Tile loops outside in the chosen order, the register tile inside: channels x rows x columns
+  // (NCHW) or rows x columns x channels (NHWC), the contiguous axis innermost and vectorized.
+  std::vector<te::IterVar> tiles = c.nhwc ? std::vector<te::IterVar>{po, qo, ko} : std::vector<te::IterVar>{ko, po, qo};
+  std::vector<te::IterVar> loops = {n};
+  for (int64_t i : torder) loops.push_back(tiles[i]);
+  te::IterVar outermost = loops[1], attach = loops.back();
   if (c.nhwc) {
-    out.reorder({n, po, qo, ko, pi, qi, ki});
+    for (auto iv : {pi, qi, ki}) loops.push_back(iv);
+    out.reorder(loops);
     out.unroll(qi);
     out.vectorize(ki);
   } else {
-    out.reorder({n, ko, po, qo, ki, pi, qi});
+    for (auto iv : {ki, pi, qi}) loops.push_back(iv);
+    out.reorder(loops);
     out.unroll(ki);
     out.vectorize(qi);
   }
   out.unroll(pi);
-  te::IterVar attach = c.nhwc ? ko : qo;
-  if (par) out.parallel(c.nhwc ? po : ko);
+  if (par) out.parallel(outermost);
 
   auto& a = s[acc];
   a.compute_at(out, attach);

@@ -101,30 +101,36 @@ StatusOr<Config> ConfigSpace::get(int64_t index) const {
 StatusOr<int64_t> ConfigSpace::index_of(const Config& config) const {
   if (config.template_name != template_name_)
     return invalid_argument(fmt::format("config is for template '{}', this space is '{}'", config.template_name, template_name_));
-  for (const auto& [name, value] : config.knobs) {
-    if (std::none_of(knobs_.begin(), knobs_.end(), [&n = name](const Knob& k) { return k.name == n; }))
+  for (size_t i = 0; i < config.knobs.size(); ++i) {
+    const std::string& name = config.knobs[i].first;
+    if (std::none_of(knobs_.begin(), knobs_.end(), [&name](const Knob& k) { return k.name == name; }))
       return invalid_argument(fmt::format("config has unknown knob '{}' for template {}", name, template_name_));
+    for (size_t j = 0; j < i; ++j)
+      if (config.knobs[j].first == name) return invalid_argument(fmt::format("config repeats knob '{}'", name));
   }
   int64_t index = 0, radix = 1;
   for (size_t i = 0; i < knobs_.size(); ++i) {
     const Knob& k = knobs_[i];
+    // A knob the config predates reads as its first choice: templates list the behaviour they had
+    // before the knob existed first, so configs recorded by earlier versions keep their meaning.
     const KnobValue* v = config.find(k.name);
-    if (!v) return invalid_argument(fmt::format("config lacks knob '{}' of template {}", k.name, template_name_));
-    auto it = std::find(k.choices.begin(), k.choices.end(), *v);
+    auto it = v ? std::find(k.choices.begin(), k.choices.end(), *v) : k.choices.begin();
     if (it == k.choices.end())
       return invalid_argument(fmt::format("knob '{}' = {} is not one of its {} choices", k.name, knob_value_to_string(*v), k.choices.size()));
     index += radix * (it - k.choices.begin());
     radix *= static_cast<int64_t>(k.choices.size());
   }
-  if (config.knobs.size() != knobs_.size())
-    return invalid_argument(fmt::format("config has {} knobs (a knob is repeated), template {} has {}", config.knobs.size(), template_name_, knobs_.size()));
   return index;
 }
 
-Status ConfigSpace::check(const Config& config) const {
+StatusOr<Config> ConfigSpace::complete(const Config& config) const {
   TF_ASSIGN_OR_RETURN(int64_t index, index_of(config));
-  (void)index;
-  if (validator_) return validator_(config);
+  return get(index);
+}
+
+Status ConfigSpace::check(const Config& config) const {
+  TF_ASSIGN_OR_RETURN(Config full, complete(config));
+  if (validator_) return validator_(full);
   return Status();
 }
 

@@ -49,9 +49,13 @@ class ConfigSpace {
   int64_t size() const;
   // The point at `index` in [0, size()).
   StatusOr<Config> get(int64_t index) const;
+  // A knob the config lacks (it was recorded before the knob existed) counts as the knob's first
+  // choice, so a template that adds a knob lists its old behaviour first.
   StatusOr<int64_t> index_of(const Config& config) const;
-  // Wrong template name, missing/extra/repeated knob, value not among the knob's choices, or a
-  // point the template's validator rejects.
+  // The config with every knob, in declaration order (absent knobs at their first choice).
+  StatusOr<Config> complete(const Config& config) const;
+  // Wrong template name, unknown or repeated knob, value not among the knob's choices, or a point
+  // the template's validator rejects.
   Status check(const Config& config) const;
   // Number of valid points (enumerates; meant for spaces of up to a few million points).
   int64_t count_valid() const;

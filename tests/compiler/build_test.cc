@@ -1,6 +1,7 @@
 // The public build API: config spaces (size, index <-> config, validity) and clear errors for bad
 // input (invalid workloads, unsupported dtype, configs for another template or target, knobs
-// missing, unknown or out of their choices, points the template rejects).
+// unknown, repeated or out of their choices, points the template rejects), and configs recorded
+// before a knob existed.
 #include <atomic>
 #include <thread>
 
@@ -35,6 +36,28 @@ TEST(CompilerConfigSpace, IndexAndConfigRoundTrip) {
   }
   EXPECT_FALSE(space.get(space.size()).ok());
   EXPECT_FALSE(space.get(-1).ok());
+}
+
+// The conv templates gained `tile_order` after configs were recorded without it; such a config
+// must still name the same kernel (the knob's first choice, the order the template always had).
+TEST(CompilerConfigSpace, AConfigRecordedBeforeAKnobExistedReadsAsItsFirstChoice) {
+  Workload conv = *parse_workload("conv2d_nchw:N=1,C=8,H=10,W=10,K=8,R=3,S=3,stride=1,pad=1");
+  Target host;
+  Config full = *default_config(conv, host);
+  auto space = *config_space(conv, host);
+  auto parsed = parse_config_json(
+      R"({"template":"conv2d_nchw.cpu.direct","knobs":{"tile_k":[-1,4],"tile_q":[-1,8],"tile_p":[-1,1],)"
+      R"("reduce_order":[1,2,0],"unroll_window":0,"parallel":"none"}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  Config old = *parsed;
+  Config expected = old;
+  expected.knobs.emplace_back("tile_order", std::vector<int64_t>{0, 1, 2});
+  ASSERT_EQ(full.knobs.back().first, "tile_order");
+  ASSERT_TRUE(space.check(old).ok());
+  EXPECT_EQ(*space.index_of(old), *space.index_of(expected));
+  EXPECT_EQ(space.complete(old)->to_json(), expected.to_json());
+  auto kernel = build_kernel(conv, host, old);
+  EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
 }
 
 TEST(CompilerConfigSpace, FactorSplitsDivideTheExtent) {
@@ -97,9 +120,9 @@ TEST(CompilerBadInput, InvalidConfigsAreRejectedWithTheReason) {
   wrong_template.template_name = "matmul.cpu.nonexistent";
   expect_error(wrong_template, "no template");
 
-  Config missing = good;
-  missing.knobs.pop_back();
-  expect_error(missing, "parallel");
+  Config repeated = good;
+  repeated.knobs.push_back(repeated.knobs.front());
+  expect_error(repeated, "repeats knob 'tile_m'");
 
   Config extra = good;
   extra.knobs.back().first = "mystery";
