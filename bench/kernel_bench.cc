@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/stats.h"
 #include "compiler/build.h"
 #include "compiler/runtime/kernel_runtime.h"
 
@@ -238,11 +239,6 @@ double sample_ms(const Fn& fn, int reps) {
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < reps; ++i) fn();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 StatusOr<std::map<std::string, Config>> read_config_file(const std::string& path) {

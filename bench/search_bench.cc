@@ -28,6 +28,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "common/stats.h"
 #include "compiler/runtime/kernel_runtime.h"
 #include "tuner/compiler_task.h"
 #include "tuner/local_backend.h"
@@ -35,12 +36,6 @@
 using namespace tunefarm;
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // Measures configs of one task once each, on demand.
 class Oracle {

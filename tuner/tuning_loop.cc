@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/stats.h"
 #include "tuner/parallel_for.h"
 #include "tuner/task_scheduler.h"
 
@@ -24,13 +25,6 @@ double mean(const google::protobuf::RepeatedField<double>& costs) {
   double s = 0;
   for (double c : costs) s += c;
   return costs.empty() ? 0 : s / costs.size();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace

@@ -105,6 +105,33 @@ TEST(Search, BadArgumentsAreErrors) {
   EXPECT_EQ(*parse_strategy("xgb-sa"), Strategy::kXgbSa);
 }
 
+// A cold xgb-sa measures only a few blind points before its model steers; a warm-started one has
+// a model from the start and fills whole batches.
+TEST(Search, ColdAnnealingStartsWithASmallRandomBatch) {
+  SearchSpace space = landscape_space();
+  SearchOptions options;
+  auto cold = make_searcher(Strategy::kXgbSa, space, options, knob_features);
+  auto first = cold->propose(64);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(static_cast<int>(first->size()), options.sa_first_batch);
+  std::vector<double> g;
+  for (const Point& p : *first) g.push_back(landscape_gflops(p) + 1.0);
+  ASSERT_TRUE(cold->observe(*first, g).ok());
+  auto second = cold->propose(64);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(second->size(), 64u);
+
+  auto warm = make_searcher(Strategy::kXgbSa, space, options, knob_features);
+  FeatureMatrix x;
+  ASSERT_TRUE(knob_features(*first, x).ok());
+  std::vector<float> labels;
+  for (double v : g) labels.push_back(static_cast<float>(v / 101.0));
+  ASSERT_TRUE(warm->warm_start(x, labels).ok());
+  auto warm_first = warm->propose(64);
+  ASSERT_TRUE(warm_first.ok()) << warm_first.status().to_string();
+  EXPECT_EQ(warm_first->size(), 64u);
+}
+
 TEST(Search, ModelGuidedAnnealingNeedsFarFewerTrialsThanRandom) {
   std::vector<int> sa, random;
   for (uint64_t seed : {1, 2, 3}) {
