@@ -256,6 +256,8 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   TuningOptions options;
   options.trials = spec.trials();
   options.time_budget_s = spec.time_budget_s();
+  // A resumed job's clock goes on from its last saved progress rather than restarting.
+  options.elapsed_before_s = job.progress().elapsed_s();
   options.early_stopping = spec.early_stopping();
   options.batch_size = spec.batch_size() > 0 ? spec.batch_size() : options_.default_batch_size;
   options.build_threads = options_.build_threads;
@@ -377,7 +379,8 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
         (*progress.mutable_errors_by_code())[v1::ErrorCode_Name(static_cast<v1::ErrorCode>(code))] = p.errors_by_code[code];
     progress.set_elapsed_s(p.elapsed_s);
     int new_trials = p.trials_done - trials_at_start;
-    progress.set_eta_s(new_trials > 0 ? p.elapsed_s / new_trials * (p.trials_budget - p.trials_done) : -1);
+    double this_run_s = p.elapsed_s - options.elapsed_before_s;
+    progress.set_eta_s(new_trials > 0 ? this_run_s / new_trials * (p.trials_budget - p.trials_done) : -1);
     Status st = store_.update_job_progress(job_id, progress);
     if (!st.ok()) spdlog::warn("job {}: progress not saved: {}", job_id, st.message());
     *job.mutable_progress() = progress;

@@ -243,6 +243,7 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
   if (options_.trials <= 0) return invalid_argument(fmt::format("trial budget {} must be positive", options_.trials));
   if (options_.batch_size <= 0) return invalid_argument(fmt::format("batch size {} must be positive", options_.batch_size));
   auto start = Clock::now();
+  auto elapsed = [&] { return options_.elapsed_before_s + seconds_since(start); };
 
   TaskSchedulerOptions sched_options;
   sched_options.seed = options_.search.seed;
@@ -269,7 +270,7 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
                            s.best_gflops > 0 ? tasks_[batch.task]->flops() / (s.best_gflops * 1e9) : INFINITY);
     if (options_.early_stopping > 0 && s.since_improvement >= options_.early_stopping) scheduler.finish(batch.task);
     progress.best_gflops = best_overall();
-    progress.elapsed_s = seconds_since(start);
+    progress.elapsed_s = elapsed();
     progress.message = fmt::format("task {}: {} trials, best {:.1f} GFLOP/s", batch.task, s.trials, s.best_gflops);
     if (on_progress) on_progress(progress);
   };
@@ -298,7 +299,7 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
     int planned = progress.trials_done + (in_flight ? static_cast<int>(in_flight->points.size()) : 0);
     if (cancelled_.load()) { outcome.stop_reason = "cancelled"; break; }
     if (planned >= options_.trials) { outcome.stop_reason = "trial budget"; break; }
-    if (options_.time_budget_s > 0 && seconds_since(start) >= options_.time_budget_s) {
+    if (options_.time_budget_s > 0 && elapsed() >= options_.time_budget_s) {
       outcome.stop_reason = "time budget";
       break;
     }

@@ -101,6 +101,9 @@ struct TrialResult {
 struct TuningOptions {
   int trials = 200;               // Over all tasks.
   double time_budget_s = 0;       // 0: none.
+  // Time a resumed job already spent in earlier runs: it counts against time_budget_s and is part
+  // of the elapsed time reported.
+  double elapsed_before_s = 0;
   int early_stopping = 0;         // Per task: stop after this many trials without improvement; 0: never.
   int batch_size = 64;
   Strategy strategy = Strategy::kXgbSa;

@@ -216,6 +216,44 @@ TEST_F(JobManagerTest, AJobStoppedMidwayResumesAndEndsWithExactlyItsBudget) {
   EXPECT_EQ(done.progress().trials_done(), 100);
 }
 
+// A job's time budget covers all its runs: after a restart it gets what is left, not a fresh one.
+TEST_F(JobManagerTest, AResumedJobKeepsTheTimeItHadAlreadySpent) {
+  std::string id;
+  {
+    JobManager first(*store_, tasks_, backends([&](FakeBackend& b) {
+                       b.after_result = [&](int64_t n) {
+                         if (n == 20) std::thread([&first] { first.shutdown(); }).detach();
+                       };
+                     }),
+                     known_keys);
+    v1::JobSpec s = spec(500);
+    s.set_time_budget_s(600);
+    auto job = first.submit(s);
+    ASSERT_TRUE(job.ok());
+    id = job->id();
+    for (int i = 0; i < 200; ++i) {
+      auto j = store_->get_job(id);
+      if (j->state() == v1::RUNNING && store_->count_measured_configs(id).value() >= 20) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    first.shutdown();
+  }
+  ASSERT_TRUE(store_->flush().ok());
+  size_t before = distinct_configs(id).size();
+  ASSERT_LT(before, 500u);
+  // As if the first run had gone on for the whole budget before tunerd stopped.
+  v1::JobProgress spent = store_->get_job(id)->progress();
+  spent.set_elapsed_s(600);
+  ASSERT_TRUE(store_->update_job_progress(id, spent).ok());
+
+  JobManager second(*store_, tasks_, backends(), known_keys);
+  ASSERT_TRUE(second.start().ok());
+  v1::Job done = wait_until_ended(second, id);
+  EXPECT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  EXPECT_EQ(distinct_configs(id).size(), before);  // Nothing new measured: the budget was spent.
+  EXPECT_GE(done.progress().elapsed_s(), 600.0);
+}
+
 TEST_F(JobManagerTest, SeveralJobsRunAtOnceAndAllFinish) {
   JobManagerOptions options;
   options.max_running_jobs = 2;

@@ -215,6 +215,31 @@ TEST(TuningLoop, CancelStopsAfterTheBatchInFlight) {
   EXPECT_EQ(seen.size(), 32u);
 }
 
+TEST(TuningLoop, TimeSpentInEarlierRunsCountsAgainstTheTimeBudget) {
+  FakeTask task({8, 8, 8}, peak);
+  FakeBackend backend(task, true);
+  TuningOptions options;
+  options.trials = 400;
+  options.batch_size = 16;
+  options.time_budget_s = 60;
+  options.elapsed_before_s = 60;
+  TuningLoop loop({&task}, {}, backend, options);
+  Collected c;
+  auto outcome = run_loop(loop, c);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+  EXPECT_EQ(outcome->stop_reason, "time budget");
+  EXPECT_TRUE(c.results.empty());
+
+  options.elapsed_before_s = 30;
+  TuningLoop resumed({&task}, {}, backend, options);
+  Collected d;
+  outcome = run_loop(resumed, d);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+  EXPECT_EQ(outcome->stop_reason, "trial budget");
+  ASSERT_FALSE(d.progress.empty());
+  EXPECT_GE(d.progress.front().elapsed_s, 30.0);  // The clock goes on from the earlier runs.
+}
+
 TEST(TuningLoop, RejectsBadBudgets) {
   FakeTask task({8}, [](const Point&) { return 1.0; });
   FakeBackend backend(task, true);
