@@ -94,6 +94,32 @@ class JobManagerTest : public ::testing::Test {
     return out;
   }
 
+  // Submits `job` to a JobManager that shuts down (as tunerd does when stopped) once `results`
+  // results have arrived, mid-batch; returns the job's id, or "" on failure.
+  std::string run_until_shutdown(const v1::JobSpec& job, int64_t results) {
+    std::string id;
+    {
+      JobManager first(*store_, tasks_, backends([&](FakeBackend& b) {
+                         b.after_result = [&first, results](int64_t n) {
+                           if (n == results) std::thread([&first] { first.shutdown(); }).detach();
+                         };
+                       }),
+                       known_keys);
+      auto submitted = first.submit(job);
+      EXPECT_TRUE(submitted.ok()) << submitted.status().to_string();
+      if (!submitted.ok()) return "";
+      id = submitted->id();
+      for (int i = 0; i < 200; ++i) {
+        auto j = store_->get_job(id);
+        if (j->state() == v1::RUNNING && store_->count_measured_configs(id).value() >= results) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      first.shutdown();
+    }
+    EXPECT_TRUE(store_->flush().ok());
+    return id;
+  }
+
   std::filesystem::path dir_;
   std::unique_ptr<RecordStore> store_;
   FakeTasks tasks_;
@@ -181,26 +207,9 @@ TEST_F(JobManagerTest, CancelEndsARunningJobAndRefusesAnEndedOne) {
 }
 
 TEST_F(JobManagerTest, AJobStoppedMidwayResumesAndEndsWithExactlyItsBudget) {
-  std::string id;
-  {
-    JobManager first(*store_, tasks_, backends([&](FakeBackend& b) {
-                       b.after_result = [&](int64_t n) {
-                         // The service goes down after 40 results, in the middle of a batch.
-                         if (n == 40) std::thread([&first] { first.shutdown(); }).detach();
-                       };
-                     }),
-                     known_keys);
-    auto job = first.submit(spec(100));
-    ASSERT_TRUE(job.ok());
-    id = job->id();
-    for (int i = 0; i < 200; ++i) {
-      auto j = store_->get_job(id);
-      if (j->state() == v1::RUNNING && store_->count_measured_configs(id).value() >= 40) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    first.shutdown();
-  }
-  ASSERT_TRUE(store_->flush().ok());
+  // The service goes down after 40 results, in the middle of a batch.
+  std::string id = run_until_shutdown(spec(100), 40);
+  ASSERT_FALSE(id.empty());
   auto midway = store_->get_job(id);
   ASSERT_TRUE(midway.ok());
   EXPECT_EQ(midway->state(), v1::RUNNING);
@@ -218,27 +227,10 @@ TEST_F(JobManagerTest, AJobStoppedMidwayResumesAndEndsWithExactlyItsBudget) {
 
 // A job's time budget covers all its runs: after a restart it gets what is left, not a fresh one.
 TEST_F(JobManagerTest, AResumedJobKeepsTheTimeItHadAlreadySpent) {
-  std::string id;
-  {
-    JobManager first(*store_, tasks_, backends([&](FakeBackend& b) {
-                       b.after_result = [&](int64_t n) {
-                         if (n == 20) std::thread([&first] { first.shutdown(); }).detach();
-                       };
-                     }),
-                     known_keys);
-    v1::JobSpec s = spec(500);
-    s.set_time_budget_s(600);
-    auto job = first.submit(s);
-    ASSERT_TRUE(job.ok());
-    id = job->id();
-    for (int i = 0; i < 200; ++i) {
-      auto j = store_->get_job(id);
-      if (j->state() == v1::RUNNING && store_->count_measured_configs(id).value() >= 20) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    first.shutdown();
-  }
-  ASSERT_TRUE(store_->flush().ok());
+  v1::JobSpec s = spec(500);
+  s.set_time_budget_s(600);
+  std::string id = run_until_shutdown(s, 20);
+  ASSERT_FALSE(id.empty());
   size_t before = distinct_configs(id).size();
   ASSERT_LT(before, 500u);
   // As if the first run had gone on for the whole budget before tunerd stopped.
