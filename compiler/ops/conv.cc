@@ -100,15 +100,20 @@ struct ConvTensors {
 };
 
 // pad_stage: materialise the zero-padded input (CPU); otherwise reads are guarded by a select.
+// With a stride along the vectorized output columns (NCHW), the stage also splits each padded row
+// into `stride` phases, padded[n][c][h][phase][j] = input column j * stride + phase, so that the
+// columns one vector of outputs reads are contiguous instead of a gather.
 ConvTensors define_conv(const Conv& c, bool pad_stage) {
   ConvTensors t;
   t.input = te::placeholder("input", input_shape(c));
   t.weight = te::placeholder("weight", weight_shape(c));
   te::Tensor in = t.input;
   int64_t hp = c.H + 2 * c.pad, wp = c.W + 2 * c.pad;
-  // The input value at padded coordinates (h, w) of channel ch: zero outside the image.
-  auto guarded = [c, in](Expr n, Expr ch, Expr h, Expr w) -> Expr {
-    if (c.pad == 0) return c.nhwc ? in(n, h, w, ch) : in(n, ch, h, w);
+  bool phased = pad_stage && !c.nhwc && c.stride > 1;
+  // The input value at padded coordinates (h, w) of channel ch: zero outside the image (the phase
+  // split's last row may reach past the padded width).
+  auto guarded = [c, in, phased](Expr n, Expr ch, Expr h, Expr w) -> Expr {
+    if (c.pad == 0 && !phased) return c.nhwc ? in(n, h, w, ch) : in(n, ch, h, w);
     Expr hh = h - c.pad, ww = w - c.pad;
     Expr inside = ir::logical_and(ir::logical_and(ir::ge(hh, ir::int_imm(0)), ir::lt(hh, ir::int_imm(c.H))),
                                   ir::logical_and(ir::ge(ww, ir::int_imm(0)), ir::lt(ww, ir::int_imm(c.W))));
@@ -118,7 +123,12 @@ ConvTensors define_conv(const Conv& c, bool pad_stage) {
     return ir::select(inside, c.nhwc ? in(n, hc, wc, ch) : in(n, ch, hc, wc), ir::float_imm(0));
   };
   std::function<Expr(Expr, Expr, Expr, Expr)> read = guarded;
-  if (pad_stage && c.pad > 0) {
+  if (phased) {
+    int64_t wq = (wp + c.stride - 1) / c.stride;
+    t.padded = te::compute("padded", {c.N, c.C, hp, c.stride, wq}, [&](const std::vector<Var>& v) {
+      return guarded(v[0], v[1], v[2], Expr(v[4]) * c.stride + Expr(v[3]));
+    }, {"pn", "pc", "ph", "pphase", "pw"});
+  } else if (pad_stage && c.pad > 0) {
     std::vector<int64_t> shape = c.nhwc ? std::vector<int64_t>{c.N, hp, wp, c.C} : std::vector<int64_t>{c.N, c.C, hp, wp};
     std::vector<std::string> names = c.nhwc ? std::vector<std::string>{"pn", "ph", "pw", "pc"}
                                             : std::vector<std::string>{"pn", "pc", "ph", "pw"};
@@ -141,12 +151,18 @@ ConvTensors define_conv(const Conv& c, bool pad_stage) {
     Expr p = c.nhwc ? v[1] : v[2];
     Expr q = c.nhwc ? v[2] : v[3];
     Expr h = p * c.stride + Expr(rr) * c.dil, w = q * c.stride + Expr(rs) * c.dil;
+    Expr ch = c.depthwise ? k : Expr(rc);
     Expr x, wv;
+    if (phased) {
+      // Column q * stride + rs * dil lies in phase (rs * dil) % stride at q + (rs * dil) / stride.
+      Expr off = Expr(rs) * c.dil;
+      x = t.padded(n, ch, h, off % c.stride, q + off / c.stride);
+    } else {
+      x = read(n, ch, h, w);
+    }
     if (c.depthwise) {
-      x = read(n, k, h, w);
       wv = wt(k, ir::int_imm(0), rr, rs);
     } else {
-      x = read(n, rc, h, w);
       wv = c.nhwc ? wt(rr, rs, rc, k) : wt(k, rc, rr, rs);
     }
     return te::sum(x * wv, raxes);
@@ -299,7 +315,7 @@ StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& cfg, const 
   }
   if (t.padded.op) {
     auto& pd = s[t.padded];
-    pd.vectorize(pd.axis(3));
+    pd.vectorize(pd.op()->axes.back());
     if (par) pd.parallel(pd.axis(1));
   }
   return lower::lower_loops(s, {t.input, t.weight, t.acc}, entry);

@@ -27,6 +27,7 @@ inline const std::vector<std::string>& small_workloads() {
       "batch_matmul:B=2,M=20,N=17,K=24",
       "conv2d_nchw:N=1,C=5,H=9,W=11,K=7,R=3,S=3,stride=1,pad=1",
       "conv2d_nchw:N=2,C=3,H=10,W=13,K=6,R=3,S=2,stride=2,pad=1,dilation=2",
+      "conv2d_nchw:N=1,C=2,H=11,W=14,K=5,R=2,S=4,stride=3,pad=0",
       "conv2d_nhwc:N=1,C=5,H=9,W=11,K=7,R=3,S=3,stride=1,pad=1",
       "conv2d_nhwc:N=2,C=4,H=8,W=7,K=19,R=2,S=3,stride=2,pad=0",
       "depthwise_conv2d_nchw:N=1,C=5,H=9,W=11,R=3,S=3,stride=1,pad=1",
