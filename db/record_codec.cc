@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -42,8 +43,12 @@ Status check_key(std::string_view value, std::string_view field, bool required) 
 }
 
 std::string costs_to_json(const google::protobuf::RepeatedField<double>& costs) {
-  // fmt writes the shortest decimal that reads back as the same double.
-  return fmt::format("[{}]", fmt::join(costs, ","));
+  // fmt writes the shortest decimal that reads back as the same double, except that -0 reads back
+  // as the integer 0: a zero is written as 0 whatever its sign.
+  std::vector<double> values;
+  values.reserve(costs.size());
+  for (double c : costs) values.push_back(c == 0 ? 0.0 : c);
+  return fmt::format("[{}]", fmt::join(values, ","));
 }
 
 StatusOr<Config> checked_config(const v1::Config& proto) {

@@ -39,6 +39,18 @@ TEST(RecordCodec, OtherOperatorsTargetsAndEmptyFieldsRoundTrip) {
   EXPECT_EQ(back.target().arch(), "sm_90");
 }
 
+// Negative zero passes the ">= 0" check; its text "-0" reads back as the integer 0, so the
+// canonical row must hold 0 from the start (found by record_fuzz).
+TEST(RecordCodec, NegativeZeroCostHasOneCanonicalForm) {
+  v1::Record record = make_record({.error = v1::RUNTIME_ERROR});
+  record.mutable_result()->add_costs(-0.0);
+  auto row = db::to_row(record);
+  ASSERT_TRUE(row.ok()) << row.status().to_string();
+  auto again = db::to_row(db::from_row(*row, 1).value());
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again->costs, row->costs);
+}
+
 TEST(RecordCodec, FailedRecordRoundTrips) {
   v1::Record record = make_record({.error = v1::RUNTIME_ERROR});
   EXPECT_TRUE(same(round_trip(record), record));
