@@ -197,7 +197,10 @@ ConfigSpace cpu_space(const std::string& name, const Conv& c) {
   // cache while the other streams. The first choice of each is the order the template had before
   // the knob existed.
   const std::vector<std::vector<int64_t>> orders = {{0, 1, 2}, {1, 2, 0}, {0, 2, 1}, {1, 0, 2}, {2, 0, 1}, {2, 1, 0}};
-  s.define_reorder("reduce_order", orders);
+  // A depthwise window has no channel loop and keeps its one order; the knob stays with the two
+  // choices it always had there, so that recorded configs still read.
+  s.define_reorder("reduce_order", c.depthwise ? std::vector<std::vector<int64_t>>(orders.begin(), orders.begin() + 2)
+                                               : orders);
   s.define_knob("unroll_window", std::vector<int64_t>{1, 0});
   s.define_annotate("parallel", {"none", "outer"});
   s.define_reorder("tile_order", orders);
