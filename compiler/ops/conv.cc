@@ -275,21 +275,15 @@ StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& cfg, const 
   auto [qo, qi] = out.split(q, qr);
   // Tile loops outside in the chosen order, the register tile inside: channels x rows x columns
   // (NCHW) or rows x columns x channels (NHWC), the contiguous axis innermost and vectorized.
-  std::vector<te::IterVar> tiles = c.nhwc ? std::vector<te::IterVar>{po, qo, ko} : std::vector<te::IterVar>{ko, po, qo};
+  std::vector<te::IterVar> tile_loops = c.nhwc ? std::vector<te::IterVar>{po, qo, ko} : std::vector<te::IterVar>{ko, po, qo};
   std::vector<te::IterVar> loops = {n};
-  for (int64_t i : torder) loops.push_back(tiles[i]);
+  for (int64_t i : torder) loops.push_back(tile_loops[i]);
   te::IterVar outermost = loops[1], attach = loops.back();
-  if (c.nhwc) {
-    for (auto iv : {pi, qi, ki}) loops.push_back(iv);
-    out.reorder(loops);
-    out.unroll(qi);
-    out.vectorize(ki);
-  } else {
-    for (auto iv : {ki, pi, qi}) loops.push_back(iv);
-    out.reorder(loops);
-    out.unroll(ki);
-    out.vectorize(qi);
-  }
+  std::vector<te::IterVar> register_tile = c.nhwc ? std::vector<te::IterVar>{pi, qi, ki} : std::vector<te::IterVar>{ki, pi, qi};
+  loops.insert(loops.end(), register_tile.begin(), register_tile.end());
+  out.reorder(loops);
+  out.unroll(c.nhwc ? qi : ki);
+  out.vectorize(register_tile.back());
   out.unroll(pi);
   if (par) out.parallel(outermost);
 
