@@ -12,7 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/wire.h"
-#include "device_agent/cuda_runner.h"
+#include "measure/cuda_runner.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
 
 namespace tunefarm {

@@ -11,7 +11,7 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "device_agent/agent.h"
-#include "device_agent/measure.h"
+#include "measure/measure.h"
 
 int main(int argc, char** argv) {
   using namespace tunefarm;

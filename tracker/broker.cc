@@ -8,7 +8,7 @@
 
 #include "common/credentials.h"
 #include "common/wire.h"
-#include "device_agent/measure_options.h"
+#include "measure/measure_options.h"
 
 namespace tunefarm {
 namespace {

@@ -1,6 +1,6 @@
 #include "tuner/local_backend.h"
 
-#include "device_agent/measure.h"
+#include "measure/measure.h"
 
 namespace tunefarm {
 

@@ -1,5 +1,5 @@
 // Measures candidates on this machine, one at a time, through the same sandboxed measurement code
-// that the device agent runs (device_agent/measure.h). Used by local tuning and benchmarks; tunerd
+// that the device agent runs (measure/measure.h). Used by local tuning and benchmarks; tunerd
 // measures on the farm instead.
 #pragma once
 

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "device_agent/sandbox.h"
+#include "measure/sandbox.h"
 #include "tests/integration/farm_harness.h"
 
 namespace tunefarm::testing {

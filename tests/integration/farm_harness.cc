@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/device_agent/test_kernels.h"
+#include "tests/measure/test_kernels.h"
 
 extern char** environ;
 

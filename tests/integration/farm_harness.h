@@ -89,7 +89,7 @@ class Farm {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
-// A request of `n` candidates of one test kernel (see tests/device_agent/test_kernels.h), ids 0..n-1,
+// A request of `n` candidates of one test kernel (see tests/measure/test_kernels.h), ids 0..n-1,
 // with the reference attached and correctness checked.
 v1::MeasureRequest kernel_request(const std::string& kernel, int n, const std::string& key = "local-cpu",
                                   double timeout_s = 5);

@@ -1,4 +1,4 @@
-#include "device_agent/sandbox.h"
+#include "measure/sandbox.h"
 
 #include <fcntl.h>
 #include <linux/audit.h>

@@ -1,4 +1,4 @@
-#include "device_agent/cpu_runner.h"
+#include "measure/cpu_runner.h"
 
 #include <dlfcn.h>
 
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "device_agent/timer.h"
+#include "measure/timer.h"
 
 namespace tunefarm {
 namespace {

@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
-#include "device_agent/measure.h"
-#include "device_agent/sandbox.h"
-#include "tests/device_agent/test_kernels.h"
+#include "measure/measure.h"
+#include "measure/sandbox.h"
+#include "tests/measure/test_kernels.h"
 
 namespace tunefarm {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "device_agent/kernel.h"
+#include "measure/kernel.h"
 #include "tunefarm/v1/common.pb.h"
 
 namespace tunefarm {

@@ -21,13 +21,13 @@
 #include <fmt/format.h>
 
 #include "compiler/runtime/kernel_runtime.h"
-#include "device_agent/cpu_runner.h"
-#include "device_agent/cuda_runner.h"
-#include "device_agent/measure_options.h"
-#include "device_agent/sandbox.h"
-#include "device_agent/tensors.h"
-#include "device_agent/timer.h"
-#include "device_agent/worker_channel.h"
+#include "measure/cpu_runner.h"
+#include "measure/cuda_runner.h"
+#include "measure/measure_options.h"
+#include "measure/sandbox.h"
+#include "measure/tensors.h"
+#include "measure/timer.h"
+#include "measure/worker_channel.h"
 #include "tunefarm/v1/tracker.pb.h"
 
 namespace tunefarm {

@@ -1,4 +1,4 @@
-#include "device_agent/tensors.h"
+#include "measure/tensors.h"
 
 #include <cstring>
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "device_agent/tensors.h"
+#include "measure/tensors.h"
 
 namespace tunefarm {
 

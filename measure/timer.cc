@@ -1,4 +1,4 @@
-#include "device_agent/timer.h"
+#include "measure/timer.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "device_agent/worker_channel.h"
+#include "measure/worker_channel.h"
 
 #include <poll.h>
 #include <sys/socket.h>

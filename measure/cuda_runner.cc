@@ -1,4 +1,4 @@
-#include "device_agent/cuda_runner.h"
+#include "measure/cuda_runner.h"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-// Artifacts built from the test kernels of tests/device_agent/kernels (64 x 64 x 64 float
+// Artifacts built from the test kernels of tests/measure/kernels (64 x 64 x 64 float
 // matmuls and broken variants), for the measurement, tracker and farm tests.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "tests/device_agent/test_kernels.h"
+#include "tests/measure/test_kernels.h"
 
 #include <fstream>
 #include <sstream>

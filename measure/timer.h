@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "device_agent/kernel.h"
+#include "measure/kernel.h"
 #include "tunefarm/v1/common.pb.h"
 
 namespace tunefarm {

@@ -1,4 +1,4 @@
-#include "device_agent/measure.h"
+#include "measure/measure.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -17,9 +17,9 @@
 
 #include <fmt/format.h>
 
-#include "device_agent/measure_options.h"
-#include "device_agent/sandbox.h"
-#include "device_agent/worker_channel.h"
+#include "measure/measure_options.h"
+#include "measure/sandbox.h"
+#include "measure/worker_channel.h"
 #include "tunefarm/v1/tracker.pb.h"
 
 extern char** environ;

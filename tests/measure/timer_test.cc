@@ -1,8 +1,8 @@
-#include "device_agent/timer.h"
+#include "measure/timer.h"
 
 #include <gtest/gtest.h>
 
-#include "device_agent/measure_options.h"
+#include "measure/measure_options.h"
 
 namespace tunefarm {
 namespace {

@@ -1,11 +1,11 @@
-#include "device_agent/measure.h"
+#include "measure/measure.h"
 
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
-#include "device_agent/cuda_runner.h"
-#include "tests/device_agent/test_kernels.h"
+#include "measure/cuda_runner.h"
+#include "tests/measure/test_kernels.h"
 
 namespace tunefarm {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "device_agent/measure.h"
-#include "tests/device_agent/test_kernels.h"
+#include "measure/measure.h"
+#include "tests/measure/test_kernels.h"
 
 namespace tunefarm {
 namespace {
