@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/status.h"
+
 namespace tunefarm {
 
 struct CommonFlags {
@@ -16,7 +18,11 @@ struct CommonFlags {
 // Adds --log-level; with `with_config_file`, also --config (a TOML file).
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_config_file);
 
-// Parses argv. On --help prints help and returns 0 through `exit_code`; on a bad command line
+// Checks a TOML config file against the app's flags: a syntax error, a section or a key that names
+// no long flag is an error naming the file, the line and the key.
+Status check_config_file(const CLI::App& app, const std::string& path);
+
+// Parses argv; a --config file is checked with check_config_file first. On --help prints help and returns 0 through `exit_code`; on a bad command line
 // prints one line naming the problem and returns 2. Returns true when the program should run.
 bool parse_command_line(CLI::App& app, int argc, char** argv, int& exit_code);
 

@@ -1,7 +1,5 @@
 // trackerd: the broker between tuners and device agents (see tracker/broker.h).
 //   trackerd --listen 127.0.0.1:9190
-#include <signal.h>
-
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -10,8 +8,8 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include "common/address.h"
 #include "common/credentials.h"
+#include "common/daemon.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "tracker/service.h"
@@ -57,18 +55,13 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "trackerd: {}\n", s.message());
     return 2;
   }
-  bool tokens = !options.agent_token.empty() && !options.tuner_token.empty();
-  if (!is_loopback_address(listen) && !(tokens && tls.enabled()) && !insecure) {
-    fmt::print(stderr,
-               "trackerd: refusing to serve {} beyond loopback without TLS (--tls-cert, --tls-key) and tokens "
-               "(--agent-token, --tuner-token), or --insecure\n",
-               listen);
+  Exposure exposure{listen, tls.enabled(), !options.agent_token.empty() && !options.tuner_token.empty(), insecure,
+                    "--tls-cert, --tls-key", "--agent-token, --tuner-token",
+                    "whoever can reach it may send code to the boards or read what they are sent"};
+  if (Status s = check_exposure(exposure); !s.ok()) {
+    fmt::print(stderr, "trackerd: {}\n", s.message());
     return 2;
   }
-  if (!is_loopback_address(listen) && !(tokens && tls.enabled()))
-    spdlog::warn("INSECURE: serving {} beyond loopback{}{} (--insecure): whoever can reach it may send code to the "
-                 "boards or read what they are sent",
-                 listen, tls.enabled() ? "" : " WITHOUT TLS", tokens ? "" : " WITHOUT tokens");
   auto credentials = server_credentials(tls);
   if (!credentials.ok()) {
     fmt::print(stderr, "trackerd: {}\n", credentials.status().message());
@@ -79,23 +72,17 @@ int main(int argc, char** argv) {
   options.no_agent_timeout = std::chrono::seconds(no_agent_timeout_s);
 
   // Signals are taken by sigwait below; every thread started from here on inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignals signals;
 
   Broker broker(options);
   TrackerService service(broker);
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(kMaxTrackerMessageBytes);
   builder.SetMaxSendMessageSize(kMaxTrackerMessageBytes);
   builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    fmt::print(stderr, "trackerd: cannot listen on {} (address in use or malformed?)\n", listen);
+  auto server = start_server(builder, listen, *credentials);
+  if (!server.ok()) {
+    fmt::print(stderr, "trackerd: {}\n", server.status().message());
     return 1;
   }
   spdlog::info("listening on {}", listen);
@@ -108,8 +95,7 @@ int main(int argc, char** argv) {
     }
   });
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  int sig = signals.wait();
   spdlog::info("signal {}: draining (up to {} s)", sig, drain_timeout_s);
   broker.begin_drain();
   auto drain_until = std::chrono::steady_clock::now() + std::chrono::duration<double>(drain_timeout_s);
@@ -117,7 +103,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   broker.fail_all("the tracker shut down before an agent answered");
   broker.close_all_sessions(unavailable("the tracker is shutting down"));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   stopping = true;
   ticker.join();
   spdlog::info("stopped");

@@ -1,15 +1,13 @@
 // tunerd: the tuning service (see tuner/job_manager.h and tuner/service.h).
 //   tunerd --listen 127.0.0.1:9191 --tracker 127.0.0.1:9190 --data-dir DIR
-#include <signal.h>
-
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include "common/address.h"
 #include "common/credentials.h"
+#include "common/daemon.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "tuner/compiler_task.h"
@@ -63,18 +61,12 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tunerd: {}\n", s.message());
     return 2;
   }
-  bool secured = tls.enabled() && !tokens.open();
-  if (!is_loopback_address(listen) && !secured && !insecure) {
-    fmt::print(stderr,
-               "tunerd: refusing to serve {} beyond loopback without TLS (--tls-cert, --tls-key) and tokens "
-               "(--client-token), or --insecure\n",
-               listen);
+  Exposure exposure{listen, tls.enabled(), !tokens.open(), insecure, "--tls-cert, --tls-key", "--client-token",
+                    "whoever can reach it may submit jobs and read the history"};
+  if (Status s = check_exposure(exposure); !s.ok()) {
+    fmt::print(stderr, "tunerd: {}\n", s.message());
     return 2;
   }
-  if (!is_loopback_address(listen) && !secured)
-    spdlog::warn("INSECURE: serving {} beyond loopback{}{} (--insecure): whoever can reach it may submit jobs and "
-                 "read the history",
-                 listen, tls.enabled() ? "" : " WITHOUT TLS", tokens.open() ? " WITHOUT tokens" : "");
   auto credentials = server_credentials(tls);
   auto tracker_credentials = channel_credentials(tracker_tls);
   for (const Status& s : {credentials.status(), tracker_credentials.status()}) {
@@ -90,17 +82,18 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tunerd: cannot create data directory {}: {}\n", data_dir, ec.message());
     return 1;
   }
+  auto lock = DirectoryLock::acquire(data_dir);
+  if (!lock.ok()) {
+    fmt::print(stderr, "tunerd: {}\n", lock.status().message());
+    return 1;
+  }
   auto store = RecordStore::open((std::filesystem::path(data_dir) / "history.db").string());
   if (!store.ok()) {
     fmt::print(stderr, "tunerd: {}\n", store.status().message());
     return 1;
   }
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignals signals;
 
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(64 << 20);
@@ -121,13 +114,11 @@ int main(int argc, char** argv) {
 
   TunerService service(jobs, **store, tokens);
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    fmt::print(stderr, "tunerd: cannot listen on {} (address in use or malformed?)\n", listen);
+  auto server = start_server(builder, listen, *credentials);
+  if (!server.ok()) {
+    fmt::print(stderr, "tunerd: {}\n", server.status().message());
     return 1;
   }
   if (Status s = jobs.start(); !s.ok()) {
@@ -136,12 +127,11 @@ int main(int argc, char** argv) {
   }
   spdlog::info("listening on {}; history in {}; tracker at {}", listen, (*store)->path(), tracker);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  int sig = signals.wait();
   spdlog::info("signal {}: stopping (running jobs resume at the next start)", sig);
   service.stop_watches();
   jobs.shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (Status s = (*store)->flush(); !s.ok()) spdlog::error("history: {}", s.message());
   spdlog::info("stopped");
   return 0;

@@ -1,0 +1,113 @@
+#include "common/daemon.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "common/address.h"
+
+namespace tunefarm {
+
+Status check_exposure(const Exposure& e) {
+  if (is_loopback_address(e.listen) || (e.tls && e.tokens)) return Status::ok_status();
+  if (!e.insecure)
+    return failed_precondition(fmt::format("refusing to serve {} beyond loopback without TLS ({}) and tokens ({}), or "
+                                           "--insecure",
+                                           e.listen, e.tls_flags, e.token_flags));
+  spdlog::warn("INSECURE: serving {} beyond loopback{}{} (--insecure): {}", e.listen, e.tls ? "" : " WITHOUT TLS",
+               e.tokens ? "" : " WITHOUT tokens", e.risk);
+  return Status::ok_status();
+}
+
+StopSignals::StopSignals() {
+  sigemptyset(&set_);
+  sigaddset(&set_, SIGTERM);
+  sigaddset(&set_, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+}
+
+int StopSignals::wait() {
+  int sig = 0;
+  sigwait(&set_, &sig);
+  return sig;
+}
+
+namespace {
+
+// Why `listen` cannot be bound, from binding it ourselves: gRPC only logs the reason. Empty when a
+// plain bind succeeds (then the address was malformed for gRPC, or the race was lost).
+std::string bind_error(const std::string& listen) {
+  if (listen.starts_with("unix:")) return {};
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return {};
+  std::string host = listen.substr(0, colon);
+  std::string port = listen.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0 || !found) return {};
+  std::string why;
+  int fd = socket(found->ai_family, found->ai_socktype, found->ai_protocol);
+  if (fd >= 0) {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0)
+      why = errno == EADDRINUSE ? "address already in use (is another daemon running there?)" : std::strerror(errno);
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return why;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<grpc::Server>> start_server(grpc::ServerBuilder& builder, const std::string& listen,
+                                                     std::shared_ptr<grpc::ServerCredentials> credentials) {
+  int port = 0;
+  builder.AddListeningPort(listen, std::move(credentials), &port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server && port != 0) return server;
+  if (server) server->Shutdown();
+  std::string why = bind_error(listen);
+  return unavailable(fmt::format("cannot listen on {}: {}", listen, why.empty() ? "malformed address?" : why));
+}
+
+StatusOr<std::unique_ptr<DirectoryLock>> DirectoryLock::acquire(const std::string& directory) {
+  std::string path = (std::filesystem::path(directory) / "LOCK").string();
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return unavailable(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    char buf[32] = {};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    if (err != EWOULDBLOCK) return unavailable(fmt::format("cannot lock {}: {}", path, std::strerror(err)));
+    std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "unknown";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    return failed_precondition(
+        fmt::format("data directory {} is in use by another process (pid {}); one tunerd owns a data directory",
+                    directory, holder));
+  }
+  std::string pid = fmt::format("{}\n", getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+    spdlog::warn("cannot write the owner's pid into {}", path);
+  return std::unique_ptr<DirectoryLock>(new DirectoryLock(fd));
+}
+
+DirectoryLock::~DirectoryLock() { close(fd_); }
+
+}  // namespace tunefarm

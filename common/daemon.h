@@ -1,0 +1,70 @@
+// What every daemon does the same way at start and stop: the rule on serving beyond loopback, a
+// listening port that no other process shares, a data directory that one process owns, and the
+// signals that stop it. trackerd and tunerd call these; their mains only wire the pieces.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <signal.h>
+
+#include "common/status.h"
+
+namespace grpc {
+class Server;
+class ServerBuilder;
+class ServerCredentials;
+}  // namespace grpc
+
+namespace tunefarm {
+
+// What a daemon has of the protections that make serving beyond loopback safe.
+struct Exposure {
+  std::string listen;
+  bool tls = false;
+  bool tokens = false;
+  bool insecure = false;  // --insecure: the operator accepts serving unprotected
+  std::string tls_flags;    // the flags that turn TLS on, for the refusal's message
+  std::string token_flags;  // the flags (or config keys) that set the tokens
+  std::string risk;         // what an unprotected daemon lets anyone do, for the warning
+};
+
+// Refuses a non-loopback address without TLS and tokens unless insecure (the Status says which
+// flags are missing); warns in the log when insecure lets it through.
+Status check_exposure(const Exposure& exposure);
+
+// Blocks SIGTERM and SIGINT in this thread and every thread started after it, so that wait()
+// receives them instead of a random thread: construct it before starting any thread.
+class StopSignals {
+ public:
+  StopSignals();
+  // Waits for SIGTERM or SIGINT; returns its number.
+  int wait();
+
+ private:
+  sigset_t set_;
+};
+
+// Adds a listening port on `listen` (never shared: gRPC lets two processes bind one port unless told
+// not to, and clients then reach either at random) and starts the server. A taken port is an error
+// that says "address already in use".
+StatusOr<std::unique_ptr<grpc::Server>> start_server(grpc::ServerBuilder& builder, const std::string& listen,
+                                                     std::shared_ptr<grpc::ServerCredentials> credentials);
+
+// An advisory lock on a directory (a LOCK file holding the owner's pid, locked with flock). The OS
+// drops it when the process ends, however it ends, so a crash never leaves a directory locked.
+class DirectoryLock {
+ public:
+  // Fails with FAILED_PRECONDITION naming the holder's pid when another process holds it.
+  static StatusOr<std::unique_ptr<DirectoryLock>> acquire(const std::string& directory);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  explicit DirectoryLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+}  // namespace tunefarm

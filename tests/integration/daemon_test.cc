@@ -1,0 +1,113 @@
+// What the daemons refuse at start, through the real programs: a port another daemon holds, a data
+// directory another tunerd owns (and not one whose owner died), a config file with mistakes.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "tests/integration/farm_harness.h"
+
+namespace tunefarm::testing {
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  auto dir = std::filesystem::path(::testing::TempDir()) / fmt::format("daemon_test_{}_{}", name, getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+// Waits until the log says the daemon listens (or the process ends).
+bool wait_listening(Process& p) {
+  for (int i = 0; i < 200; ++i) {
+    if (p.log().find("listening on") != std::string::npos) return true;
+    if (!p.running()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// The exit code of a process that should stop by itself within 20 s; -1 (and the process killed) when
+// it goes on running or dies of a signal.
+int exit_code(Process& p) {
+  for (int i = 0; i < 400 && p.running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (p.running()) p.signal(SIGKILL);
+  int status = p.wait();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(Daemons, ASecondTrackerOnATakenPortExitsWithAddressInUse) {
+  std::string dir = temp_dir("port");
+  std::string listen = fmt::format("127.0.0.1:{}", free_port());
+  Process first(bin_path("trackerd"), {"--listen", listen}, dir + "/first.log");
+  ASSERT_TRUE(wait_listening(first)) << first.log();
+  Process second(bin_path("trackerd"), {"--listen", listen}, dir + "/second.log");
+  EXPECT_GT(exit_code(second), 0);
+  EXPECT_NE(second.log().find("address already in use"), std::string::npos) << second.log();
+  EXPECT_EQ(second.log().find("listening on"), std::string::npos) << second.log();
+  EXPECT_TRUE(first.running());
+}
+
+TEST(Daemons, ASecondTunerdOnATakenPortExitsWithAddressInUse) {
+  std::string dir = temp_dir("tunerd_port");
+  std::string listen = fmt::format("127.0.0.1:{}", free_port());
+  std::string tracker = fmt::format("127.0.0.1:{}", free_port());
+  Process first(bin_path("tunerd"), {"--listen", listen, "--tracker", tracker, "--data-dir", dir + "/a"},
+                dir + "/first.log");
+  ASSERT_TRUE(wait_listening(first)) << first.log();
+  Process second(bin_path("tunerd"), {"--listen", listen, "--tracker", tracker, "--data-dir", dir + "/b"},
+                 dir + "/second.log");
+  EXPECT_GT(exit_code(second), 0);
+  EXPECT_NE(second.log().find("address already in use"), std::string::npos) << second.log();
+}
+
+TEST(Daemons, ADataDirectoryBelongsToOneTunerdUntilItDies) {
+  std::string dir = temp_dir("lock");
+  std::string tracker = fmt::format("127.0.0.1:{}", free_port());
+  auto start = [&](const std::string& log) {
+    return std::make_unique<Process>(
+        bin_path("tunerd"),
+        std::vector<std::string>{"--listen", fmt::format("127.0.0.1:{}", free_port()), "--tracker", tracker,
+                                 "--data-dir", dir + "/data"},
+        dir + "/" + log);
+  };
+  auto first = start("first.log");
+  ASSERT_TRUE(wait_listening(*first)) << first->log();
+  auto second = start("second.log");
+  EXPECT_GT(exit_code(*second), 0);
+  EXPECT_NE(second->log().find(fmt::format("in use by another process (pid {})", first->pid())), std::string::npos)
+      << second->log();
+  // A crash leaves no stale lock: the OS drops it with the process.
+  first->signal(SIGKILL);
+  first->wait();
+  auto third = start("third.log");
+  EXPECT_TRUE(wait_listening(*third)) << third->log();
+}
+
+TEST(Daemons, AConfigFileWithAMistakeStopsTheDaemonNamingFileLineAndKey) {
+  std::string dir = temp_dir("config");
+  struct Case {
+    std::string text, expected;
+  };
+  for (const Case& c : {Case{"listen = \"127.0.0.1:1\"\ndata_dir = \"x\"\n", ":2: unknown key \"data_dir\""},
+                        Case{"bogus-key = 1\n", ":1: unknown key \"bogus-key\""},
+                        Case{"[tracker]\nlisten = \"127.0.0.1:1\"\n", "sections are not read"},
+                        Case{"listen = \"127.0.0.1:1\n", "config.toml:1:"}}) {
+    std::ofstream(dir + "/config.toml") << c.text;
+    for (const char* program : {"trackerd", "tunerd", "device-agent"}) {
+      Process p(bin_path(program), {"--config", dir + "/config.toml"}, dir + "/" + program + ".log");
+      EXPECT_EQ(exit_code(p), 2) << program << ": " << p.log();
+      EXPECT_NE(p.log().find(c.expected), std::string::npos) << program << ": " << p.log();
+      EXPECT_EQ(p.log().find("listening on"), std::string::npos) << program << ": " << p.log();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tunefarm::testing
