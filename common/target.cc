@@ -41,6 +41,8 @@ std::string Target::to_string() const {
 }
 
 StatusOr<Target> parse_target(std::string_view text) {
+  if (text.size() > kMaxTargetLength)
+    return invalid_argument(fmt::format("target of {} bytes is longer than the {} allowed", text.size(), kMaxTargetLength));
   auto fail = [&](const std::string& why) { return invalid_argument(fmt::format("target '{}': {}", text, why)); };
   auto words = split_spaces(text);
   if (words.empty()) return fail("empty target (expected 'llvm' or 'cuda', with options)");

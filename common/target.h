@@ -25,6 +25,9 @@ struct Target {
   bool operator==(const Target& other) const = default;
 };
 
+// Longer target strings are refused: every record of a job stores its target.
+inline constexpr size_t kMaxTargetLength = 256;
+
 // Parses a target string; unknown kinds, unknown options, repeated options, malformed values and
 // CUDA architectures outside sm_75..sm_90 are errors that name the part at fault.
 StatusOr<Target> parse_target(std::string_view text);

@@ -8,6 +8,7 @@
 
 #include "common/wire.h"
 #include "compiler/build.h"
+#include "compiler/codegen/codegen.h"
 #include "compiler/features/features.h"
 #include "tuner/parallel_for.h"
 
@@ -224,6 +225,7 @@ std::optional<Point> CompilerTask::default_point() const {
 
 StatusOr<std::unique_ptr<TuningTask>> CompilerTaskFactory::make_task(const Workload& workload, const Target& target,
                                                                      const std::string& template_name) {
+  TF_RETURN_IF_ERROR(codegen::check_target(target));
   TF_ASSIGN_OR_RETURN(std::unique_ptr<CompilerTask> task, CompilerTask::create(workload, target, template_name, features_));
   return std::unique_ptr<TuningTask>(std::move(task));
 }

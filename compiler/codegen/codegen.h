@@ -23,6 +23,11 @@
 
 namespace tunefarm::codegen {
 
+// Whether LLVM can build for `target` without aborting: a known triple of a supported architecture,
+// a CPU and features from LLVM's tables, and the baseline features the kernels assume. Every path
+// that builds code checks it first; services call it to refuse a target at submit.
+Status check_target(const Target& target);
+
 StatusOr<std::string> compile_object(const ir::LoweredFunc& f, const Target& target, const std::string& entry);
 
 // Links a position-independent object into a shared object (`ld -shared`, or the target's cross

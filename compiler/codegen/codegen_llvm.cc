@@ -75,7 +75,8 @@ TargetInfo target_info(const Target& t) {
   return info;
 }
 
-StatusOr<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const TargetInfo& info) {
+StatusOr<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const Target& t, const TargetInfo& info) {
+  TF_RETURN_IF_ERROR(check_target(t));
   init_llvm();
   std::string err;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(info.triple, err);
@@ -780,7 +781,7 @@ template <typename EmitFn>
 Status with_module(const LoweredFunc& f, const Target& target, const std::string& entry, PtxKernel* launch, EmitFn emit_fn,
                    bool optimized = true) {
   TargetInfo info = target_info(target);
-  TF_ASSIGN_OR_RETURN(auto tm, make_target_machine(info));
+  TF_ASSIGN_OR_RETURN(auto tm, make_target_machine(target, info));
   llvm::LLVMContext ctx;
   llvm::Module m(entry, ctx);
   m.setTargetTriple(info.triple);

@@ -228,5 +228,21 @@ TEST_F(ServiceTest, ExportThenImportIntoAFreshDatabaseGivesTheSameBestAnswers) {
   }
 }
 
+// Targets that once made LLVM abort tunerd (and every restart after it) are refused at submit,
+// naming the bad part, and tunerd goes on serving.
+TEST_F(ServiceTest, TargetsThatWouldAbortLlvmAreRefusedAndTunerdStaysUp) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  for (const char* target : {"llvm -mcpu=nonexistent", "llvm -mtriple=riscv64-linux-gnu -mattr=+v"}) {
+    int code = 0;
+    tune_client({"--server", tunerd.address(), "submit", "--workload", "matmul:M=16,N=16,K=16", "--target", target,
+                 "--device", "local-cpu", "--trials", "2"},
+                &code);
+    EXPECT_NE(code, 0) << target;
+  }
+  auto job = tunerd.submit("matmul:M=16,N=16,K=16", 2, 2);
+  ASSERT_TRUE(job.ok()) << job.status().to_string() << "\n" << tunerd.log();
+  EXPECT_EQ(tunerd.watch(job->id()).state(), v1::SUCCEEDED) << tunerd.log();
+}
+
 }  // namespace
 }  // namespace tunefarm::testing
