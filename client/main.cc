@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   client::GlobalFlags flags;
   app.add_option("--server", flags.server, "tunerd address")->capture_default_str();
   app.add_option("--tracker", flags.tracker, "Tracker address")->capture_default_str();
-  app.add_option("--token", flags.token, "Token for tunerd (default: $TUNEFARM_TOKEN)")->envname("TUNEFARM_TOKEN");
+  add_secret_option(app, "token", flags.token, "TUNEFARM_TOKEN", "Token for tunerd");
   TlsClientFiles tls;
   app.add_option("--tls-ca", tls.ca, "PEM CA to check TLS servers by (dials plaintext without)");
   app.add_option("--tls-cert", tls.cert, "PEM client certificate, for servers that require one");

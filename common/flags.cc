@@ -1,6 +1,7 @@
 #include "common/flags.h"
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <string_view>
@@ -21,6 +22,34 @@ void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_config_file) 
 
 namespace {
 
+constexpr const char* kSecretsGroup = "Secrets (from --config, the environment or a file; never the command line)";
+
+// The tokens of a secret file: its non-empty lines, without surrounding blanks.
+std::vector<std::string> read_secret_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw CLI::ValidationError(path, "cannot read the secret file");
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t a = line.find_first_not_of(" \t\r");
+    size_t b = line.find_last_not_of(" \t\r");
+    if (a != std::string::npos) out.push_back(line.substr(a, b - a + 1));
+  }
+  if (out.empty()) throw CLI::ValidationError(path, "the secret file holds no token");
+  return out;
+}
+
+// Whether argv gives option `name` (--name or --name=value) itself.
+bool on_command_line(int argc, char** argv, const std::string& name) {
+  std::string flag = "--" + name;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == flag || arg.starts_with(flag + "=")) return true;
+  }
+  return false;
+}
+
 // The file named by --config FILE or --config=FILE, if any.
 std::string config_path(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -32,6 +61,30 @@ std::string config_path(int argc, char** argv) {
 }
 
 }  // namespace
+
+CLI::Option* add_secret_option(CLI::App& app, const std::string& name, std::string& value, const std::string& env,
+                               const std::string& help) {
+  app.add_option("--" + name + "-file")
+      ->description(help + ": read from this file")
+      ->group(kSecretsGroup)
+      ->each([&value, name](const std::string& path) {
+        auto tokens = read_secret_file(path);
+        if (tokens.size() > 1) throw CLI::ValidationError(path, "holds more than one token for --" + name);
+        value = tokens[0];
+      });
+  return app.add_option("--" + name, value, help)->envname(env)->group(kSecretsGroup);
+}
+
+CLI::Option* add_secret_option(CLI::App& app, const std::string& name, std::vector<std::string>& values,
+                               const std::string& env, const std::string& help) {
+  app.add_option("--" + name + "-file")
+      ->description(help + ": read from this file, one per line")
+      ->group(kSecretsGroup)
+      ->each([&values](const std::string& path) {
+        for (auto& t : read_secret_file(path)) values.push_back(std::move(t));
+      });
+  return app.add_option("--" + name, values, help)->envname(env)->group(kSecretsGroup);
+}
 
 Status check_config_file(const CLI::App& app, const std::string& path) {
   auto parsed = toml::parse_file(path);
@@ -63,12 +116,22 @@ Status check_config_file(const CLI::App& app, const std::string& path) {
 }
 
 bool parse_command_line(CLI::App& app, int argc, char** argv, int& exit_code) {
+  std::string program = app.get_name().empty() ? std::filesystem::path(argv[0]).filename().string() : app.get_name();
   // CLI11 reads config files leniently (unknown keys and sections are skipped, a broken string
   // becomes a value), so the file is checked strictly before CLI11 reads it.
   if (std::string path = config_path(argc, argv); !path.empty()) {
     if (Status s = check_config_file(app, path); !s.ok()) {
-      std::string program = app.get_name().empty() ? std::filesystem::path(argv[0]).filename().string() : app.get_name();
       std::cerr << program << ": " << s.message() << "\n";
+      exit_code = 2;
+      return false;
+    }
+  }
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->get_group() != kSecretsGroup) continue;
+    for (const std::string& name : option->get_lnames()) {
+      if (name.ends_with("-file") || !on_command_line(argc, argv, name)) continue;
+      std::cerr << program << ": --" << name << " on the command line is readable by every process of this host; give it in "
+                << "the --config file, as $" << option->get_envname() << " or with --" << name << "-file\n";
       exit_code = 2;
       return false;
     }

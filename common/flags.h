@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -17,6 +18,15 @@ struct CommonFlags {
 
 // Adds --log-level; with `with_config_file`, also --config (a TOML file).
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_config_file);
+
+// Adds a secret (a token) as `--NAME`, readable from the --config file, from $ENV, or from the file
+// given with `--NAME-file` (one token per line; several only where the option repeats). The secret
+// itself is refused on the command line, where every process of the host can read it
+// (/proc/PID/cmdline). Returns the --NAME option.
+CLI::Option* add_secret_option(CLI::App& app, const std::string& name, std::string& value, const std::string& env,
+                               const std::string& help);
+CLI::Option* add_secret_option(CLI::App& app, const std::string& name, std::vector<std::string>& values,
+                               const std::string& env, const std::string& help);
 
 // Checks a TOML config file against the app's flags: a syntax error, a section or a key that names
 // no long flag is an error naming the file, the line and the key.

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   app.add_option("--tracker", options.tracker, "Tracker address to dial")->capture_default_str();
   app.add_option("--key", options.device_key, "Device key this board serves")->capture_default_str();
   app.add_option("--id", options.agent_id, "Agent id, unique per tracker (default: hostname-pid)");
-  app.add_option("--token", options.token, "Agent token, when the tracker requires one");
+  add_secret_option(app, "token", options.token, "TUNEFARM_AGENT_TOKEN", "Agent token, when the tracker requires one");
   app.add_option("--scratch-dir", measurer_options.scratch_root, "Where the private scratch directory goes (default: $TMPDIR or /tmp)");
   TlsClientFiles tls;
   app.add_option("--tls-ca", tls.ca, "PEM CA to check a TLS tracker by (dials plaintext without)");

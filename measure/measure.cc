@@ -107,6 +107,27 @@ Measurer::~Measurer() {
   std::filesystem::remove_all(scratch_dir_, ec);
 }
 
+namespace {
+
+// This process's environment without what looks like a secret (the agent may take its token from
+// $TUNEFARM_AGENT_TOKEN): the worker runs foreign code, which can read its own environment.
+std::vector<char*> worker_environment() {
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e) {
+    std::string_view entry = *e;
+    std::string name(entry.substr(0, entry.find('=')));
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    bool secret = false;
+    for (const char* word : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "KEY"})
+      secret |= name.find(word) != std::string::npos;
+    if (!secret) env.push_back(*e);
+  }
+  env.push_back(nullptr);
+  return env;
+}
+
+}  // namespace
+
 Status Measurer::start_worker() {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
@@ -138,7 +159,8 @@ Status Measurer::start_worker() {
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, options_.worker_path.c_str(), &actions, &attributes, argv.data(), environ);
+  std::vector<char*> env = worker_environment();
+  int rc = posix_spawn(&pid, options_.worker_path.c_str(), &actions, &attributes, argv.data(), env.data());
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(child_end);

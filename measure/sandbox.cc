@@ -76,6 +76,16 @@ class FilterBuilder {
     add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
   }
 
+  // Allows `nr` only when its first argument has the bit `flag` set (low 32 bits).
+  void allow_only_with_flag(long nr, uint32_t flag, int error) {
+    load_nr();
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 4));
+    add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
+    add(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, flag, 1, 0));
+    add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (static_cast<uint32_t>(error) & SECCOMP_RET_DATA)));
+    add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  }
+
   Status install() {
     add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
     sock_fprog program{static_cast<unsigned short>(code_.size()), code_.data()};
@@ -99,6 +109,18 @@ Status install_seccomp_filter() {
   // No other programs: a kernel must not turn into a shell.
   filter.deny(SYS_execve, EACCES);
   filter.deny(SYS_execveat, EACCES);
+  // No new processes: threads only (clone with CLONE_THREAD stays in this process and dies with
+  // it), so nothing a kernel starts can outlive the worker, change its session or fork-bomb the
+  // board. clone3 cannot be inspected (its flags are behind a pointer): ENOSYS makes the C library
+  // fall back to clone for threads.
+#if defined(SYS_fork)
+  filter.deny(SYS_fork, EPERM);
+#endif
+#if defined(SYS_vfork)
+  filter.deny(SYS_vfork, EPERM);
+#endif
+  filter.deny(SYS_clone3, ENOSYS);
+  filter.allow_only_with_flag(SYS_clone, CLONE_THREAD, EPERM);
   // No reaching into other processes of the same user, the agent among them.
   filter.deny(SYS_ptrace, EPERM);
   filter.deny(SYS_process_vm_writev, EPERM);
@@ -126,21 +148,45 @@ uint64_t landlock_write_rights(int abi) {
   return rights;
 }
 
+constexpr uint64_t kReadRights = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+// Rights Landlock accepts on a rule for a file (not a directory).
+constexpr uint64_t kFileRights = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                                 LANDLOCK_ACCESS_FS_EXECUTE | (1ULL << 14) /* TRUNCATE */;
+
 Status allow_beneath(int ruleset, const std::string& path, uint64_t rights) {
   int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
   if (fd < 0) return internal_error(fmt::format("cannot open '{}' for the sandbox: {}", path, std::strerror(errno)));
+  if (!std::filesystem::is_directory(path)) rights &= kFileRights;
   landlock_path_beneath_attr rule{};
   rule.allowed_access = rights;
   rule.parent_fd = fd;
   long rc = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
   int err = errno;
   close(fd);
-  if (rc != 0) return internal_error(fmt::format("cannot allow writes to '{}': {}", path, std::strerror(err)));
+  if (rc != 0) return internal_error(fmt::format("cannot allow access to '{}': {}", path, std::strerror(err)));
   return Status();
 }
 
-Status confine_writes(const std::string& scratch_dir, int abi) {
-  uint64_t handled = landlock_write_rights(abi);
+// What a kernel may read besides its scratch directory: the system's libraries and the loader's
+// cache (kernels and GPU drivers load them), CPU topology, devices, and this process's own /proc
+// entry. Not the rest of the file system: the agent's token file, TLS key and other processes'
+// /proc entries (the agent's command line and environment) stay out of reach.
+std::vector<std::string> readable_paths() {
+  std::vector<std::string> paths = {"/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/ld.so.conf",
+                                    "/etc/ld.so.conf.d", "/sys/devices/system/cpu", "/proc/driver",
+                                    "/proc/self"};
+  std::vector<std::string> present;
+  for (auto& p : paths) {
+    std::error_code ec;
+    // /proc/self must become this process's own directory: a rule follows the path it is given.
+    auto resolved = std::filesystem::canonical(p, ec);
+    if (!ec) present.push_back(resolved.string());
+  }
+  return present;
+}
+
+Status confine_files(const std::string& scratch_dir, int abi) {
+  uint64_t handled = landlock_write_rights(abi) | kReadRights;
   landlock_ruleset_attr attr{};
   attr.handled_access_fs = handled;
   int ruleset = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
@@ -151,7 +197,9 @@ Status confine_writes(const std::string& scratch_dir, int abi) {
   std::filesystem::path parent = std::filesystem::path(scratch_dir).parent_path();
   if (s.ok() && !parent.empty()) s = allow_beneath(ruleset, parent.string(), LANDLOCK_ACCESS_FS_REMOVE_DIR);
   // Devices are opened for writing by the C library and by GPU drivers; files there are not storage.
-  if (s.ok()) s = allow_beneath(ruleset, "/dev", handled & LANDLOCK_ACCESS_FS_WRITE_FILE);
+  if (s.ok()) s = allow_beneath(ruleset, "/dev", handled & (LANDLOCK_ACCESS_FS_WRITE_FILE | kReadRights));
+  for (const std::string& path : readable_paths())
+    if (s.ok()) s = allow_beneath(ruleset, path, kReadRights);
   if (s.ok() && syscall(SYS_landlock_restrict_self, ruleset, 0) != 0)
     s = internal_error(fmt::format("cannot enter the Landlock domain: {}", std::strerror(errno)));
   close(ruleset);
@@ -194,10 +242,12 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
     return internal_error(fmt::format("cannot set no_new_privs: {}", std::strerror(errno)));
   int abi = landlock_abi_version();
   if (abi > 0) {
-    TF_RETURN_IF_ERROR(confine_writes(scratch_dir, abi));
+    TF_RETURN_IF_ERROR(confine_files(scratch_dir, abi));
     report.landlock_abi = abi;
   } else {
-    report.warnings += "this kernel has no Landlock: kernels may write outside the scratch directory\n";
+    report.warnings +=
+        "this kernel has no Landlock: kernels may write outside the scratch directory and read whatever this user "
+        "can (keep the agent's token and TLS key unreadable to the agent's user, or run the agent under its own)\n";
   }
   TF_RETURN_IF_ERROR(install_seccomp_filter());
   return report;

@@ -1,9 +1,10 @@
 // The measurement worker's sandbox: what the process that runs foreign kernels may not do. It
-// runs in its own process group (so that the Measurer kills whatever a kernel forks), under
-// resource limits (address space, file size, no core files, CPU time per candidate), without a
-// network (its own network namespace where the kernel allows one, and always a seccomp filter that
-// denies creating sockets, executing programs and signalling other processes), and may write only
-// inside its scratch directory (Landlock, where the kernel has it).
+// runs in its own process group under resource limits (address space, file size, no core files, CPU
+// time per candidate), without a network (its own network namespace where the kernel allows one,
+// and always a seccomp filter that denies creating sockets, executing programs, starting processes
+// other than threads and signalling other processes), and may write only inside its scratch
+// directory and read only that, the system's libraries and its own /proc entry (Landlock, where
+// the kernel has it; the agent reports at start when it does not).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,7 @@ struct SandboxLimits {
 // What enter_sandbox managed to set up; the limits and the seccomp filter are not optional.
 struct SandboxReport {
   bool network_namespace = false;
-  // Landlock ABI version in use; 0 when the kernel has no Landlock and writes are not confined.
+  // Landlock ABI version in use; 0 when the kernel has no Landlock and files are not confined.
   int landlock_abi = 0;
   // Lines that say which layer is missing and why, for the worker to print once.
   std::string warnings;

@@ -103,16 +103,15 @@ class Worker {
     }
   }
 
-  // Runs the reference once per workload and seed; its outputs are kept in memory and in the
-  // scratch directory, which outlives this process when a candidate crashes it.
+  // Runs the reference once per workload and seed and keeps its outputs in this process only. A
+  // worker restarted after a crash runs the reference again: outputs kept in the scratch
+  // directory could be overwritten by any candidate, and every later check would then be wrong.
   StatusOr<const std::vector<std::string>*> reference_outputs(const v1::LeasedBatch& request,
                                                               const v1::MeasureOptions& options) {
     if (!request.has_reference() || request.reference().data().empty())
       return invalid_argument("check_correctness is set but the batch carries no reference kernel");
     std::string key = reference_cache_key(request.workload(), request.reference(), options.input_seed());
     if (auto it = cache_.find(key); it != cache_.end()) return &it->second;
-    std::string path = fmt::format("{}/reference-{}.bin", scratch_, key);
-    if (auto stored = load_outputs(path)) return &(cache_[key] = std::move(*stored));
 
     auto tensors = allocate_tensors(request.reference().args());
     if (!tensors.ok()) return tensors.status().with_context("the reference kernel");
@@ -122,43 +121,10 @@ class Worker {
     TF_RETURN_IF_ERROR((*kernel)->run_once().with_context("the reference kernel failed"));
     TF_RETURN_IF_ERROR((*kernel)->copy_outputs(*tensors).with_context("the reference kernel failed"));
     std::vector<std::string> outputs = output_bytes(*tensors);
-    store_outputs(path, outputs);
     return &(cache_[key] = std::move(outputs));
   }
 
-  static std::optional<std::vector<std::string>> load_outputs(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return std::nullopt;
-    uint64_t count = 0;
-    in.read(reinterpret_cast<char*>(&count), sizeof count);
-    std::vector<std::string> outputs;
-    for (uint64_t i = 0; in && i < count; ++i) {
-      uint64_t size = 0;
-      in.read(reinterpret_cast<char*>(&size), sizeof size);
-      std::string bytes(size, '\0');
-      in.read(bytes.data(), static_cast<std::streamsize>(size));
-      outputs.push_back(std::move(bytes));
-    }
-    if (!in) return std::nullopt;
-    return outputs;
-  }
 
-  static void store_outputs(const std::string& path, const std::vector<std::string>& outputs) {
-    // Written under a temporary name and renamed, so that a crash never leaves half a file.
-    std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      uint64_t count = outputs.size();
-      out.write(reinterpret_cast<const char*>(&count), sizeof count);
-      for (const auto& bytes : outputs) {
-        uint64_t size = bytes.size();
-        out.write(reinterpret_cast<const char*>(&size), sizeof size);
-        out.write(bytes.data(), static_cast<std::streamsize>(size));
-      }
-      if (!out) return;
-    }
-    std::rename(tmp.c_str(), path.c_str());
-  }
 
   std::string scratch_;
   uint64_t cpu_seconds_;

@@ -26,8 +26,10 @@ int main(int argc, char** argv) {
   double drain_timeout_s = 30;
   bool insecure = false;
   app.add_option("--listen", listen, "Address to serve on")->capture_default_str();
-  app.add_option("--agent-token", options.agent_token, "Token agents must present in their hello");
-  app.add_option("--tuner-token", options.tuner_token, "Token tuners must present with each Measure request");
+  add_secret_option(app, "agent-token", options.agent_token, "TUNEFARM_AGENT_TOKEN",
+                    "Token agents must present in their hello");
+  add_secret_option(app, "tuner-token", options.tuner_token, "TUNEFARM_TUNER_TOKEN",
+                    "Token tuners must present with each Measure request");
   TlsServerFiles tls;
   app.add_option("--tls-cert", tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
   app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");

@@ -29,9 +29,12 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "Address to serve on")->capture_default_str();
   app.add_option("--tracker", tracker, "The tracker's address")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Directory of the history database (created if missing)")->capture_default_str();
-  app.add_option("--tracker-token", tracker_token, "Token to present to the tracker with each batch");
-  app.add_option("--client-token", tokens.client, "Token that may submit, cancel and import (repeatable)");
-  app.add_option("--read-only-token", tokens.read_only, "Token that may only query jobs and records (repeatable)");
+  add_secret_option(app, "tracker-token", tracker_token, "TUNEFARM_TRACKER_TOKEN",
+                    "Token to present to the tracker with each batch");
+  add_secret_option(app, "client-token", tokens.client, "TUNEFARM_CLIENT_TOKEN",
+                    "Token that may submit, cancel and import (repeatable)");
+  add_secret_option(app, "read-only-token", tokens.read_only, "TUNEFARM_READ_ONLY_TOKEN",
+                    "Token that may only query jobs and records (repeatable)");
   app.add_option("--max-jobs", options.max_running_jobs, "Jobs that run at once; more wait in the queue")
       ->capture_default_str()->check(CLI::Range(1, 64));
   app.add_option("--build-threads", options.build_threads, "Compiler threads per job (0: one per CPU)")

@@ -29,8 +29,8 @@ class SecurityAuthTest : public ::testing::Test {
     tunerd_ = std::make_unique<Process>(
         bin_path("tunerd"),
         std::vector<std::string>{"--listen", address_, "--tracker", farm_->address(), "--data-dir",
-                                 farm_->log_dir() + "/tunerd-data", "--client-token", kClientToken,
-                                 "--read-only-token", kReadOnlyToken, "--build-threads", "1", "--log-level", "debug"},
+                                 farm_->log_dir() + "/tunerd-data", "--client-token-file", secret_file(kClientToken),
+                                 "--read-only-token-file", secret_file(kReadOnlyToken), "--build-threads", "1", "--log-level", "debug"},
         farm_->log_dir() + "/tunerd.log");
     auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
     ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)))
@@ -120,14 +120,17 @@ TEST_F(SecurityAuthTest, TokensDecideWhoMaySubmitCancelAndQuery) {
       << cancelled.error_message();
 }
 
-TEST_F(SecurityAuthTest, TuneClientSendsItsTokenFromTheFlagOrTheEnvironment) {
+TEST_F(SecurityAuthTest, TuneClientSendsItsTokenFromAFileOrTheEnvironmentNeverTheCommandLine) {
   auto [refused, refused_out] = client("", "jobs");
   EXPECT_NE(refused, 0);
   EXPECT_NE(refused_out.find("requires a token"), std::string::npos) << refused_out;
   auto [by_env, by_env_out] = client(fmt::format("TUNEFARM_TOKEN={}", kReadOnlyToken), "jobs");
   EXPECT_EQ(by_env, 0) << by_env_out;
+  auto [by_file, by_file_out] = client("", fmt::format("--token-file {} jobs", secret_file(kReadOnlyToken)));
+  EXPECT_EQ(by_file, 0) << by_file_out;
+  // On the command line, any process of the host could read it in /proc/PID/cmdline.
   auto [by_flag, by_flag_out] = client("", fmt::format("--token {} jobs", kReadOnlyToken));
-  EXPECT_EQ(by_flag, 0) << by_flag_out;
+  EXPECT_EQ(by_flag, 2) << by_flag_out;
   // The tracker's devices listing needs no tunerd token and must not be sent one.
   auto [devices, devices_out] = client(fmt::format("TUNEFARM_TOKEN={}", kClientToken), "devices");
   EXPECT_EQ(devices, 0) << devices_out;

@@ -46,14 +46,14 @@ class SecurityBadInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
     farm_ = std::make_unique<Farm>(
-        std::vector<std::string>{"--agent-token", "agent-secret", "--tuner-token", "tuner-secret"});
+        std::vector<std::string>{"--agent-token-file", secret_file("agent-secret"), "--tuner-token-file", secret_file("tuner-secret")});
     tracker_ = farm_->stub();
     data_dir_ = farm_->log_dir() + "/tunerd-data";
     std::string address = fmt::format("127.0.0.1:{}", free_port());
     tunerd_ = std::make_unique<Process>(
         bin_path("tunerd"),
         std::vector<std::string>{"--listen", address, "--tracker", farm_->address(), "--data-dir", data_dir_,
-                                 "--tracker-token", "tuner-secret", "--build-threads", "1"},
+                                 "--tracker-token-file", secret_file("tuner-secret"), "--build-threads", "1"},
         farm_->log_dir() + "/tunerd.log");
     auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
     ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)))
@@ -323,7 +323,7 @@ std::vector<Case> SecurityBadInputTest::cases() {
 
 TEST_F(SecurityBadInputTest, EveryRpcRefusesBadInputWithAStatusThatNamesTheProblem) {
   // An agent makes local-cpu a key the tracker knows, so that only the spoiled field is at fault.
-  farm_->start_agent("agent-1", "local-cpu", {"--token", "agent-secret"});
+  farm_->start_agent("agent-1", "local-cpu", {"--token-file", secret_file("agent-secret")});
   ASSERT_TRUE(farm_->wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << farm_->logs();
   std::vector<Case> table = cases();
   EXPECT_GE(table.size(), 60u);

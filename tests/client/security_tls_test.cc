@@ -50,8 +50,8 @@ class SecurityTlsTest : public ::testing::Test {
     tracker_ = std::make_unique<Process>(
         bin_path("trackerd"),
         std::vector<std::string>{"--listen", tracker_address_, "--tls-cert", pem("server.pem"), "--tls-key",
-                                 pem("server.key"), "--tls-client-ca", pem("ca.pem"), "--agent-token", "a-secret",
-                                 "--tuner-token", "t-secret"},
+                                 pem("server.key"), "--tls-client-ca", pem("ca.pem"), "--agent-token-file", secret_file("a-secret"),
+                                 "--tuner-token-file", secret_file("t-secret")},
         *dir_ + "/trackerd.log");
   }
   void TearDown() override {
@@ -93,7 +93,7 @@ class SecurityTlsTest : public ::testing::Test {
   }
   std::unique_ptr<Process> start_agent(const std::string& id, bool with_cert) {
     std::vector<std::string> args = {"--tracker", tracker_address_, "--key", "tls-cpu", "--id", id,
-                                     "--token", "a-secret", "--tls-ca", pem("ca.pem")};
+                                     "--token-file", secret_file("a-secret"), "--tls-ca", pem("ca.pem")};
     if (with_cert) args.insert(args.end(), {"--tls-cert", pem("agent-board.pem"), "--tls-key", pem("agent-board.key")});
     return std::make_unique<Process>(bin_path("device-agent"), args, *dir_ + "/" + id + ".log");
   }
@@ -142,13 +142,13 @@ TEST_F(SecurityTlsTest, TunerdServesTlsDialsTheTrackerOverTlsAndTuneClientFollow
   std::string address = fmt::format("127.0.0.1:{}", free_port());
   Process tunerd(bin_path("tunerd"),
                  {"--listen", address, "--tracker", tracker_address_, "--data-dir", *dir_ + "/tunerd-data",
-                  "--tls-cert", pem("server.pem"), "--tls-key", pem("server.key"), "--client-token", "c-secret",
+                  "--tls-cert", pem("server.pem"), "--tls-key", pem("server.key"), "--client-token-file", secret_file("c-secret"),
                   "--tracker-ca", pem("ca.pem"), "--tracker-cert", pem("agent-tunerd.pem"), "--tracker-key",
-                  pem("agent-tunerd.key"), "--tracker-token", "t-secret", "--build-threads", "1"},
+                  pem("agent-tunerd.key"), "--tracker-token-file", secret_file("t-secret"), "--build-threads", "1"},
                  *dir_ + "/tunerd.log");
   auto client = [&](const std::string& extra) {
-    std::string command = fmt::format("{} --server {} --tracker {} --token c-secret {} 2>&1", bin_path("tune-client"),
-                                      address, tracker_address_, extra);
+    std::string command = fmt::format("{} --server {} --tracker {} --token-file {} {} 2>&1", bin_path("tune-client"),
+                                      address, tracker_address_, secret_file("c-secret"), extra);
     FILE* pipe = popen(command.c_str(), "r");
     std::string out;
     char buffer[512];
@@ -173,12 +173,12 @@ TEST_F(SecurityTlsTest, TunerdServesTlsDialsTheTrackerOverTlsAndTuneClientFollow
 TEST(SecurityListen, DaemonsRefuseToListenBeyondLoopbackWithoutTlsAndTokens) {
   std::string dir = std::filesystem::temp_directory_path().string();
   std::string wide = "0.0.0.0:" + std::to_string(free_port());
-  Process tracker(bin_path("trackerd"), {"--listen", wide, "--agent-token", "a", "--tuner-token", "t"},
+  Process tracker(bin_path("trackerd"), {"--listen", wide, "--agent-token-file", secret_file("a"), "--tuner-token-file", secret_file("t")},
                   dir + "/tunefarm-tls-refusal-trackerd.log");
   int status = tracker.wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
   EXPECT_NE(tracker.log().find("without TLS"), std::string::npos) << tracker.log();
-  Process tunerd(bin_path("tunerd"), {"--listen", wide, "--client-token", "c", "--data-dir", dir + "/tunefarm-tls-x"},
+  Process tunerd(bin_path("tunerd"), {"--listen", wide, "--client-token-file", secret_file("c"), "--data-dir", dir + "/tunefarm-tls-x"},
                  dir + "/tunefarm-tls-refusal-tunerd.log");
   status = tunerd.wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;

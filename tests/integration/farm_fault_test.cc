@@ -260,7 +260,7 @@ namespace {
 
 class FarmTokenTest : public FarmFaultTest {
  protected:
-  FarmTokenTest() : FarmFaultTest({"--agent-token", "agent-secret", "--tuner-token", "tuner-secret"}) {}
+  FarmTokenTest() : FarmFaultTest({"--agent-token-file", secret_file("agent-secret"), "--tuner-token-file", secret_file("tuner-secret")}) {}
 };
 
 TEST_F(FarmTokenTest, AgentsAndTunersWithoutTheTokenAreRefused) {
@@ -269,7 +269,7 @@ TEST_F(FarmTokenTest, AgentsAndTunersWithoutTheTokenAreRefused) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
   EXPECT_NE(stranger.log().find("UNAUTHENTICATED"), std::string::npos) << stranger.log();
 
-  farm_.start_agent("member", "local-cpu", {"--token", "agent-secret"});
+  farm_.start_agent("member", "local-cpu", {"--token-file", secret_file("agent-secret")});
   ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(10)));
   MeasureOutcome refused = farm_.measure(kernel_request("matmul", 1));
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.status.error_message();

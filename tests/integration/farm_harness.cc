@@ -26,6 +26,14 @@ std::string bin_path(const std::string& name) {
   return (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "bin" / name).string();
 }
 
+std::string secret_file(const std::string& token) {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("tunefarm-secret-" + std::to_string(getpid()) + "-" + std::to_string(std::hash<std::string>{}(token))))
+                         .string();
+  std::ofstream(path) << token << "\n";
+  return path;
+}
+
 int free_port() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

@@ -24,6 +24,9 @@ std::string bin_path(const std::string& name);
 // A port on 127.0.0.1 that was free a moment ago.
 int free_port();
 
+// A file holding `token`, for the --*-token-file flags (secrets never go on a command line).
+std::string secret_file(const std::string& token);
+
 class Process {
  public:
   // Starts `binary` with `args`; stdout and stderr go to `log_path`.

@@ -49,15 +49,15 @@ TEST_F(MeasureTest, WrongAnswerIsCaught) {
   EXPECT_EQ(r.costs_size(), 0);
 }
 
-TEST_F(MeasureTest, ReferenceRunsOncePerWorkloadAndSeed) {
+TEST_F(MeasureTest, ReferenceOutputsAreNotLeftInTheScratchDirectory) {
   for (int i = 0; i < 3; ++i) ASSERT_EQ(measure("matmul").error(), v1::OK);
   v1::MeasureOptions other_seed = quick_options();
   other_seed.set_input_seed(43);
   ASSERT_EQ(measure("matmul", other_seed).error(), v1::OK);
-  int stored = 0;
+  // Reference outputs stay inside the worker: files in the scratch directory are a candidate's to
+  // overwrite.
   for (const auto& entry : std::filesystem::directory_iterator(measurer_->scratch_dir()))
-    stored += entry.path().filename().string().starts_with("reference-");
-  EXPECT_EQ(stored, 2);
+    EXPECT_FALSE(entry.path().filename().string().starts_with("reference-")) << entry.path();
 }
 
 TEST_F(MeasureTest, MinRepeatMsMakesEachRepeatLastThatLong) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -128,6 +129,41 @@ TEST(SandboxLimitFlags, RoundTripAndRejectJunk) {
   EXPECT_FALSE(parse_limit_flag("--memory-bytes=12x", limits));
   EXPECT_FALSE(parse_limit_flag("--memory-bytes=", limits));
   EXPECT_FALSE(parse_limit_flag("--network=on", limits));
+}
+
+// A candidate must not read the agent's secrets: a token file or TLS key outside its scratch, the
+// agent's command line or environment, or a token the agent took from its own environment.
+TEST_F(SandboxTest, SecretsOfTheAgentAreOutOfReach) {
+  if (landlock_abi_version() == 0) GTEST_SKIP() << "this kernel has no Landlock";
+  std::filesystem::path secret = std::filesystem::temp_directory_path() / ("tunefarm-snoop-" + std::to_string(getpid()));
+  { std::ofstream(secret) << "agent-token\n"; }
+  setenv("TUNEFARM_TEST_SNOOP_PATH", secret.c_str(), 1);
+  setenv("TUNEFARM_AGENT_TOKEN", "SNOOP_SECRET", 1);
+  start(MeasurerOptions{});
+  v1::MeasureResult r = measure(kernel_artifact("snoop"), unchecked());
+  unsetenv("TUNEFARM_AGENT_TOKEN");
+  unsetenv("TUNEFARM_TEST_SNOOP_PATH");
+  std::filesystem::remove(secret);
+  EXPECT_EQ(r.error(), v1::OK) << "the kernel read a secret: " << r.error_msg();
+  expect_next_one_ok();
+}
+
+// A candidate cannot start a process that would outlive its worker (a child in its own session,
+// SIGTERM blocked); threads still work, as the parallel runtime needs them.
+TEST_F(SandboxTest, ACandidateCannotStartProcesses) {
+  v1::MeasureResult r = measure(kernel_artifact("forker"), unchecked());
+  EXPECT_EQ(r.error(), v1::OK) << "the kernel forked: " << r.error_msg();
+  expect_next_one_ok();
+}
+
+// A candidate that overwrites what it finds in its scratch directory, followed by one that crashes
+// the worker: the restarted worker's correctness checks are as right as before.
+TEST_F(SandboxTest, ACandidateCannotPoisonLaterCorrectnessChecks) {
+  expect_next_one_ok();
+  EXPECT_EQ(measure(kernel_artifact("poison"), unchecked()).error(), v1::OK);
+  EXPECT_EQ(measure(kernel_artifact("crash")).error(), v1::RUNTIME_ERROR);
+  for (int i = 0; i < 3; ++i) expect_next_one_ok();
+  EXPECT_EQ(measure(kernel_artifact("matmul_wrong")).error(), v1::WRONG_ANSWER);
 }
 
 }  // namespace
