@@ -134,8 +134,11 @@ class Partitioner : public IRMutator {
     Expr d0 = simplify(substitute(d, {{v, int_imm(0)}}));
     Expr d1 = simplify(substitute(d, {{v, int_imm(1)}}));
     Expr d2 = simplify(substitute(d, {{v, int_imm(2)}}));
-    const int64_t* beta = as_const_int(simplify(sub(d1, d0)));
-    const int64_t* beta2 = as_const_int(simplify(sub(d2, d1)));
+    // as_const_int points into its argument: the differences must outlive the pointers.
+    Expr step1 = simplify(sub(d1, d0));
+    Expr step2 = simplify(sub(d2, d1));
+    const int64_t* beta = as_const_int(step1);
+    const int64_t* beta2 = as_const_int(step2);
     if (!beta || !beta2 || *beta != *beta2 || *beta <= 0) return std::nullopt;
     if (uses_var(d0, v) || uses_any(d0, inner)) return std::nullopt;
     if (!allow_symbolic && !as_const_int(d0)) return std::nullopt;
