@@ -188,6 +188,29 @@ Status check_file_header(const std::string& path) {
   return Status();
 }
 
+// A file damaged inside (scribbled pages) opens and even answers some reads; it must be refused
+// before a job spends device time on measurements that could not be stored.
+Status check_pages(Connection& connection, const std::string& path, RecordStoreOptions::Check check) {
+  const char* pragma = check == RecordStoreOptions::Check::kFull ? "PRAGMA integrity_check(5)" : "PRAGMA quick_check(5)";
+  auto damaged = [&](std::string_view why) {
+    return Status(StatusCode::kDataLoss, fmt::format("history database {} is damaged ({}); restore it from an "
+                                                     "export or move it aside",
+                                                     path, why));
+  };
+  auto stmt = connection.prepare(pragma);
+  if (!stmt.ok()) return damaged(stmt.status().message());
+  std::string problems;
+  while (true) {
+    auto row = stmt->step();
+    if (!row.ok()) return damaged(row.status().message());
+    if (!*row) break;
+    std::string_view line = stmt->column_text(0);
+    if (line == "ok") continue;
+    problems += (problems.empty() ? "" : "; ") + std::string(line);
+  }
+  return problems.empty() ? Status() : damaged(problems);
+}
+
 Status check_limits(int64_t limit, int64_t offset) {
   if (limit < 0) return invalid_argument(fmt::format("limit {} is negative", limit));
   if (limit > kMaxListLimit) {
@@ -209,6 +232,7 @@ StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path
   TF_RETURN_IF_ERROR(check_file_header(path));
   auto busy_timeout = std::min(options.busy_budget, kCallBusyTimeout);
   TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
+  TF_RETURN_IF_ERROR(check_pages(*connection, path, options.check));
   Status status = db::retry_while_busy(
       [&]() -> Status {
         {

@@ -41,6 +41,11 @@ struct RecordStoreOptions {
   // How long an operation waits out a lock held by another process before failing with
   // kUnavailable.
   std::chrono::milliseconds busy_budget{30000};
+  // How open() checks the file before anything is read or measured into it: SQLite's quick_check
+  // (every page readable and well-formed; seconds for millions of records) or its full
+  // integrity_check (indexes against tables too; slower).
+  enum class Check { kQuick, kFull };
+  Check check = Check::kQuick;
 };
 
 // Which records a listing or an export covers; unset fields match everything.

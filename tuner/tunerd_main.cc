@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
                  "How the cost model learns: rank (pairwise ranking, as AutoTVM) or regression (of normalised "
                  "throughput)")
       ->capture_default_str()->check(CLI::IsMember({"rank", "regression"}));
+  std::string check_history = "quick";
+  app.add_option("--check-history", check_history,
+                 "How the history database is checked at start: quick (every page) or full (indexes too; slower)")
+      ->capture_default_str()->check(CLI::IsMember({"quick", "full"}));
   TlsServerFiles tls;
   TlsClientFiles tracker_tls;
   app.add_option("--tls-cert", tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
@@ -90,7 +94,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tunerd: {}\n", lock.status().message());
     return 1;
   }
-  auto store = RecordStore::open((std::filesystem::path(data_dir) / "history.db").string());
+  RecordStoreOptions store_options;
+  store_options.check = check_history == "full" ? RecordStoreOptions::Check::kFull : RecordStoreOptions::Check::kQuick;
+  auto store = RecordStore::open((std::filesystem::path(data_dir) / "history.db").string(), store_options);
   if (!store.ok()) {
     fmt::print(stderr, "tunerd: {}\n", store.status().message());
     return 1;

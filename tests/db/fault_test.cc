@@ -119,6 +119,30 @@ TEST(Fault, ScribbledPagesAreReportedNotCrashedOn) {
   }
 }
 
+// 4 KB of random bytes in the middle of a real history: open() refuses it (quick check and full
+// check alike), so tunerd never accepts a job whose measurements it could not store.
+TEST(Fault, ARandomBlockInTheMiddleIsRefusedAtOpen) {
+  for (auto check : {RecordStoreOptions::Check::kQuick, RecordStoreOptions::Check::kFull}) {
+    TempDir dir;
+    std::string path = make_history(dir);
+    auto size = std::filesystem::file_size(path);
+    {
+      std::mt19937 random(7);
+      std::string junk(4096, '\0');
+      for (char& c : junk) c = static_cast<char>(random());
+      std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));
+      file.write(junk.data(), junk.size());
+    }
+    RecordStoreOptions options;
+    options.check = check;
+    auto store = RecordStore::open(path, options);
+    ASSERT_FALSE(store.ok()) << "a damaged history opened";
+    EXPECT_EQ(store.status().code(), StatusCode::kDataLoss) << store.status().to_string();
+    EXPECT_TRUE(mentions(store.status(), path)) << store.status().message();
+  }
+}
+
 TEST(Fault, ScribbledHeaderIsAClearError) {
   TempDir dir;
   std::string path = make_history(dir);
