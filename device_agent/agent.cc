@@ -167,8 +167,15 @@ Status DeviceAgent::run() {
     Status s = serve_once();
     if (stopping_) break;
     if (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kUnauthenticated ||
-        s.code() == StatusCode::kPermissionDenied) {
+        s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kAlreadyExists) {
       outcome = s;
+      break;
+    }
+    // The address answers gRPC but has no tracker service: most likely tunerd's port.
+    if (s.code() == StatusCode::kUnimplemented) {
+      outcome = failed_precondition(fmt::format("{} is not a tracker (it does not serve the agent session; is it "
+                                                "tunerd's address?)",
+                                                options_.tracker));
       break;
     }
     // A session that got as far as its ack resets the backoff: the tracker was there.

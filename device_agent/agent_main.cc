@@ -82,7 +82,9 @@ int main(int argc, char** argv) {
   signal_waiter.detach();
   Status s = agent.run();
   if (!s.ok()) {
-    fmt::print(stderr, "device-agent: the tracker refused this agent: {}\n", s.to_string());
+    fmt::print(stderr, "device-agent: {}\n", s.code() == StatusCode::kFailedPrecondition
+                                                  ? s.message()
+                                                  : "the tracker refused this agent: " + s.to_string());
     return 1;
   }
   return 0;

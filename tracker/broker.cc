@@ -105,13 +105,19 @@ StatusOr<v1::HelloAck> Broker::open_session(const v1::AgentHello& hello, std::st
                                             std::shared_ptr<AgentChannel> channel, SessionId& session) {
   TF_RETURN_IF_ERROR(validate_hello(hello, options_));
   std::lock_guard<std::mutex> lock(mu_);
+  auto now = options_.clock();
   if (auto old = agent_ids_.find(hello.agent_id()); old != agent_ids_.end()) {
-    // Most likely the same agent reconnecting before its old stream was noticed as broken.
     SessionId old_session = old->second;
+    const Agent& existing = agents_[old_session];
+    // A live session keeps its id: two agents started with one --id would otherwise replace each
+    // other forever. One that has gone silent is the same agent's broken stream, not yet noticed.
+    if (now - existing.last_seen < options_.heartbeat_timeout)
+      return Status(StatusCode::kAlreadyExists,
+                    fmt::format("agent id '{}' is already connected (from {}, key '{}'); give each agent its own --id",
+                                hello.agent_id(), existing.peer, existing.hello.device_key()));
     agents_[old_session].channel->close(failed_precondition("replaced by a newer session of the same agent id"));
     close_session_locked(old_session, "replaced by a newer session of the same agent id");
   }
-  auto now = options_.clock();
   session = next_id_++;
   Agent& agent = agents_[session];
   agent.id = session;

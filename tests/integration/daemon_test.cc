@@ -109,5 +109,35 @@ TEST(Daemons, AConfigFileWithAMistakeStopsTheDaemonNamingFileLineAndKey) {
   }
 }
 
+TEST(Daemons, ASecondAgentWithTheSameIdIsRefusedAndTheFirstStays) {
+  Farm farm;
+  farm.start_agent("board-1");
+  ASSERT_TRUE(farm.wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << farm.logs();
+  std::string dir = temp_dir("agent_id");
+  Process twin(bin_path("device-agent"), {"--tracker", farm.address(), "--key", "local-cpu", "--id", "board-1"},
+               dir + "/twin.log");
+  EXPECT_GT(exit_code(twin), 0) << twin.log();
+  EXPECT_NE(twin.log().find("agent id 'board-1' is already connected"), std::string::npos) << twin.log();
+  EXPECT_TRUE(farm.agent("board-1").running());
+  auto devices = farm.stub();
+  grpc::ClientContext context;
+  v1::ListDevicesRequest request;
+  v1::ListDevicesResponse response;
+  ASSERT_TRUE(devices->ListDevices(&context, request, &response).ok());
+  ASSERT_EQ(response.agents_size(), 1);
+}
+
+TEST(Daemons, AnAgentPointedAtTunerdSaysItIsNotATracker) {
+  std::string dir = temp_dir("agent_at_tunerd");
+  std::string listen = fmt::format("127.0.0.1:{}", free_port());
+  Process tunerd(bin_path("tunerd"), {"--listen", listen, "--tracker", fmt::format("127.0.0.1:{}", free_port()),
+                                      "--data-dir", dir + "/data"},
+                 dir + "/tunerd.log");
+  ASSERT_TRUE(wait_listening(tunerd)) << tunerd.log();
+  Process agent(bin_path("device-agent"), {"--tracker", listen, "--key", "local-cpu"}, dir + "/agent.log");
+  EXPECT_GT(exit_code(agent), 0) << agent.log();
+  EXPECT_NE(agent.log().find(listen + " is not a tracker"), std::string::npos) << agent.log();
+}
+
 }  // namespace
 }  // namespace tunefarm::testing

@@ -44,14 +44,20 @@ TEST(BrokerFault, WrongTokensAreUnauthenticated) {
   EXPECT_TRUE(broker.submit(r, std::make_shared<FakeTuner>()).ok());
 }
 
-TEST(BrokerFault, SameAgentIdReplacesTheOldSessionAndRequeuesItsLease) {
-  Broker broker;
+// The same agent reconnecting before its old stream was noticed as broken: once the old session
+// has been silent past the heartbeat timeout, the new one takes its id and its lease is requeued.
+TEST(BrokerFault, SameAgentIdReplacesASilentSessionAndRequeuesItsLease) {
+  FakeClock clock;
+  BrokerOptions options;
+  options.clock = [&clock] { return clock.now; };
+  Broker broker(options);
   auto first = std::make_shared<FakeAgent>();
   ASSERT_TRUE(open(broker, hello("a"), first).ok());
   auto tuner = std::make_shared<FakeTuner>();
   ASSERT_TRUE(broker.submit(request(2), tuner).ok());
   ASSERT_EQ(first->batches.size(), 1u);
   auto second = std::make_shared<FakeAgent>();
+  clock.now += options.heartbeat_timeout + std::chrono::seconds(1);
   ASSERT_TRUE(open(broker, hello("a"), second).ok());
   EXPECT_TRUE(first->was_closed);
   ASSERT_EQ(second->batches.size(), 1u);

@@ -264,5 +264,25 @@ TEST_F(BrokerTest, ListDevicesShowsEveryAgent) {
   EXPECT_EQ(gpu.agents(0).capabilities().num_cores(), 2);
 }
 
+// Two agents started with one --id used to replace each other every few hundred milliseconds: a
+// live session keeps its id and the second hello is refused, naming the id; once the first has
+// gone silent past the heartbeat timeout, its id is free for the agent's new session.
+TEST_F(BrokerTest, ASecondAgentWithALiveAgentsIdIsRefused) {
+  Broker broker(options());
+  auto first = connect(broker, "board-1");
+  auto second = std::make_shared<FakeAgent>();
+  SessionId session = 0;
+  auto refused = broker.open_session(hello("board-1", "cpu"), "ipv4:127.0.0.1:2", second, session);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(refused.status().message().find("agent id 'board-1' is already connected"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(broker.list_devices("").agents_size(), 1);
+
+  clock_.now += BrokerOptions{}.heartbeat_timeout + std::chrono::seconds(1);
+  auto replaced = broker.open_session(hello("board-1", "cpu"), "ipv4:127.0.0.1:3", second, session);
+  EXPECT_TRUE(replaced.ok()) << replaced.status().to_string();
+}
+
 }  // namespace
 }  // namespace tunefarm
