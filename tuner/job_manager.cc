@@ -1,7 +1,11 @@
 #include "tuner/job_manager.h"
 
+#include <algorithm>
 #include <cmath>
+#include <ctime>
+#include <map>
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -32,6 +36,48 @@ int64_t now_us() {
 bool ended(v1::JobState s) { return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED; }
 
 }  // namespace
+
+int farm_batch_size(int agents, int cap) {
+  // A few candidates per agent keep every board busy while the loop checks its budgets, early
+  // stopping and cancels between batches; at least 8, so that the cost model is not retrained
+  // after every other trial on a one-board farm.
+  return std::clamp(4 * std::max(agents, 1), std::min(8, cap), cap);
+}
+
+TuningOptions tuning_options(const v1::Job& job, const JobManagerOptions& defaults, int agents) {
+  const v1::JobSpec& spec = job.spec();
+  TuningOptions options;
+  options.trials = spec.trials();
+  options.time_budget_s = spec.time_budget_s();
+  // A resumed job's clock goes on from its last saved progress rather than restarting.
+  options.elapsed_before_s = job.progress().elapsed_s();
+  options.early_stopping = spec.early_stopping();
+  options.batch_size = spec.batch_size() > 0 ? spec.batch_size() : farm_batch_size(agents, defaults.default_batch_size);
+  options.build_threads = defaults.build_threads;
+  switch (spec.strategy()) {
+    case v1::RANDOM: options.strategy = Strategy::kRandom; break;
+    case v1::GRID: options.strategy = Strategy::kGrid; break;
+    case v1::GENETIC: options.strategy = Strategy::kGenetic; break;
+    default: options.strategy = Strategy::kXgbSa; break;
+  }
+  options.search.seed = spec.seed() ? spec.seed() : std::hash<std::string>{}(job.id());
+  options.search.model = defaults.model;
+  options.search.model.seed = options.search.seed;
+  options.measure = defaults.default_measure;
+  if (spec.has_measure()) {
+    const v1::MeasureOptions& m = spec.measure();
+    if (m.number() > 0) options.measure.set_number(m.number());
+    if (m.repeat() > 0) options.measure.set_repeat(m.repeat());
+    if (m.min_repeat_ms() > 0) options.measure.set_min_repeat_ms(m.min_repeat_ms());
+    if (m.timeout_s() > 0) options.measure.set_timeout_s(m.timeout_s());
+    if (m.rtol() > 0) options.measure.set_rtol(m.rtol());
+    if (m.atol() > 0) options.measure.set_atol(m.atol());
+    if (m.input_seed() > 0) options.measure.set_input_seed(m.input_seed());
+    options.measure.set_flush_cache(m.flush_cache());
+    options.measure.set_check_correctness(m.check_correctness());
+  }
+  return options;
+}
 
 v1::MeasureOptions JobManagerOptions::default_measure_options() {
   v1::MeasureOptions m;
@@ -127,10 +173,7 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec) {
     auto task = tasks_.make_task(w, target, spec.tasks(i).template_name());
     if (!task.ok()) return task.status().with_context(fmt::format("task {} ({})", i, w.to_string()));
   }
-  if (device_check_) {
-    Status known = device_check_(spec.device_key());
-    if (!known.ok()) return known;
-  }
+  if (device_check_) TF_RETURN_IF_ERROR(device_check_(spec.device_key()).status());
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.create_job(spec));
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return unavailable("the tuning service is shutting down");
@@ -253,36 +296,12 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   }
   TF_ASSIGN_OR_RETURN(std::unique_ptr<MeasureBackend> backend, backends_(job));
 
-  TuningOptions options;
-  options.trials = spec.trials();
-  options.time_budget_s = spec.time_budget_s();
-  // A resumed job's clock goes on from its last saved progress rather than restarting.
-  options.elapsed_before_s = job.progress().elapsed_s();
-  options.early_stopping = spec.early_stopping();
-  options.batch_size = spec.batch_size() > 0 ? spec.batch_size() : options_.default_batch_size;
-  options.build_threads = options_.build_threads;
-  switch (spec.strategy()) {
-    case v1::RANDOM: options.strategy = Strategy::kRandom; break;
-    case v1::GRID: options.strategy = Strategy::kGrid; break;
-    case v1::GENETIC: options.strategy = Strategy::kGenetic; break;
-    default: options.strategy = Strategy::kXgbSa; break;
+  int agents = 0;
+  if (device_check_) {
+    auto serving = device_check_(spec.device_key());
+    if (serving.ok()) agents = *serving;
   }
-  options.search.seed = spec.seed() ? spec.seed() : std::hash<std::string>{}(job_id);
-  options.search.model = options_.model;
-  options.search.model.seed = options.search.seed;
-  options.measure = options_.default_measure;
-  if (spec.has_measure()) {
-    const v1::MeasureOptions& m = spec.measure();
-    if (m.number() > 0) options.measure.set_number(m.number());
-    if (m.repeat() > 0) options.measure.set_repeat(m.repeat());
-    if (m.min_repeat_ms() > 0) options.measure.set_min_repeat_ms(m.min_repeat_ms());
-    if (m.timeout_s() > 0) options.measure.set_timeout_s(m.timeout_s());
-    if (m.rtol() > 0) options.measure.set_rtol(m.rtol());
-    if (m.atol() > 0) options.measure.set_atol(m.atol());
-    if (m.input_seed() > 0) options.measure.set_input_seed(m.input_seed());
-    options.measure.set_flush_cache(m.flush_cache());
-    options.measure.set_check_correctness(m.check_correctness());
-  }
+  TuningOptions options = tuning_options(job, options_, agents);
 
   TuningLoop loop(task_ptrs, weights, *backend, options);
 
@@ -302,6 +321,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
                        point.status().message());
           continue;
         }
+        if (r.result().error() == v1::DEVICE_LOST) continue;  // Recorded by older versions; never measured.
         TrialResult t;
         t.task = static_cast<int>(i);
         t.point = std::move(*point);
@@ -351,7 +371,21 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
 
   Status record_error;
   std::mutex record_mu;
+  // Per error code: how often, and the first message, for a job whose every candidate failed.
+  std::map<int, std::pair<int, std::string>> failures;
+  int successes = 0;
   auto on_result = [&](const TrialResult& t) {
+    // Nothing was measured: the history keeps measurements, and the candidate is proposed again.
+    if (t.result.error() == v1::DEVICE_LOST) return;
+    {
+      std::lock_guard<std::mutex> lock(record_mu);
+      if (t.result.error() == v1::OK) {
+        ++successes;
+      } else {
+        auto& [count, message] = failures[t.result.error()];
+        if (count++ == 0) message = t.result.error_msg();
+      }
+    }
     v1::Record rec;
     *rec.mutable_workload() = task_ptrs[t.task]->workload();
     *rec.mutable_target() = spec.target();
@@ -368,6 +402,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     if (!st.ok() && record_error.ok()) record_error = st;
   };
   int trials_at_start = resumed;
+  std::string waiting_since;
   auto on_progress = [&](const TuningProgress& p) {
     v1::JobProgress progress;
     progress.set_trials_done(p.trials_done);
@@ -384,7 +419,16 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     Status st = store_.update_job_progress(job_id, progress);
     if (!st.ok()) spdlog::warn("job {}: progress not saved: {}", job_id, st.message());
     *job.mutable_progress() = progress;
-    publish(job_id, job, p.message);
+    if (!p.waiting_for_devices) {
+      waiting_since.clear();
+    } else if (waiting_since.empty()) {
+      waiting_since = fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(std::time(nullptr)));
+      spdlog::warn("job {}: no agent of key '{}' measured its last batch; waiting", job_id, spec.device_key());
+    }
+    publish(job_id, job,
+            waiting_since.empty() ? p.message
+                                  : fmt::format("waiting for an agent of key '{}' since {}", spec.device_key(),
+                                                waiting_since));
   };
 
   auto outcome = loop.run(on_result, on_progress);
@@ -403,6 +447,15 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     user_cancelled = running.user_cancelled;
   }
   if (shutting_down) return Status();  // Stays RUNNING in the database: resumed at the next start.
+  if (!user_cancelled && successes == 0 && resumed == 0 && !failures.empty()) {
+    auto dominant = std::max_element(failures.begin(), failures.end(),
+                                     [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
+    int total = 0;
+    for (const auto& [code, f] : failures) total += f.first;
+    return failed_precondition(fmt::format("every candidate failed; most often {} ({} of {}): {}",
+                                           v1::ErrorCode_Name(static_cast<v1::ErrorCode>(dominant->first)),
+                                           dominant->second.first, total, dominant->second.second));
+  }
 
   v1::JobProgress progress = job.progress();
   progress.clear_tasks();

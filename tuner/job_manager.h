@@ -5,8 +5,8 @@
 // measured again and count towards the budget.
 //
 // The manager knows neither gRPC nor the compiler: a TaskFactory makes tuning tasks, a
-// BackendFactory makes the measurement backend of a job, and a DeviceKeyCheck says whether a
-// device key exists. tuner/service.cc wires the real ones in.
+// BackendFactory makes the measurement backend of a job, and a DeviceKeyCheck says how many agents
+// serve a device key (an error when none). tuner/service.cc wires the real ones in.
 #pragma once
 
 #include <chrono>
@@ -30,7 +30,7 @@
 namespace tunefarm {
 
 using BackendFactory = std::function<StatusOr<std::unique_ptr<MeasureBackend>>(const v1::Job& job)>;
-using DeviceKeyCheck = std::function<Status(const std::string& device_key)>;
+using DeviceKeyCheck = std::function<StatusOr<int>(const std::string& device_key)>;
 
 struct JobManagerOptions {
   int max_running_jobs = 4;
@@ -42,6 +42,13 @@ struct JobManagerOptions {
 
   static v1::MeasureOptions default_measure_options();
 };
+
+// The default batch of a job on a farm whose key has `agents` agents (0: unknown), at most `cap`.
+int farm_batch_size(int agents, int cap);
+
+// How a stored job becomes the tuning loop's options: the spec's values, the service's defaults
+// where the spec leaves them out, and a batch sized to the farm when the spec sets none.
+TuningOptions tuning_options(const v1::Job& job, const JobManagerOptions& defaults, int agents);
 
 // A job as watchers see it. `version` grows with every change; `ended` is set once the job reached
 // SUCCEEDED, FAILED or CANCELLED.

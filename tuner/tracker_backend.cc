@@ -54,6 +54,11 @@ Status TrackerMeasureBackend::measure(const v1::Workload& workload, const v1::Me
     }
 
     grpc::ClientContext context;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cancelled_) return Status(StatusCode::kCancelled, "the batch was cancelled");
+      context_ = &context;
+    }
     // The call lives as long as the batch may take: every candidate's timeout in turn, plus slack
     // for queueing behind other tuners.
     double per_candidate = options.timeout_s() > 0 ? options.timeout_s() : 10.0;
@@ -69,6 +74,11 @@ Status TrackerMeasureBackend::measure(const v1::Workload& workload, const v1::Me
       on_result(id, response.result());
     }
     grpc::Status status = reader->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      context_ = nullptr;
+      if (cancelled_ && remaining > 0) return Status(StatusCode::kCancelled, "the batch was cancelled");
+    }
     if (remaining == 0) break;
     if (!status.ok() && !transient(status.error_code())) return from_grpc(status).with_context("tracker");
     last_error = status.ok() ? "the tracker ended the batch early" : status.error_message();
@@ -89,7 +99,13 @@ Status TrackerMeasureBackend::measure(const v1::Workload& workload, const v1::Me
   return Status();
 }
 
-Status check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key) {
+void TrackerMeasureBackend::cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (context_) context_->TryCancel();
+}
+
+StatusOr<int> check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key) {
   auto stub = v1::Tracker::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -100,7 +116,7 @@ Status check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std
     return unavailable(fmt::format("cannot ask the tracker which device keys exist: {}", status.error_message()));
   std::string known;
   for (const auto& key : response.keys()) {
-    if (key.device_key() == device_key && key.agents_total() > 0) return Status();
+    if (key.device_key() == device_key && key.agents_total() > 0) return static_cast<int>(key.agents_total());
     if (key.agents_total() > 0) known += (known.empty() ? "" : ", ") + key.device_key();
   }
   return invalid_argument(fmt::format("unknown device key '{}': no agent serves it (the tracker has agents for: {})",

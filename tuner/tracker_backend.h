@@ -7,12 +7,14 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "tuner/tuning_loop.h"
 
 namespace grpc {
 class Channel;
+class ClientContext;
 }
 
 namespace tunefarm {
@@ -33,14 +35,19 @@ class TrackerMeasureBackend : public MeasureBackend {
   Status measure(const v1::Workload& workload, const v1::MeasureOptions& options, const v1::Artifact* reference,
                  std::span<const v1::Artifact> candidates, const ResultFn& on_result) override;
   bool shares_host_cpu() const override { return false; }
+  // Cancels the Measure call in flight: the tracker drops the candidates still queued.
+  void cancel() override;
 
  private:
   std::shared_ptr<grpc::Channel> channel_;
   TrackerBackendOptions options_;
+  std::mutex mu_;
+  bool cancelled_ = false;                   // Guarded by mu_.
+  grpc::ClientContext* context_ = nullptr;   // The call in flight; guarded by mu_.
 };
 
-// OK when the tracker has at least one agent for `device_key`; INVALID_ARGUMENT naming the keys it
+// How many agents the tracker has for `device_key` (at least one); INVALID_ARGUMENT naming the keys it
 // does have otherwise; UNAVAILABLE when the tracker cannot be reached.
-Status check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key);
+StatusOr<int> check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key);
 
 }  // namespace tunefarm

@@ -178,7 +178,15 @@ Status TuningLoop::absorb_batch(Batch& batch, TuningProgress& progress) {
   TaskState& s = *state_[batch.task];
   std::vector<double> gflops;
   double batch_best = 0;
+  // A DEVICE_LOST candidate was never measured: it costs no trial and teaches the search nothing.
+  std::vector<Point> measured;
+  int lost = 0;
   for (const TrialResult& r : batch.results) {
+    if (r.result.error() == v1::DEVICE_LOST) {
+      ++lost;
+      continue;
+    }
+    measured.push_back(r.point);
     gflops.push_back(r.gflops);
     batch_best = std::max(batch_best, r.gflops);
     progress.errors_by_code[r.result.error()]++;
@@ -199,8 +207,10 @@ Status TuningLoop::absorb_batch(Batch& batch, TuningProgress& progress) {
   std::sort(s.top.begin(), s.top.end(), [](const auto& a, const auto& b) { return a.gflops > b.gflops; });
   if (static_cast<int>(s.top.size()) > options_.remeasure_top) s.top.resize(std::max(0, options_.remeasure_top));
   progress.last_batch_gflops = batch_best;
-  progress.trials_done += static_cast<int>(batch.results.size());
-  return s.searcher->observe(batch.points, gflops);
+  progress.trials_done += static_cast<int>(measured.size());
+  progress.waiting_for_devices = lost > 0 && measured.empty();
+  if (measured.empty()) return Status();
+  return s.searcher->observe(measured, gflops);
 }
 
 Status TuningLoop::remeasure(int task) {
@@ -286,6 +296,8 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
     Status st = measuring.get();
     Batch done = std::move(*in_flight);
     in_flight.reset();
+    // A withdrawn batch: its measured candidates were reported, the rest never ran.
+    if (st.code() == StatusCode::kCancelled && cancelled_.load()) return Status();
     TF_RETURN_IF_ERROR(st);
     TF_RETURN_IF_ERROR(absorb_batch(done, progress));
     finish_round(done);

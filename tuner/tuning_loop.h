@@ -87,6 +87,10 @@ class MeasureBackend {
   // True when measuring uses this machine's CPUs: building then waits for measuring to finish, so
   // that compilation does not disturb the timings.
   virtual bool shares_host_cpu() const = 0;
+  // Asks a measure() in progress, from another thread, to give up on the candidates not yet
+  // measured (withdrawing them from wherever they queue); it then returns CANCELLED without
+  // results for those. Backends that cannot withdraw work ignore it.
+  virtual void cancel() {}
 };
 
 struct TrialResult {
@@ -129,6 +133,9 @@ struct TuningProgress {
   double last_batch_gflops = 0;   // Best of the last batch.
   double elapsed_s = 0;
   std::vector<int> errors_by_code;  // Indexed by v1::ErrorCode.
+  // Every candidate of the last batch came back DEVICE_LOST: no agent measured it (none serves the
+  // key, or all were lost). Such candidates are not charged to the budget.
+  bool waiting_for_devices = false;
   std::string message;            // A line for people.
 };
 
@@ -161,8 +168,12 @@ class TuningLoop {
   // per batch. Thread-compatible: one run() at a time.
   StatusOr<TuningOutcome> run(const ResultSink& on_result, const ProgressSink& on_progress);
 
-  // Asks a running loop to stop after the batch in flight; safe from any thread.
-  void cancel() { cancelled_.store(true); }
+  // Stops a running loop: the batch in flight is withdrawn from the backend (what was already
+  // measured is reported), and no new one starts. Safe from any thread.
+  void cancel() {
+    cancelled_.store(true);
+    backend_.cancel();
+  }
 
  private:
   struct TaskState;

@@ -3,7 +3,10 @@
 // index, and a backend that turns that index into a time.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
+#include <thread>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -86,9 +89,24 @@ class FakeBackend : public MeasureBackend {
     std::lock_guard<std::mutex> lock(mu_);
     saw_reference_ |= reference != nullptr;
     for (size_t i = 0; i < candidates.size(); ++i) {
+      if (delay.count() > 0) std::this_thread::sleep_for(delay);
+      if (cancelled_.load()) return Status(StatusCode::kCancelled, "withdrawn");
+      v1::MeasureResult r;
+      if (lose_first > 0) {
+        --lose_first;
+        r.set_error(v1::DEVICE_LOST);
+        r.set_error_msg("no agent");
+        on_result(i, r);
+        continue;
+      }
+      if (fail_all) {
+        r.set_error(*fail_all);
+        r.set_error_msg("the worker aborted");
+        on_result(i, r);
+        continue;
+      }
       int64_t index = std::stoll(candidates[i].entry_symbol());
       measured_[index]++;
-      v1::MeasureResult r;
       Point p = task_.space().point_at(index);
       double g = task_.true_gflops(index) * (lucky_.count(index) && measured_[index] == 1 ? 10.0 : 1.0);
       if (p.size() > 1 && p[1] == 7) {
@@ -103,6 +121,7 @@ class FakeBackend : public MeasureBackend {
     return Status();
   }
   bool shares_host_cpu() const override { return shares_cpu_; }
+  void cancel() override { cancelled_.store(true); }
 
   std::mutex mu_;
   std::map<int64_t, int> measured_;
@@ -110,6 +129,12 @@ class FakeBackend : public MeasureBackend {
   std::function<void(int64_t results_so_far)> after_result;
   int64_t results_ = 0;
   bool saw_reference_ = false;
+  // Failure modes: every result fails with this code; the first `lose_first` candidates come back
+  // DEVICE_LOST (no agent ran them); each result takes `delay` (a cancel stops the batch between).
+  std::optional<v1::ErrorCode> fail_all;
+  int lose_first = 0;
+  std::chrono::milliseconds delay{0};
+  std::atomic<bool> cancelled_{false};
 
  private:
   const FakeTask& task_;

@@ -64,8 +64,8 @@ class JobManagerTest : public ::testing::Test {
     return s;
   }
 
-  static Status known_keys(const std::string& key) {
-    if (key == "local-cpu") return Status();
+  static StatusOr<int> known_keys(const std::string& key) {
+    if (key == "local-cpu") return 1;
     return invalid_argument(fmt::format("unknown device key '{}' (the tracker knows: local-cpu)", key));
   }
 
@@ -264,6 +264,115 @@ TEST_F(JobManagerTest, SeveralJobsRunAtOnceAndAllFinish) {
   auto all = m.list({v1::SUCCEEDED}, 0);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 3u);
+}
+
+TEST(TuningOptionsFromASpec, TheDefaultBatchIsSizedToTheFarm) {
+  EXPECT_EQ(farm_batch_size(0, 64), 8);
+  EXPECT_EQ(farm_batch_size(1, 64), 8);
+  EXPECT_EQ(farm_batch_size(3, 64), 12);
+  EXPECT_EQ(farm_batch_size(100, 64), 64);
+  EXPECT_EQ(farm_batch_size(1, 4), 4);
+}
+
+TEST(TuningOptionsFromASpec, TheSpecWinsAndTheServiceFillsTheRest) {
+  v1::Job job;
+  job.set_id("job-1");
+  v1::JobSpec& spec = *job.mutable_spec();
+  spec.set_trials(48);
+  spec.set_time_budget_s(2);
+  spec.set_early_stopping(8);
+  spec.set_strategy(v1::RANDOM);
+  spec.mutable_measure()->set_repeat(7);
+  job.mutable_progress()->set_elapsed_s(3.5);
+  JobManagerOptions defaults;
+  defaults.build_threads = 2;
+  TuningOptions o = tuning_options(job, defaults, 2);
+  EXPECT_EQ(o.trials, 48);
+  EXPECT_EQ(o.batch_size, 8);
+  EXPECT_EQ(o.time_budget_s, 2);
+  EXPECT_EQ(o.elapsed_before_s, 3.5);
+  EXPECT_EQ(o.early_stopping, 8);
+  EXPECT_EQ(o.strategy, Strategy::kRandom);
+  EXPECT_EQ(o.build_threads, 2);
+  EXPECT_EQ(o.measure.repeat(), 7);
+  EXPECT_EQ(o.measure.timeout_s(), defaults.default_measure.timeout_s());
+  EXPECT_EQ(o.search.seed, tuning_options(job, defaults, 5).search.seed) << "the seed depends on the job only";
+  spec.set_batch_size(24);
+  EXPECT_EQ(tuning_options(job, defaults, 2).batch_size, 24);
+}
+
+// At default settings (no batch size), a job of three tasks and 48 trials used to give all 48 to the
+// first task: batches sized to the farm let the scheduler give every task trials.
+TEST_F(JobManagerTest, AMultiTaskJobAtDefaultSettingsGivesEveryTaskTrials) {
+  JobManager m(*store_, tasks_, backends(), known_keys);
+  ASSERT_TRUE(m.start().ok());
+  v1::JobSpec s = spec(48);
+  s.set_batch_size(0);
+  for (const char* w : {"matmul:M=16,N=8,K=8", "matmul:M=32,N=8,K=8"})
+    *s.add_tasks()->mutable_workload() = to_proto(*parse_workload(w));
+  auto job = m.submit(s);
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  v1::Job done = wait_until_ended(m, job->id());
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  ASSERT_EQ(done.progress().tasks_size(), 3);
+  for (const auto& t : done.progress().tasks()) EXPECT_GT(t.trials_done(), 0) << t.workload().ShortDebugString();
+  EXPECT_EQ(done.progress().trials_done(), 48);
+  RecordFilter f;
+  f.job_id = job->id();
+  auto page = store_->list_records(f, 1000);
+  ASSERT_TRUE(page.ok());
+  std::set<std::string> measured;
+  for (const auto& r : page->records) measured.insert(r.workload().ShortDebugString() + from_proto(r.config()).to_json());
+  EXPECT_EQ(measured.size(), 48u);
+  EXPECT_EQ(page->records.size(), 48u);
+}
+
+TEST_F(JobManagerTest, AJobWhoseEveryCandidateFailsEndsFailedNamingTheDominantError) {
+  JobManager m(*store_, tasks_, backends([](FakeBackend& b) { b.fail_all = v1::RUNTIME_ERROR; }), known_keys);
+  ASSERT_TRUE(m.start().ok());
+  auto job = m.submit(spec(16));
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  v1::Job done = wait_until_ended(m, job->id());
+  EXPECT_EQ(done.state(), v1::FAILED);
+  EXPECT_THAT(done.error(), HasSubstr("every candidate failed; most often RUNTIME_ERROR"));
+  EXPECT_THAT(done.error(), HasSubstr("the worker aborted"));
+}
+
+// Candidates that no agent ran (DEVICE_LOST) cost no trials, leave no record, and are measured
+// later: the job still ends with its budget in distinct measured configs.
+TEST_F(JobManagerTest, DeviceLostCandidatesCostNoTrials) {
+  JobManager m(*store_, tasks_, backends([](FakeBackend& b) { b.lose_first = 20; }), known_keys);
+  ASSERT_TRUE(m.start().ok());
+  auto job = m.submit(spec(32));
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  v1::Job done = wait_until_ended(m, job->id());
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
+  EXPECT_EQ(done.progress().trials_done(), 32);
+  EXPECT_EQ(distinct_configs(job->id()).size(), 32u);
+  RecordFilter f;
+  f.job_id = job->id();
+  auto page = store_->list_records(f, 1000);
+  ASSERT_TRUE(page.ok());
+  for (const auto& r : page->records) EXPECT_NE(r.result().error(), v1::DEVICE_LOST);
+}
+
+// A cancel withdraws the batch in flight instead of measuring it to the end.
+TEST_F(JobManagerTest, CancelStopsARunningJobWithinTheBatch) {
+  JobManager m(*store_, tasks_, backends([](FakeBackend& b) { b.delay = std::chrono::milliseconds(50); }),
+               known_keys);
+  ASSERT_TRUE(m.start().ok());
+  v1::JobSpec s = spec(64);
+  s.set_batch_size(64);
+  auto job = m.submit(s);
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  for (int i = 0; i < 200 && store_->count_measured_configs(job->id()).value() < 4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto asked = std::chrono::steady_clock::now();
+  ASSERT_TRUE(m.cancel(job->id()).ok());
+  v1::Job done = wait_until_ended(m, job->id());
+  EXPECT_EQ(done.state(), v1::CANCELLED);
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(2));
+  EXPECT_LT(store_->count_measured_configs(job->id()).value(), 40);
 }
 
 }  // namespace
