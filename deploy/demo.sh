@@ -62,8 +62,12 @@ step "tune-client best --workload $WORKLOAD"
 
 step "tuned config vs the untuned default, single thread, interleaved with OpenBLAS and oneDNN (kernel_bench)"
 echo "$WORKLOAD" >"$LOG_DIR/workload.txt"
-figures=$("$BIN/kernel_bench" --workloads "$LOG_DIR/workload.txt" --config-file "$LOG_DIR/best.jsonl" --repeats 7 \
-  | tee /dev/stderr | tail -n 1)
+# The output goes to a file and is printed from there: `tee /dev/stderr` would reopen a log that
+# stderr is redirected to and truncate it.
+"$BIN/kernel_bench" --workloads "$LOG_DIR/workload.txt" --config-file "$LOG_DIR/best.jsonl" --repeats 7 \
+  >"$LOG_DIR/kernel_bench.out"
+cat "$LOG_DIR/kernel_bench.out"
+figures=$(tail -n 1 "$LOG_DIR/kernel_bench.out")
 field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$figures"; }
 awk -v w="$WORKLOAD" -v u="$(field default_gflops)" -v t="$(field ours_gflops)" \
   'BEGIN { printf "\n%s: untuned default %.1f GFLOP/s, tuned %.1f GFLOP/s (%.2fx)\n", w, u, t, t / u }'
