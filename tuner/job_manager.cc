@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/wire.h"
+#include "tuner/build_guard.h"
 
 namespace tunefarm {
 namespace {
@@ -157,6 +158,17 @@ Status JobManager::start() {
   std::lock_guard<std::mutex> lock(mu_);
   // Oldest first, as they were submitted.
   for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
+    if (int crashes = BuildGuard::crashes(options_.build_mark_dir, it->id()); crashes >= kBuildCrashesBeforeFailing) {
+      std::string why = fmt::format(
+          "tunerd died {} times in a row while compiling this job's candidates (target '{}'); the job is not "
+          "resumed, so that it cannot stop the service again",
+          crashes, from_proto(it->spec().target()).ok() ? from_proto(it->spec().target())->to_string() : "?");
+      spdlog::error("job {}: {}", it->id(), why);
+      TF_ASSIGN_OR_RETURN(v1::Job failed, store_.update_job_state(it->id(), v1::FAILED, why));
+      BuildGuard::clear(options_.build_mark_dir, it->id());
+      updates_[it->id()] = JobUpdate{failed, "failed: " + why, 1, true};
+      continue;
+    }
     spdlog::info("job {}: resuming ({})", it->id(), v1::JobState_Name(it->state()));
     queue_.push_back(it->id());
     updates_[it->id()] = JobUpdate{*it, "resumed after a restart", 1, false};
@@ -266,6 +278,7 @@ void JobManager::run_job(const std::string& job_id) {
     std::lock_guard<std::mutex> lock(mu_);
     shutting_down = running->shutting_down;
   }
+  if (!shutting_down) BuildGuard::clear(options_.build_mark_dir, job_id);
   if (!status.ok() && !shutting_down) {
     spdlog::error("job {}: {}", job_id, status.to_string());
     auto failed = store_.update_job_state(job_id, v1::FAILED, status.message());
@@ -284,12 +297,14 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   const v1::JobSpec& spec = job.spec();
   TF_ASSIGN_OR_RETURN(Target target, from_proto(spec.target()));
 
+  BuildGuard build_guard(options_.build_mark_dir, job_id);
   std::vector<std::unique_ptr<TuningTask>> tasks;
   std::vector<const TuningTask*> task_ptrs;
   std::vector<double> weights;
   for (const v1::TuneTask& t : spec.tasks()) {
     TF_ASSIGN_OR_RETURN(Workload w, from_proto(t.workload()));
-    TF_ASSIGN_OR_RETURN(auto task, tasks_.make_task(w, target, t.template_name()));
+    TF_ASSIGN_OR_RETURN(auto unguarded, tasks_.make_task(w, target, t.template_name()));
+    auto task = guard_builds(std::move(unguarded), build_guard);
     task_ptrs.push_back(task.get());
     weights.push_back(t.weight() > 0 ? t.weight() : 1.0);
     tasks.push_back(std::move(task));

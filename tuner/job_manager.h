@@ -37,6 +37,9 @@ struct JobManagerOptions {
   int default_batch_size = 64;
   int build_threads = 0;           // Per job; 0: one per CPU.
   int warm_start_records = 5000;   // Recent records of the same target that train a new job's model.
+  // Where jobs mark that their candidates are being compiled (tuner/build_guard.h), so that a job
+  // during whose builds tunerd keeps dying is failed instead of resumed; empty: no marks.
+  std::string build_mark_dir;
   ModelOptions model;              // The cost model of xgb-sa jobs (its seed comes from the job).
   v1::MeasureOptions default_measure = default_measure_options();
 

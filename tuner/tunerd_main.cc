@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tunerd: cannot create data directory {}: {}\n", data_dir, ec.message());
     return 1;
   }
+  options.build_mark_dir = data_dir;
   auto lock = DirectoryLock::acquire(data_dir);
   if (!lock.ok()) {
     fmt::print(stderr, "tunerd: {}\n", lock.status().message());

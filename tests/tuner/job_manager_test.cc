@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/tuner/fakes.h"
+#include "tuner/build_guard.h"
 
 namespace tunefarm {
 namespace {
@@ -373,6 +375,42 @@ TEST_F(JobManagerTest, CancelStopsARunningJobWithinTheBatch) {
   EXPECT_EQ(done.state(), v1::CANCELLED);
   EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(2));
   EXPECT_LT(store_->count_measured_configs(job->id()).value(), 40);
+}
+
+// A job during whose builds tunerd died twice in a row (an LLVM abort on its target, say) is FAILED
+// at the next start instead of resumed into the same crash; after one death it is resumed.
+TEST_F(JobManagerTest, AJobThatKeptCrashingTunerdWhileCompilingIsFailedAtTheNextStart) {
+  auto twice = store_->create_job(spec(8));
+  auto once = store_->create_job(spec(8));
+  ASSERT_TRUE(twice.ok() && once.ok());
+  std::ofstream(dir_ / (twice->id() + ".building")) << "2\n";
+  std::ofstream(dir_ / (once->id() + ".building")) << "1\n";
+  JobManagerOptions options;
+  options.build_mark_dir = dir_.string();
+  JobManager m(*store_, tasks_, backends(), known_keys, options);
+  ASSERT_TRUE(m.start().ok());
+  v1::Job failed = wait_until_ended(m, twice->id());
+  EXPECT_EQ(failed.state(), v1::FAILED);
+  EXPECT_THAT(failed.error(), HasSubstr("died 2 times in a row while compiling this job's candidates"));
+  EXPECT_EQ(store_->count_measured_configs(twice->id()).value(), 0);
+  EXPECT_EQ(wait_until_ended(m, once->id()).state(), v1::SUCCEEDED);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / (twice->id() + ".building")));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / (once->id() + ".building")));
+}
+
+// While a candidate builds, its job's mark is on disk; when the builds are done it is gone.
+TEST(BuildGuard, MarksAJobOnlyWhileItsCandidatesBuild) {
+  auto dir = std::filesystem::path(::testing::TempDir()) / ("guard-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto inner = std::make_unique<FakeTask>(std::vector<int64_t>{8, 8, 8}, peak);
+  bool marked_during_build = false;
+  inner->on_build = [&] { marked_during_build = BuildGuard::crashes(dir.string(), "job-1") == 1; };
+  BuildGuard guard(dir.string(), "job-1");
+  auto task = guard_builds(std::move(inner), guard);
+  ASSERT_TRUE(task->build(Point{1, 1, 1}).ok());
+  EXPECT_TRUE(marked_during_build);
+  EXPECT_EQ(BuildGuard::crashes(dir.string(), "job-1"), 0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
