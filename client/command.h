@@ -39,7 +39,9 @@ void add_records_commands(CLI::App& app, const GlobalFlags& flags, Commands& com
 // token given with --token or $TUNEFARM_TOKEN.
 std::shared_ptr<grpc::Channel> dial(const std::string& address);
 
-// Prints "tune-client: <message>" to stderr and returns 1, for a command's failure path.
+// Prints "tune-client: <message>" to stderr (and {"error": message} to stdout when the command
+// line asked for --json) and returns 1, for a command's failure path.
 int fail(const std::string& message);
+extern bool json_errors;
 
 }  // namespace tunefarm::client

@@ -1,8 +1,12 @@
-// tune-client: the command line for people and scripts (see DESIGN.md, "Command line").
+// tune-client: the command line for people and scripts (README.md, "Command line").
+#include <algorithm>
+
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/client_interceptor.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "client/command.h"
 #include "common/credentials.h"
@@ -54,10 +58,30 @@ std::shared_ptr<grpc::Channel> dial(const std::string& address) {
                                                                  std::move(interceptors));
 }
 
+bool json_errors = false;
+
 int fail(const std::string& message) {
   fmt::print(stderr, "tune-client: {}\n", message);
+  // A script that asked for JSON reads its stdout: the failure comes as a JSON object there too.
+  if (json_errors) fmt::print("{}\n", nlohmann::json{{"error", message}}.dump());
   return 1;
 }
+
+namespace {
+
+// The first word of argv that is neither an option nor an option's value: the command.
+std::string command_word(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (!arg.starts_with("-")) return std::string(arg);
+    if (arg.find('=') != std::string_view::npos) continue;
+    const CLI::Option* option = app.get_option_no_throw(std::string(arg));
+    if (option && option->get_type_size() > 0) ++i;
+  }
+  return {};
+}
+
+}  // namespace
 
 }  // namespace tunefarm::client
 
@@ -79,6 +103,13 @@ int main(int argc, char** argv) {
   client::add_jobs_commands(app, flags, commands);
   client::add_records_commands(app, flags, commands);
   client::add_devices_commands(app, flags, commands);
+  for (int i = 1; i < argc; ++i) client::json_errors |= std::string_view(argv[i]) == "--json";
+  if (std::string word = client::command_word(app, argc, argv); !word.empty()) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), word) == names.end())
+      return client::fail(fmt::format("unknown command '{}' (commands: {})", word, fmt::join(names, ", ")));
+  }
   int exit_code = 0;
   if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
   if (Status s = setup_logging("tune-client", common.log_level.empty() ? "warn" : common.log_level); !s.ok())

@@ -1,5 +1,7 @@
 #include "client/output.h"
 
+#include "client/command.h"
+
 #include <cctype>
 #include <cmath>
 
@@ -12,8 +14,7 @@ int rpc_failure(const std::string& address, const std::string& what, const grpc:
   std::string reason = status.error_code() == grpc::StatusCode::UNAVAILABLE
                            ? fmt::format("{}: cannot reach {} ({})", what, address, status.error_message())
                            : fmt::format("{}: {}", what, status.error_message());
-  fmt::print(stderr, "tune-client: {}\n", reason);
-  return 1;
+  return fail(reason);
 }
 
 std::string to_json(const google::protobuf::Message& message) {

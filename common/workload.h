@@ -1,5 +1,5 @@
 // Workloads: one operator instance with its shapes, and its canonical text form
-// ("matmul:M=512,N=512,K=512", see workloads/README.md). Every program parses workload strings
+// ("matmul:M=512,N=512,K=512", README.md lists the operators). Every program parses workload strings
 // through this one parser, so a string that one accepts all accept, with the same errors.
 #pragma once
 

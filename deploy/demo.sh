@@ -50,6 +50,11 @@ for _ in $(seq 1 100); do
   if "$BIN/tune-client" --tracker "$TRACKER" devices --json 2>/dev/null | grep -q '"agents_total": *1'; then break; fi
   sleep 0.2
 done
+# tunerd checks its history before it listens: wait until it answers.
+for _ in $(seq 1 100); do
+  if "$BIN/tune-client" --server "$TUNER" jobs >/dev/null 2>&1; then break; fi
+  sleep 0.2
+done
 "$BIN/tune-client" --tracker "$TRACKER" devices
 
 step "tune-client submit --workload $WORKLOAD --trials $TRIALS --batch-size 32 --watch"

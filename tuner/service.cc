@@ -146,8 +146,11 @@ grpc::Status TunerService::QueryBest(grpc::ServerContext* context, const v1::Que
 grpc::Status TunerService::ListRecords(grpc::ServerContext* context, const v1::ListRecordsRequest* request,
                                        v1::ListRecordsResponse* response) {
   if (auto s = authorize(context, false, "ListRecords"); !s.ok()) return s;
-  if (!request->job_id().empty())
+  if (!request->job_id().empty()) {
     if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
+    // "No records" must not hide a job id that does not exist.
+    if (auto job = store_.get_job(request->job_id()); !job.ok()) return to_grpc(job.status());
+  }
   if (request->limit() < 0 || request->limit() > kMaxListLimit)
     return invalid(fmt::format("limit {} must be between 0 (default) and {}", request->limit(), kMaxListLimit));
   if (request->offset() < 0) return invalid(fmt::format("offset {} must not be negative", request->offset()));

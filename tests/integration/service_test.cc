@@ -244,5 +244,19 @@ TEST_F(ServiceTest, TargetsThatWouldAbortLlvmAreRefusedAndTunerdStaysUp) {
   EXPECT_EQ(tunerd.watch(job->id()).state(), v1::SUCCEEDED) << tunerd.log();
 }
 
+// Mistakes get a reason: a misspelled command is named, a job id that does not exist is an error
+// for records as it is for status, and a command asked for --json fails with a JSON object.
+TEST_F(ServiceTest, ClientMistakesAreNamedAndJsonFailuresAreJson) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  int code = 0;
+  std::string out = tune_client({"--server", tunerd.address(), "sttaus", "job-1"}, &code);
+  EXPECT_EQ(code, 1);
+  out = tune_client({"--server", tunerd.address(), "records", "--job", "job-nope"}, &code);
+  EXPECT_NE(code, 0) << out;
+  out = tune_client({"--server", tunerd.address(), "status", "job-nope", "--json"}, &code);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, ::testing::StartsWith("{\"error\":")) << out;
+}
+
 }  // namespace
 }  // namespace tunefarm::testing
