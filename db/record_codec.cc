@@ -2,6 +2,8 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 #include <vector>
@@ -51,11 +53,27 @@ std::string costs_to_json(const google::protobuf::RepeatedField<double>& costs) 
   return fmt::format("[{}]", fmt::join(values, ","));
 }
 
+bool is_name(std::string_view s) {
+  return !s.empty() && s.size() <= kMaxKeyLength &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; });
+}
+
 StatusOr<Config> checked_config(const v1::Config& proto) {
   if (proto.template_name().empty()) return invalid_argument("config has no template name");
+  if (!is_name(proto.template_name()))
+    return invalid_argument(fmt::format("config template name '{}' may hold only letters, digits, '_' and '.'",
+                                        proto.template_name().substr(0, 64)));
+  if (proto.knobs_size() > kMaxKnobs)
+    return invalid_argument(fmt::format("config has {} knobs; templates have at most {}", proto.knobs_size(), kMaxKnobs));
   std::set<std::string_view> names;
   for (const auto& knob : proto.knobs()) {
-    if (knob.name().empty()) return invalid_argument("config has a knob without a name");
+    if (!is_name(knob.name())) return invalid_argument("config has a knob whose name is empty or not a plain name");
+    if (knob.value().ints().values_size() > kMaxKnobs)
+      return invalid_argument(fmt::format("knob '{}' has {} values; at most {} are allowed", knob.name(),
+                                          knob.value().ints().values_size(), kMaxKnobs));
+    if (knob.value().str_value().size() > kMaxKeyLength)
+      return invalid_argument(fmt::format("knob '{}' has a value of {} bytes", knob.name(),
+                                          knob.value().str_value().size()));
     if (!names.insert(knob.name()).second) return invalid_argument(fmt::format("config repeats knob '{}'", knob.name()));
   }
   return from_proto(proto);
@@ -103,7 +121,12 @@ StatusOr<RecordRow> RowEncoder::to_row(const v1::Record& record) {
     return invalid_argument(fmt::format("record error code {} is not a known ErrorCode", static_cast<int>(result.error())));
   }
   row.error_code = result.error();
-  row.error_msg = result.error_msg();
+  // Kernels and workers write these; the first few KiB say what happened.
+  row.error_msg = result.error_msg().size() > kMaxErrorMessage
+                      ? result.error_msg().substr(0, kMaxErrorMessage) + " [truncated]"
+                      : result.error_msg();
+  if (result.costs_size() > kMaxCosts)
+    return invalid_argument(fmt::format("record has {} costs; at most {} are allowed", result.costs_size(), kMaxCosts));
   for (double cost : result.costs()) TF_RETURN_IF_ERROR(check_number(cost, "record cost"));
   row.costs = costs_to_json(result.costs());
 
@@ -183,6 +206,10 @@ std::string to_json_line(const v1::Record& record) {
 }
 
 StatusOr<v1::Record> parse_json_line(std::string_view line) {
+  // A record is a few hundred bytes; a huge line is refused before the JSON parser sees it.
+  if (line.size() > kMaxRecordLineBytes)
+    return invalid_argument(fmt::format("the line is {} bytes; a record may be at most {}", line.size(),
+                                        kMaxRecordLineBytes));
   v1::Record record;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;

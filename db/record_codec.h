@@ -14,6 +14,12 @@
 
 namespace tunefarm::db {
 
+// Limits on what a record may hold (the tuner's own records are far below them).
+inline constexpr int kMaxKnobs = 64;                    // Knobs of a config, and values of a knob.
+inline constexpr size_t kMaxErrorMessage = 4096;        // Longer error messages are truncated.
+inline constexpr int kMaxCosts = 10000;                 // Timings of one measurement.
+inline constexpr size_t kMaxRecordLineBytes = 64 << 10; // One JSON line of an import.
+
 // One row of the records table, minus its id and with workload and target as text.
 struct RecordRow {
   std::string workload;

@@ -428,7 +428,8 @@ Status RecordStore::export_jsonl(const RecordFilter& filter, std::ostream& out) 
   });
 }
 
-StatusOr<ImportStats> RecordStore::import_jsonl(std::istream& in, std::string_view source) {
+StatusOr<ImportStats> RecordStore::import_jsonl(std::istream& in, std::string_view source,
+                                                const std::function<Status(const v1::Record&)>& check) {
   const std::istream::pos_type start = in.tellg();
   if (start == std::istream::pos_type(-1)) {
     return invalid_argument(fmt::format("{}: import reads its input twice and needs a file, not a pipe", source));
@@ -445,7 +446,11 @@ StatusOr<ImportStats> RecordStore::import_jsonl(std::istream& in, std::string_vi
   db::RowEncoder encoder;
   auto parse = [&](int64_t number, std::string_view line) -> StatusOr<RecordRow> {
     auto record = db::parse_json_line(line);
+    // The record's own limits first: they are cheap, and they bound what the check must read.
     auto row = record.ok() ? encoder.to_row(*record) : StatusOr<RecordRow>(record.status());
+    if (row.ok() && check) {
+      if (Status s = check(*record); !s.ok()) row = s;
+    }
     if (!row.ok()) return row.status().with_context(fmt::format("{} line {}", source, number));
     return row;
   };

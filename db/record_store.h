@@ -110,7 +110,10 @@ class RecordStore {
   // Reads JSON lines (blank lines ignored) and adds the records not already present. Every line
   // is checked before anything is written: a bad line refuses the import with an error naming
   // `source` and the line number. `in` must be seekable (a file or a string stream).
-  StatusOr<ImportStats> import_jsonl(std::istream& in, std::string_view source);
+  // `check`, when given, is asked about every record too (e.g. whether its config is a point of its
+  // template's space, which the history cannot know).
+  StatusOr<ImportStats> import_jsonl(std::istream& in, std::string_view source,
+                                     const std::function<Status(const v1::Record&)>& check = nullptr);
 
   // --- Jobs ----------------------------------------------------------------------------------
   // Stores a new job in state QUEUED with a fresh id. The spec needs at least one task, every

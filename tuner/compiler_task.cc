@@ -223,6 +223,22 @@ std::optional<Point> CompilerTask::default_point() const {
   return *point;
 }
 
+Status RecordConfigCheck::operator()(const v1::Record& record) {
+  TF_ASSIGN_OR_RETURN(Workload workload, from_proto(record.workload()));
+  TF_ASSIGN_OR_RETURN(Target target, from_proto(record.target()));
+  const std::string& name = record.config().template_name();
+  std::string key = workload.to_string() + "|" + target.to_string() + "|" + name;
+  auto it = spaces_.find(key);
+  if (it == spaces_.end()) {
+    if (spaces_.size() >= 1024) spaces_.clear();
+    Status target_ok = codegen::check_target(target);
+    it = spaces_.emplace(key, target_ok.ok() ? config_space(workload, target, name) : target_ok).first;
+  }
+  if (!it->second.ok()) return it->second.status();
+  return it->second->check(from_proto(record.config()))
+      .with_context(fmt::format("config of template '{}' for {}", name, workload.to_string()));
+}
+
 StatusOr<std::unique_ptr<TuningTask>> CompilerTaskFactory::make_task(const Workload& workload, const Target& target,
                                                                      const std::string& template_name) {
   TF_RETURN_IF_ERROR(codegen::check_target(target));

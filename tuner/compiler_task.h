@@ -2,12 +2,15 @@
 // configs built into artifacts, and feature vectors for the cost model.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "common/target.h"
 #include "common/workload.h"
+#include "compiler/ops/space.h"
 #include "tuner/tuning_loop.h"
+#include "tunefarm/v1/tuner.pb.h"
 
 namespace tunefarm {
 
@@ -58,6 +61,17 @@ class CompilerTask : public TuningTask {
 };
 
 // The TaskFactory that tunerd uses.
+// Checks records from outside (imports) against the compiler: the target is one LLVM can build for,
+// and the config is a point of its template's space for that workload and target. Spaces are
+// kept between calls, so checking a large import costs one space per distinct task.
+class RecordConfigCheck {
+ public:
+  Status operator()(const v1::Record& record);
+
+ private:
+  std::map<std::string, StatusOr<ops::ConfigSpace>> spaces_;
+};
+
 class CompilerTaskFactory : public TaskFactory {
  public:
   explicit CompilerTaskFactory(FeatureKind features = FeatureKind::kKnob) : features_(features) {}

@@ -1,6 +1,7 @@
 #include "tuner/service.h"
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 #include <string_view>
 
@@ -9,6 +10,7 @@
 #include "common/credentials.h"
 #include "common/wire.h"
 #include "db/record_codec.h"
+#include "tuner/compiler_task.h"
 
 namespace tunefarm {
 namespace {
@@ -198,8 +200,9 @@ grpc::Status TunerService::ImportRecords(grpc::ServerContext* context, grpc::Ser
     all += chunk.jsonl();
   }
   std::istringstream in(std::move(all));
-  auto stats = store_.import_jsonl(in, "the uploaded records");
-  if (!stats.ok()) return to_grpc(stats.status());
+  RecordConfigCheck check;
+  auto stats = store_.import_jsonl(in, "the uploaded records", std::ref(check));
+  if (!stats.ok()) return to_grpc(stats.status().with_context("nothing was imported"));
   response->set_imported(stats->imported);
   response->set_skipped(stats->skipped);
   return grpc::Status::OK;
