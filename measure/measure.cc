@@ -16,7 +16,9 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include "common/temp_dir.h"
 #include "measure/measure_options.h"
 #include "measure/sandbox.h"
 #include "measure/worker_channel.h"
@@ -89,16 +91,12 @@ StatusOr<std::unique_ptr<Measurer>> Measurer::create(MeasurerOptions options) {
     return not_found(fmt::format("measurement worker '{}' is not an executable file", options.worker_path));
   }
   if (options.memory_limit_bytes < 0) options.memory_limit_bytes = default_memory_limit();
-  std::string root = options.scratch_root;
-  if (root.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    root = tmp && *tmp ? tmp : "/tmp";
-  }
-  // mkdtemp creates the directory with mode 0700: only this user's processes see the artifacts.
-  std::string pattern = root + "/tunefarm-measure-XXXXXX";
-  if (!mkdtemp(pattern.data()))
-    return unavailable(fmt::format("cannot create a scratch directory under '{}': {}", root, std::strerror(errno)));
-  return std::unique_ptr<Measurer>(new Measurer(std::move(options), pattern));
+  // Scratch directories of agents or tuners that were killed outright are removed here; the
+  // directory is created with mode 0700: only this user's processes see the artifacts.
+  if (int stale = remove_stale_temp_dirs(options.scratch_root, "tunefarm-measure"); stale > 0)
+    spdlog::info("removed {} scratch directories of measurers that are gone", stale);
+  TF_ASSIGN_OR_RETURN(std::string scratch, make_owned_temp_dir(options.scratch_root, "tunefarm-measure"));
+  return std::unique_ptr<Measurer>(new Measurer(std::move(options), scratch));
 }
 
 Measurer::~Measurer() {

@@ -10,6 +10,7 @@
 #include "common/daemon.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/temp_dir.h"
 #include "tuner/compiler_task.h"
 #include "tuner/service.h"
 #include "tuner/tracker_backend.h"
@@ -95,6 +96,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tunerd: {}\n", lock.status().message());
     return 1;
   }
+  // Link directories of a tunerd that was killed mid-build.
+  remove_stale_temp_dirs("", "tunefarm-link");
   RecordStoreOptions store_options;
   store_options.check = check_history == "full" ? RecordStoreOptions::Check::kFull : RecordStoreOptions::Check::kQuick;
   auto store = RecordStore::open((std::filesystem::path(data_dir) / "history.db").string(), store_options);

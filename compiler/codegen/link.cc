@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/temp_dir.h"
 #include "compiler/codegen/codegen.h"
 
 extern char** environ;
@@ -45,10 +46,8 @@ StatusOr<std::string> find_linker(const Target& target) {
 class TempDir {
  public:
   TempDir() {
-    std::string base = std::filesystem::temp_directory_path().string() + "/tunefarm-link-XXXXXX";
-    std::vector<char> buf(base.begin(), base.end());
-    buf.push_back('\0');
-    if (mkdtemp(buf.data())) path_ = buf.data();
+    auto made = make_owned_temp_dir("", "tunefarm-link");
+    if (made.ok()) path_ = *made;
   }
   ~TempDir() {
     std::error_code ec;

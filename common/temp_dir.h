@@ -1,0 +1,19 @@
+// Private temporary directories named for the process that made them
+// (<root>/<prefix>-<pid>-XXXXXX, mode 0700), so that directories left behind by a process that
+// was killed can be told from those of live ones and removed at the next start.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace tunefarm {
+
+// Creates a fresh directory under `root` (empty: $TMPDIR, else /tmp); its path.
+StatusOr<std::string> make_owned_temp_dir(const std::string& root, const std::string& prefix);
+
+// Removes the directories under `root` made by make_owned_temp_dir with `prefix` whose process is
+// gone; returns how many. Directories of live processes, and anything not named that way, stay.
+int remove_stale_temp_dirs(const std::string& root, const std::string& prefix);
+
+}  // namespace tunefarm
