@@ -186,6 +186,13 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec) {
     if (!task.ok()) return task.status().with_context(fmt::format("task {} ({})", i, w.to_string()));
   }
   if (device_check_) TF_RETURN_IF_ERROR(device_check_(spec.device_key()).status());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<int>(queue_.size()) >= options_.max_queued_jobs)
+      return resource_exhausted(fmt::format("{} jobs are already waiting to run (at most {}); submit again when "
+                                            "some have finished, or cancel some",
+                                            queue_.size(), options_.max_queued_jobs));
+  }
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.create_job(spec));
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return unavailable("the tuning service is shutting down");

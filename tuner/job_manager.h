@@ -34,6 +34,9 @@ using DeviceKeyCheck = std::function<StatusOr<int>(const std::string& device_key
 
 struct JobManagerOptions {
   int max_running_jobs = 4;
+  // Jobs that may wait in the queue; more are refused, so that a flood of submits cannot bury the
+  // service's work (and its history) under jobs that would take years.
+  int max_queued_jobs = 100;
   int default_batch_size = 64;
   int build_threads = 0;           // Per job; 0: one per CPU.
   int warm_start_records = 5000;   // Recent records of the same target that train a new job's model.

@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
                     "Token that may only query jobs and records (repeatable)");
   app.add_option("--max-jobs", options.max_running_jobs, "Jobs that run at once; more wait in the queue")
       ->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--max-queued-jobs", options.max_queued_jobs, "Jobs that may wait to run; more are refused")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--build-threads", options.build_threads, "Compiler threads per job (0: one per CPU)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   std::string features = "knob";

@@ -413,5 +413,26 @@ TEST(BuildGuard, MarksAJobOnlyWhileItsCandidatesBuild) {
   std::filesystem::remove_all(dir);
 }
 
+// A flood of submits is refused past the queue's limit with a reason, instead of queuing years of work.
+TEST_F(JobManagerTest, SubmitsPastTheQueueLimitAreRefused) {
+  JobManagerOptions options;
+  options.max_running_jobs = 1;
+  options.max_queued_jobs = 3;
+  JobManager m(*store_, tasks_, backends([](FakeBackend& b) { b.delay = std::chrono::milliseconds(20); }), known_keys,
+               options);
+  ASSERT_TRUE(m.start().ok());
+  int accepted = 0;
+  Status refused;
+  for (int i = 0; i < 10 && refused.ok(); ++i) {
+    auto job = m.submit(spec(64));
+    if (job.ok()) ++accepted;
+    else refused = job.status();
+  }
+  EXPECT_LE(accepted, 4);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(), HasSubstr("jobs are already waiting to run"));
+  m.shutdown();
+}
+
 }  // namespace
 }  // namespace tunefarm
