@@ -143,7 +143,9 @@ TEST_F(ServiceTest, AJobMeasuresItsBudgetAndBestIsTheFastestRecord) {
   EXPECT_EQ(distinct_configs(records).size(), 64u);
   double fastest = 0;
   for (const auto& r : records) fastest = std::max(fastest, r.gflops());
-  EXPECT_GT(fastest, 1.0);
+  // A naive loop nest runs this GEMM at 1-2 GFLOP/s; any tuned kernel on an AVX2 core, even on a
+  // loaded machine, at well over 10.
+  EXPECT_GT(fastest, 10.0);
   auto best = tunerd.best("matmul:M=256,N=256,K=256");
   ASSERT_EQ(best.size(), 1u);
   EXPECT_DOUBLE_EQ(best[0].gflops(), fastest);

@@ -57,11 +57,5 @@ TEST(Timer, DefaultsFillZeros) {
   EXPECT_DOUBLE_EQ(o.rtol(), kDefaultRtol);
 }
 
-TEST(Timer, CacheFlushRuns) {
-  flush_cpu_cache();
-  flush_cpu_cache();
-  SUCCEED();
-}
-
 }  // namespace
 }  // namespace tunefarm

@@ -96,7 +96,9 @@ TEST(TuningLoop, MeasuresExactlyTheBudgetOfDistinctConfigsInBothPipelineModes) {
     EXPECT_EQ(distinct.size(), 100u);
     EXPECT_TRUE(backend.saw_reference_);
     ASSERT_TRUE(outcome->tasks[0].has_best);
-    EXPECT_GT(outcome->tasks[0].best_gflops, 50.0);  // The search climbed the peak.
+    // The search found the peak itself (101; its neighbours give 79): random search over 100 of
+    // these 512 points does so one time in five.
+    EXPECT_DOUBLE_EQ(outcome->tasks[0].best_gflops, 101.0);
     ASSERT_FALSE(c.progress.empty());
     EXPECT_EQ(c.progress.back().trials_done, 100);
     EXPECT_EQ(c.progress.back().errors_by_code[v1::INVALID_CONFIG], invalid);
