@@ -34,6 +34,7 @@ struct RecordsFlags {
 struct FileFlags {
   std::string path;
   std::string workload;
+  bool json = false;
 };
 
 // The line `best --json` prints per record: what kernel_bench --config-file and scripts read.
@@ -133,7 +134,10 @@ int run_export(const GlobalFlags& global, const FileFlags& flags) {
     return status.ok() ? fail(fmt::format("writing {} failed", tmp)) : rpc_failure(global.server, "export", status);
   }
   if (std::rename(tmp.c_str(), flags.path.c_str()) != 0) return fail(fmt::format("cannot rename {} to {}", tmp, flags.path));
-  fmt::print("exported {} records to {}\n", lines, flags.path);
+  if (flags.json)
+    fmt::print("{}\n", nlohmann::ordered_json{{"exported", lines}, {"file", flags.path}}.dump());
+  else
+    fmt::print("exported {} records to {}\n", lines, flags.path);
   return 0;
 }
 
@@ -165,7 +169,13 @@ int run_import(const GlobalFlags& global, const FileFlags& flags) {
   writer->WritesDone();
   grpc::Status status = writer->Finish();
   if (!status.ok()) return rpc_failure(global.server, "import", status);
-  fmt::print("imported {} records from {} ({} already present)\n", response.imported(), flags.path, response.skipped());
+  if (flags.json)
+    fmt::print("{}\n", nlohmann::ordered_json{
+                            {"imported", response.imported()}, {"skipped", response.skipped()}, {"file", flags.path}}
+                            .dump());
+  else
+    fmt::print("imported {} records from {} ({} already present)\n", response.imported(), flags.path,
+               response.skipped());
   return 0;
 }
 
@@ -194,11 +204,13 @@ void add_records_commands(CLI::App& app, const GlobalFlags& global, Commands& co
   CLI::App* e = app.add_subcommand("export", "Write records as JSON lines to FILE");
   e->add_option("FILE", exp->path, "Output file")->required();
   e->add_option("--workload", exp->workload, "Only this workload");
+  e->add_flag("--json", exp->json, "Print the summary as JSON");
   commands.push_back({e, [&global, exp] { return run_export(global, *exp); }});
 
   auto imp = std::make_shared<FileFlags>();
   CLI::App* i = app.add_subcommand("import", "Add the records of a JSON-lines FILE (present ones are skipped)");
   i->add_option("FILE", imp->path, "Input file")->check(CLI::ExistingFile)->required();
+  i->add_flag("--json", imp->json, "Print the summary as JSON");
   commands.push_back({i, [&global, imp] { return run_import(global, *imp); }});
 }
 

@@ -258,6 +258,14 @@ TEST_F(ServiceTest, ClientMistakesAreNamedAndJsonFailuresAreJson) {
   out = tune_client({"--server", tunerd.address(), "status", "job-nope", "--json"}, &code);
   EXPECT_NE(code, 0);
   EXPECT_THAT(out, ::testing::StartsWith("{\"error\":")) << out;
+  // export and import take --json like every printing command.
+  std::string file = data_dir("empty.jsonl");
+  out = tune_client({"--server", tunerd.address(), "export", file, "--json"}, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, ::testing::StartsWith("{\"exported\":0")) << out;
+  out = tune_client({"--server", tunerd.address(), "import", file, "--json"}, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, ::testing::StartsWith("{\"imported\":0")) << out;
 }
 
 }  // namespace
