@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
@@ -93,28 +94,52 @@ void print_job(const v1::Job& job) {
 // Follows a job to its end: a progress bar on a terminal, a line per event otherwise, JSON lines
 // with --json. Exit status: 0 when the job succeeded.
 int follow(const GlobalFlags& global, const std::string& job_id, bool json) {
-  auto stub = tuner(global);
-  grpc::ClientContext context;
-  v1::WatchJobRequest request;
-  request.set_job_id(job_id);
-  auto reader = stub->WatchJob(&context, request);
   bool tty = isatty(STDOUT_FILENO) && !json;
-  v1::JobEvent event;
   v1::Job last;
-  while (reader->Read(&event)) {
-    last = event.job();
-    if (json) {
-      fmt::print("{}\n", to_json(event));
-    } else if (tty) {
-      fmt::print("\r{}", progress_line(last));
-    } else if (!event.message().empty()) {
-      fmt::print("{}  {}\n", progress_line(last), event.message());
+  // A tunerd that restarts (or a connection that drops) ends the stream while the job goes on:
+  // the watch dials again until the job ends, for as long as tunerd takes to come back.
+  constexpr auto kReconnectFor = std::chrono::minutes(5);
+  auto gone_since = std::chrono::steady_clock::now();
+  bool reconnecting = false;
+  for (;;) {
+    auto stub = tuner(global);
+    grpc::ClientContext context;
+    v1::WatchJobRequest request;
+    request.set_job_id(job_id);
+    auto reader = stub->WatchJob(&context, request);
+    v1::JobEvent event;
+    bool heard = false;
+    while (reader->Read(&event)) {
+      heard = true;
+      last = event.job();
+      if (json) {
+        fmt::print("{}\n", to_json(event));
+      } else if (tty) {
+        fmt::print("\r{}", progress_line(last));
+      } else if (!event.message().empty()) {
+        fmt::print("{}  {}\n", progress_line(last), event.message());
+      }
+      std::fflush(stdout);
     }
-    std::fflush(stdout);
+    grpc::Status status = reader->Finish();
+    bool ended = last.state() == v1::SUCCEEDED || last.state() == v1::FAILED || last.state() == v1::CANCELLED;
+    bool transient = status.ok() || status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                     status.error_code() == grpc::StatusCode::CANCELLED;
+    if (ended || !transient) {
+      if (tty) fmt::print("\n");
+      if (!status.ok() && !ended) return rpc_failure(global.server, fmt::format("watching job {}", job_id), status);
+      break;
+    }
+    if (heard || !reconnecting) gone_since = std::chrono::steady_clock::now();
+    if (std::chrono::steady_clock::now() - gone_since > kReconnectFor) {
+      if (tty) fmt::print("\n");
+      return rpc_failure(global.server, fmt::format("watching job {} (gave up reconnecting)", job_id), status);
+    }
+    if (!reconnecting && !json)
+      fmt::print(stderr, "{}tune-client: lost tunerd at {}; reconnecting\n", tty ? "\n" : "", global.server);
+    reconnecting = true;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
   }
-  grpc::Status status = reader->Finish();
-  if (tty) fmt::print("\n");
-  if (!status.ok()) return rpc_failure(global.server, fmt::format("watching job {}", job_id), status);
   if (!json) print_job(last);
   if (last.state() == v1::SUCCEEDED) return 0;
   return fail(fmt::format("job {} ended {}{}", job_id, state_name(last.state()),

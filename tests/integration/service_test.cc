@@ -24,7 +24,8 @@ class Tunerd {
   Tunerd(const Farm& farm, std::string data_dir) : farm_(farm), data_dir_(std::move(data_dir)) { start(); }
 
   void start() {
-    port_ = free_port();
+    // A restarted tunerd comes back on its port, as a service would.
+    if (port_ == 0) port_ = free_port();
     address_ = fmt::format("127.0.0.1:{}", port_);
     process_ = std::make_unique<Process>(
         bin_path("tunerd"),
@@ -34,6 +35,10 @@ class Tunerd {
     channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
     ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)))
         << process_->log();
+  }
+  void stop() {
+    process_->signal(SIGTERM);
+    process_->wait();
   }
   void kill9() {
     process_->signal(SIGKILL);
@@ -266,6 +271,22 @@ TEST_F(ServiceTest, ClientMistakesAreNamedAndJsonFailuresAreJson) {
   out = tune_client({"--server", tunerd.address(), "import", file, "--json"}, &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_THAT(out, ::testing::StartsWith("{\"imported\":0")) << out;
+}
+
+// `watch` used to give up when tunerd restarted; it reconnects and follows the job to its end.
+TEST_F(ServiceTest, WatchFollowsAJobAcrossATunerdRestart) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  auto job = tunerd.submit("matmul:M=64,N=64,K=64", 48, 8);
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  std::string out_path = data_dir("watch.out");
+  Process watch(bin_path("tune-client"), {"--server", tunerd.address(), "watch", job->id()}, out_path);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  tunerd.stop();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  tunerd.start();
+  int status = watch.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << watch.log() << "\n" << tunerd.log();
+  EXPECT_NE(watch.log().find("reconnecting"), std::string::npos) << watch.log();
 }
 
 }  // namespace
