@@ -1,11 +1,13 @@
 #include "measure/cpu_runner.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -56,9 +58,45 @@ class CpuKernel : public BoundKernel {
 
 }  // namespace
 
+namespace {
+
+const char* machine_name(uint16_t machine) {
+  switch (machine) {
+    case EM_X86_64: return "x86_64";
+    case EM_AARCH64: return "aarch64";
+    case EM_386: return "i386";
+    case EM_ARM: return "arm";
+    case EM_RISCV: return "riscv";
+    default: return "another architecture";
+  }
+}
+
+// dlopen reports an object for another architecture as "cannot open shared object file", which
+// sends people looking for a missing file: say what the artifact was built for instead.
+Status check_machine(const std::string& path) {
+  Elf64_Ehdr header{};
+  std::ifstream in(path, std::ios::binary);
+  // Whatever is not a whole ELF header is left to dlopen, whose message is right for it.
+  if (!in.read(reinterpret_cast<char*>(&header), sizeof header) || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0)
+    return Status();
+#if defined(__x86_64__)
+  constexpr uint16_t kHost = EM_X86_64;
+#elif defined(__aarch64__)
+  constexpr uint16_t kHost = EM_AARCH64;
+#endif
+  if (header.e_machine != kHost)
+    return invalid_argument(fmt::format("the artifact is built for {}, but this agent runs {}: the job's target does "
+                                        "not match this device key's boards",
+                                        machine_name(header.e_machine), machine_name(kHost)));
+  return Status();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<BoundKernel>> bind_cpu_kernel(const std::string& path, const v1::Artifact& artifact,
                                                        std::vector<HostTensor>& tensors) {
   if (artifact.entry_symbol().empty()) return invalid_argument("the artifact names no entry symbol");
+  TF_RETURN_IF_ERROR(check_machine(path));
   // RTLD_LOCAL keeps one candidate's symbols from satisfying the next one's references.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {

@@ -166,5 +166,20 @@ TEST_F(SandboxTest, ACandidateCannotPoisonLaterCorrectnessChecks) {
   EXPECT_EQ(measure(kernel_artifact("matmul_wrong")).error(), v1::WRONG_ANSWER);
 }
 
+// A kernel built for another architecture (an aarch64 target sent to an x86 board) is a LOAD_ERROR
+// that says so, not dlopen's "cannot open shared object file".
+TEST_F(SandboxTest, AnArtifactForAnotherArchitectureSaysWhichOne) {
+  v1::Artifact foreign = kernel_artifact("matmul");
+  std::string bytes = foreign.data();
+  ASSERT_GT(bytes.size(), 20u);
+  bytes[18] = static_cast<char>(183);  // e_machine = EM_AARCH64, little-endian
+  bytes[19] = 0;
+  foreign.set_data(bytes);
+  v1::MeasureResult r = measure(foreign);
+  EXPECT_EQ(r.error(), v1::LOAD_ERROR);
+  EXPECT_NE(r.error_msg().find("built for aarch64"), std::string::npos) << r.error_msg();
+  expect_next_one_ok();
+}
+
 }  // namespace
 }  // namespace tunefarm
