@@ -21,6 +21,8 @@ struct GlobalFlags {
   std::string tracker = "127.0.0.1:9190";
   // Sent to tunerd as "authorization: Bearer <token>" on every call; never to the tracker.
   std::string token;
+  // Sent to the tracker the same way, for listing the farm when its tokens are on.
+  std::string tracker_token;
 };
 
 struct Command {

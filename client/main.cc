@@ -1,5 +1,6 @@
 // tune-client: the command line for people and scripts (README.md, "Command line").
 #include <algorithm>
+#include <map>
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/client_interceptor.h>
@@ -16,9 +17,9 @@
 namespace tunefarm::client {
 namespace {
 
-// One process runs one command against one tunerd, so main() sets these once after parsing.
-std::string token_server;
-std::string token_value;
+// One process runs one command, so main() sets these once after parsing: which token goes to
+// which address (tunerd's and the tracker's are different secrets).
+std::map<std::string, std::string> tokens_by_address;
 std::shared_ptr<grpc::ChannelCredentials> channel_security;
 
 // Adds the bearer token to every call's initial metadata. An interceptor rather than call
@@ -51,9 +52,10 @@ class BearerTokenFactory : public grpc::experimental::ClientInterceptorFactoryIn
 
 std::shared_ptr<grpc::Channel> dial(const std::string& address) {
   auto security = channel_security ? channel_security : grpc::InsecureChannelCredentials();
-  if (token_value.empty() || address != token_server) return grpc::CreateChannel(address, security);
+  auto token = tokens_by_address.find(address);
+  if (token == tokens_by_address.end() || token->second.empty()) return grpc::CreateChannel(address, security);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<BearerTokenFactory>(token_value));
+  interceptors.push_back(std::make_unique<BearerTokenFactory>(token->second));
   return grpc::experimental::CreateCustomChannelWithInterceptors(address, security, grpc::ChannelArguments(),
                                                                  std::move(interceptors));
 }
@@ -95,6 +97,8 @@ int main(int argc, char** argv) {
   app.add_option("--server", flags.server, "tunerd address")->capture_default_str();
   app.add_option("--tracker", flags.tracker, "Tracker address")->capture_default_str();
   add_secret_option(app, "token", flags.token, "TUNEFARM_TOKEN", "Token for tunerd");
+  add_secret_option(app, "tracker-token", flags.tracker_token, "TUNEFARM_TRACKER_READ_TOKEN",
+                    "Token for listing the farm on a tracker whose tokens are on (its tuner or a reader token)");
   TlsClientFiles tls;
   app.add_option("--tls-ca", tls.ca, "PEM CA to check TLS servers by (dials plaintext without)");
   app.add_option("--tls-cert", tls.cert, "PEM client certificate, for servers that require one");
@@ -117,8 +121,8 @@ int main(int argc, char** argv) {
   auto security = channel_credentials(tls);
   if (!security.ok()) return client::fail(security.status().message());
   client::channel_security = *security;
-  client::token_server = flags.server;
-  client::token_value = flags.token;
+  client::tokens_by_address[flags.tracker] = flags.tracker_token;
+  client::tokens_by_address[flags.server] = flags.token;
   for (auto& command : commands)
     if (command.app->parsed()) return command.run();
   return client::fail("no command given (see --help)");

@@ -44,6 +44,10 @@ struct BrokerOptions {
   int max_candidates = 4096;          // Per request.
   std::string agent_token;            // Required in hellos when not empty.
   std::string tuner_token;            // Required in Measure requests when not empty.
+  // With tokens on, listing the farm (ListDevices, QueueStatus) takes the tuner token or one of
+  // these, presented as "authorization: Bearer <token>": the inventory is not for anyone with a
+  // certificate.
+  std::vector<std::string> reader_tokens;
   std::function<BrokerClock::time_point()> clock = [] { return BrokerClock::now(); };
 };
 

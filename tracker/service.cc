@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/credentials.h"
 #include "common/wire.h"
 #include "tracker/outbox.h"
 
@@ -156,15 +157,30 @@ grpc::Status TrackerService::Measure(grpc::ServerContext* context, const v1::Mea
   }
 }
 
-grpc::Status TrackerService::ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest* request,
+grpc::Status TrackerService::authorize_listing(const grpc::ServerContext* context) const {
+  const BrokerOptions& options = broker_.options();
+  if (options.tuner_token.empty() && options.reader_tokens.empty()) return grpc::Status::OK;
+  std::string_view presented;
+  auto found = context->client_metadata().find("authorization");
+  if (found != context->client_metadata().end())
+    presented = bearer_token(std::string_view(found->second.data(), found->second.size()));
+  if (same_secret(presented, options.tuner_token) || any_secret(options.reader_tokens, presented))
+    return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "listing the farm needs the tuner token or a reader token (tune-client --tracker-token-file)");
+}
+
+grpc::Status TrackerService::ListDevices(grpc::ServerContext* context, const v1::ListDevicesRequest* request,
                                          v1::ListDevicesResponse* response) {
+  if (auto s = authorize_listing(context); !s.ok()) return s;
   if (Status s = validate_key_filter(request->device_key()); !s.ok()) return to_grpc(s);
   *response = broker_.list_devices(request->device_key());
   return grpc::Status::OK;
 }
 
-grpc::Status TrackerService::QueueStatus(grpc::ServerContext*, const v1::QueueStatusRequest* request,
+grpc::Status TrackerService::QueueStatus(grpc::ServerContext* context, const v1::QueueStatusRequest* request,
                                          v1::QueueStatusResponse* response) {
+  if (auto s = authorize_listing(context); !s.ok()) return s;
   if (Status s = validate_key_filter(request->device_key()); !s.ok()) return to_grpc(s);
   *response = broker_.queue_status(request->device_key());
   return grpc::Status::OK;

@@ -24,6 +24,8 @@ class TrackerService final : public v1::Tracker::Service {
                            v1::QueueStatusResponse* response) override;
 
  private:
+  grpc::Status authorize_listing(const grpc::ServerContext* context) const;
+
   Broker& broker_;
 };
 

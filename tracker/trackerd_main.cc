@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
                     "Token agents must present in their hello");
   add_secret_option(app, "tuner-token", options.tuner_token, "TUNEFARM_TUNER_TOKEN",
                     "Token tuners must present with each Measure request");
+  add_secret_option(app, "reader-token", options.reader_tokens, "TUNEFARM_READER_TOKEN",
+                    "Token that may only list the farm's devices and queues (repeatable)");
   TlsServerFiles tls;
   app.add_option("--tls-cert", tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
   app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");

@@ -105,10 +105,12 @@ void TrackerMeasureBackend::cancel() {
   if (context_) context_->TryCancel();
 }
 
-StatusOr<int> check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key) {
+StatusOr<int> check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key,
+                               const std::string& token) {
   auto stub = v1::Tracker::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
   v1::QueueStatusRequest request;
   v1::QueueStatusResponse response;
   grpc::Status status = stub->QueueStatus(&context, request, &response);

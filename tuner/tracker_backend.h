@@ -48,6 +48,8 @@ class TrackerMeasureBackend : public MeasureBackend {
 
 // How many agents the tracker has for `device_key` (at least one); INVALID_ARGUMENT naming the keys it
 // does have otherwise; UNAVAILABLE when the tracker cannot be reached.
-StatusOr<int> check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key);
+// `token` is the tuner token, which the tracker asks for when its tokens are on.
+StatusOr<int> check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key,
+                               const std::string& token);
 
 }  // namespace tunefarm

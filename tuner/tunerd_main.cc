@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
         o.priority = job.spec().priority();
         return std::unique_ptr<MeasureBackend>(std::make_unique<TrackerMeasureBackend>(tracker_channel, o));
       },
-      [&](const std::string& key) { return check_device_key(tracker_channel, key); }, options);
+      [&](const std::string& key) { return check_device_key(tracker_channel, key, tracker_token); }, options);
 
   TunerService service(jobs, **store, tokens);
   grpc::ServerBuilder builder;

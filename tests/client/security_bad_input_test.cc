@@ -159,12 +159,18 @@ class SecurityBadInputTest : public ::testing::Test {
   grpc::Status list_devices(const std::string& key) {
     v1::ListDevicesRequest request;
     request.set_device_key(key);
-    return unary(*tracker_, &v1::Tracker::Stub::ListDevices, request);
+    grpc::ClientContext context;
+    farm_->authorize(context);
+    v1::ListDevicesResponse response;
+    return tracker_->ListDevices(&context, request, &response);
   }
   grpc::Status queue_status(const std::string& key) {
     v1::QueueStatusRequest request;
     request.set_device_key(key);
-    return unary(*tracker_, &v1::Tracker::Stub::QueueStatus, request);
+    grpc::ClientContext context;
+    farm_->authorize(context);
+    v1::QueueStatusResponse response;
+    return tracker_->QueueStatus(&context, request, &response);
   }
 
   std::vector<Case> cases();

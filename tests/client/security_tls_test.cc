@@ -74,6 +74,8 @@ class SecurityTlsTest : public ::testing::Test {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(int(seconds * 1000)));
     context.set_wait_for_ready(true);
+    // The tracker runs with tokens: listing the farm takes the tuner token.
+    context.AddMetadata("authorization", "Bearer t-secret");
     v1::QueueStatusResponse ignored;
     return stub->QueueStatus(&context, v1::QueueStatusRequest(), response ? response : &ignored);
   }

@@ -280,6 +280,43 @@ TEST_F(FarmTokenTest, AgentsAndTunersWithoutTheTokenAreRefused) {
   EXPECT_EQ(out.results.size(), 2u);
 }
 
+// With tokens on, the farm's inventory is not for anyone with a certificate: listing takes the
+// tuner token or a reader token, which tune-client sends with --tracker-token-file.
+TEST_F(FarmTokenTest, ListingTheFarmTakesAToken) {
+  auto stub = farm_.stub();
+  {
+    grpc::ClientContext context;
+    v1::ListDevicesResponse response;
+    EXPECT_EQ(stub->ListDevices(&context, v1::ListDevicesRequest(), &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    v1::QueueStatusResponse response;
+    EXPECT_EQ(stub->QueueStatus(&context, v1::QueueStatusRequest(), &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    farm_.authorize(context);
+    v1::ListDevicesResponse response;
+    EXPECT_TRUE(stub->ListDevices(&context, v1::ListDevicesRequest(), &response).ok());
+  }
+  auto client = [&](const std::string& extra) {
+    std::string command = bin_path("tune-client") + " --tracker " + farm_.address() + " " + extra + " devices 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    char buffer[512];
+    std::string out;
+    while (pipe && fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    int status = pipe ? pclose(pipe) : -1;
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+  };
+  auto [refused, refused_out] = client("");
+  EXPECT_NE(refused, 0) << refused_out;
+  auto [listed, listed_out] = client("--tracker-token-file " + secret_file("tuner-secret"));
+  EXPECT_EQ(listed, 0) << listed_out;
+}
+
 TEST(Trackerd, RefusesANonLoopbackAddressWithoutTokens) {
   std::string log = (std::filesystem::temp_directory_path() / "tunefarm-trackerd-refusal.log").string();
   Process tracker(bin_path("trackerd"), {"--listen", "0.0.0.0:" + std::to_string(free_port())}, log);

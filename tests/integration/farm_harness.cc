@@ -121,6 +121,9 @@ Farm::Farm(std::vector<std::string> tracker_args) : tracker_args_(std::move(trac
   port_ = free_port();
   address_ = "127.0.0.1:" + std::to_string(port_);
   channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  // With tokens on, the tracker lists its farm only to the tuner token (or a reader token).
+  for (size_t i = 0; i + 1 < tracker_args_.size(); ++i)
+    if (tracker_args_[i] == "--tuner-token-file") std::getline(std::ifstream(tracker_args_[i + 1]), listing_token_);
   start_tracker();
 }
 
@@ -141,6 +144,7 @@ void Farm::start_tracker() {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
     context.set_wait_for_ready(true);
+    authorize(context);
     v1::QueueStatusResponse response;
     if (stub()->QueueStatus(&context, v1::QueueStatusRequest(), &response).ok()) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -164,8 +168,13 @@ Process& Farm::start_agent(const std::string& id, const std::string& key, const 
 
 std::unique_ptr<v1::Tracker::Stub> Farm::stub() const { return v1::Tracker::NewStub(channel_); }
 
+void Farm::authorize(grpc::ClientContext& context) const {
+  if (!listing_token_.empty()) context.AddMetadata("authorization", "Bearer " + listing_token_);
+}
+
 v1::QueueStatusResponse Farm::queue_status() const {
   grpc::ClientContext context;
+  authorize(context);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   v1::QueueStatusResponse response;
   stub()->QueueStatus(&context, v1::QueueStatusRequest(), &response);

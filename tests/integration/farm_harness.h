@@ -80,8 +80,11 @@ class Farm {
   // Everything the farm's processes logged, for a failing test's output.
   std::string logs() const;
   std::string log_dir() const { return dir_; }
+  // Adds the token the tracker asks for to list its farm, when its tokens are on.
+  void authorize(grpc::ClientContext& context) const;
 
  private:
+  std::string listing_token_;
   std::vector<std::string> tracker_args_;
   std::string dir_;
   int port_;
