@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "device-agent: {}\n", measurer.status().message());
     return 1;
   }
+  if (Status s = (*measurer)->self_test(); !s.ok()) {
+    fmt::print(stderr, "device-agent: {}\n", s.message());
+    return 1;
+  }
   auto measure = [m = measurer->get()](const v1::LeasedBatch& batch, const v1::Candidate& candidate) {
     return m->measure(batch.workload(), batch.options(), batch.has_reference() ? &batch.reference() : nullptr,
                       candidate.artifact());

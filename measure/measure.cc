@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -97,6 +99,47 @@ StatusOr<std::unique_ptr<Measurer>> Measurer::create(MeasurerOptions options) {
     spdlog::info("removed {} scratch directories of measurers that are gone", stale);
   TF_ASSIGN_OR_RETURN(std::string scratch, make_owned_temp_dir(options.scratch_root, "tunefarm-measure"));
   return std::unique_ptr<Measurer>(new Measurer(std::move(options), scratch));
+}
+
+Status Measurer::self_test() {
+  std::string path = (std::filesystem::path(options_.worker_path).parent_path() / "tunefarm-probe-kernel.so").string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(fmt::format("the probe kernel {} is missing; install it beside the worker", path));
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  constexpr int64_t kN = 32;
+  v1::Artifact candidate;
+  candidate.set_format(v1::Artifact::SHARED_OBJECT);
+  candidate.set_data(bytes.str());
+  candidate.set_entry_symbol("entry");
+  for (const char* name : {"A", "B", "C"}) {
+    auto* arg = candidate.add_args();
+    arg->set_name(name);
+    arg->add_shape(kN);
+    arg->add_shape(kN);
+    arg->set_dtype(v1::FLOAT32);
+    arg->set_is_output(std::string_view(name) == "C");
+  }
+  candidate.mutable_target()->set_kind("llvm");
+  v1::Artifact reference = candidate;
+  reference.set_entry_symbol("reference_entry");
+  v1::Workload workload;
+  workload.set_op("matmul");
+  for (const char* p : {"M", "N", "K"}) {
+    auto* param = workload.add_params();
+    param->set_name(p);
+    param->set_value(kN);
+  }
+  workload.set_dtype(v1::FLOAT32);
+  v1::MeasureOptions options;
+  options.set_number(1);
+  options.set_repeat(1);
+  options.set_check_correctness(true);
+  v1::MeasureResult result = measure(workload, options, &reference, candidate);
+  if (result.error() == v1::OK) return Status();
+  return failed_precondition(fmt::format("this agent cannot run kernels: its probe kernel failed with {}: {} (check "
+                                         "--memory-limit-mb and --cpu-seconds-per-candidate)",
+                                         v1::ErrorCode_Name(result.error()), result.error_msg()));
 }
 
 Measurer::~Measurer() {

@@ -50,6 +50,12 @@ class Measurer {
   v1::MeasureResult measure(const v1::Workload& workload, const v1::MeasureOptions& options,
                             const v1::Artifact* reference, const v1::Artifact& candidate);
 
+  // Measures the probe kernel that is installed beside the worker (measure/probe_kernel.c),
+  // checked against its reference: FAILED_PRECONDITION with the reason when this sandbox cannot
+  // run kernels at all (a memory limit too small for the worker, say), so that an agent can say
+  // so at start instead of failing every candidate it is sent.
+  Status self_test();
+
   // How many times a worker process was started (it is restarted after each crash or timeout).
   int worker_starts() const { return worker_starts_; }
   const std::string& scratch_dir() const { return scratch_dir_; }
