@@ -219,7 +219,7 @@ int run_cancel(const GlobalFlags& global, const JobFlags& flags) {
   grpc::Status status = call_tuner(global, &v1::Tuner::Stub::CancelJob, request, &job);
   if (!status.ok()) return rpc_failure(global.server, fmt::format("cancel {}", flags.job_id), status);
   if (flags.json) fmt::print("{}\n", to_json(job));
-  else fmt::print("job {}: cancel requested (it stops after the batch in flight)\n", job.id());
+  else fmt::print("job {}: cancel requested (the batch in flight is withdrawn; what it measured is kept)\n", job.id());
   return 0;
 }
 

@@ -348,7 +348,8 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
   TF_RETURN_IF_ERROR(complete_in_flight());
 
   for (size_t i = 0; i < tasks_.size(); ++i) {
-    if (!cancelled_.load()) TF_RETURN_IF_ERROR(remeasure(static_cast<int>(i)));
+    // A spent time budget leaves no time for re-measuring: the winner is the best trial.
+    if (!cancelled_.load() && outcome.stop_reason != "time budget") TF_RETURN_IF_ERROR(remeasure(static_cast<int>(i)));
     const TaskState& s = *state_[i];
     TaskOutcome t;
     t.trials = s.trials;

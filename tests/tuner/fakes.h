@@ -116,7 +116,8 @@ class FakeBackend : public MeasureBackend {
         r.add_costs(1.0 / g);
       }
       on_result(i, r);
-      if (after_result) after_result(++results_);
+      ++results_;
+      if (after_result) after_result(results_);
     }
     return Status();
   }

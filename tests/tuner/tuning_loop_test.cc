@@ -218,6 +218,24 @@ TEST(TuningLoop, CancelWithdrawsTheRestOfTheBatchInFlight) {
   EXPECT_EQ(seen.size(), 20u);
 }
 
+// A spent time budget ends the job with its best trial: no re-measurement rounds after it.
+TEST(TuningLoop, ASpentTimeBudgetSkipsTheReMeasurement) {
+  FakeTask task({8, 8, 8}, peak);
+  FakeBackend backend(task, true);
+  backend.delay = std::chrono::milliseconds(5);
+  TuningOptions options;
+  options.trials = 400;
+  options.batch_size = 16;
+  options.time_budget_s = 0.05;
+  TuningLoop loop({&task}, {}, backend, options);
+  Collected c;
+  auto outcome = run_loop(loop, c);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+  EXPECT_EQ(outcome->stop_reason, "time budget");
+  // Trials that failed to build never reach the backend; re-measurement would add 15 more.
+  EXPECT_LE(backend.results_, static_cast<int64_t>(c.results.size())) << "measurements beyond the trials";
+}
+
 TEST(TuningLoop, TimeSpentInEarlierRunsCountsAgainstTheTimeBudget) {
   FakeTask task({8, 8, 8}, peak);
   FakeBackend backend(task, true);
