@@ -29,6 +29,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "common/stats.h"
+#include "common/wire.h"
 #include "compiler/build.h"
 #include "compiler/runtime/kernel_runtime.h"
 
@@ -253,8 +254,18 @@ StatusOr<std::map<std::string, Config>> read_config_file(const std::string& path
     auto where = fmt::format("{}:{}", path, lineno);
     // Ordered, so that the knobs keep their declaration order when the config is read back.
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(line, nullptr, false);
+    // A record (`tune-client best --json`, `export`): its workload is a message, not a string.
+    if (j.is_object() && j.contains("workload") && j["workload"].is_object()) {
+      auto record = record_from_json_line(line);
+      if (!record.ok()) return record.status().with_context(where);
+      auto w = from_proto(record->workload());
+      if (!w.ok()) return w.status().with_context(where);
+      out[w->to_string()] = from_proto(record->config());
+      continue;
+    }
     if (j.is_discarded() || !j.is_object() || !j.contains("workload") || !j["workload"].is_string())
-      return invalid_argument(where + ": expected a JSON object with \"workload\" and \"config\"");
+      return invalid_argument(where + ": expected a record line of `tune-client best --json`, or a JSON object with "
+                                      "\"workload\" and \"config\"");
     auto w = parse_workload(j["workload"].get<std::string>());
     if (!w.ok()) return w.status().with_context(where);
     // Either {"workload":…, "config":{"template":…,"knobs":…}} or the config's fields inline.

@@ -37,22 +37,6 @@ struct FileFlags {
   bool json = false;
 };
 
-// The line `best --json` prints per record: what kernel_bench --config-file and scripts read.
-std::string best_line(const v1::Record& r) {
-  auto w = from_proto(r.workload());
-  auto t = from_proto(r.target());
-  nlohmann::ordered_json j = {
-      {"workload", w.ok() ? w->to_string() : ""},
-      {"target", t.ok() ? t->to_string() : ""},
-      {"device_key", r.device_key()},
-      {"config", nlohmann::ordered_json::parse(from_proto(r.config()).to_json())},
-      {"gflops", r.gflops()},
-      {"mean_cost_s", r.mean_cost_s()},
-      {"job_id", r.job_id()},
-  };
-  return j.dump();
-}
-
 int run_best(const GlobalFlags& global, const BestFlags& flags) {
   auto w = parse_workload(flags.workload);
   if (!w.ok()) return fail(w.status().message());
@@ -71,7 +55,8 @@ int run_best(const GlobalFlags& global, const BestFlags& flags) {
                             flags.device.empty() ? "" : " (device " + flags.device + ")"));
   for (const auto& r : response.records()) {
     if (flags.json) {
-      fmt::print("{}\n", best_line(r));
+      // The export form: `import` takes these lines back, and kernel_bench --config-file reads them.
+      fmt::print("{}\n", record_to_json_line(r));
     } else {
       fmt::print("{:.1f} GFLOP/s  {:.3f} ms  device {}  job {}\n  {}\n", r.gflops(), r.mean_cost_s() * 1e3,
                  r.device_key(), r.job_id(), from_proto(r.config()).to_json());
@@ -101,7 +86,8 @@ int run_records(const GlobalFlags& global, const RecordsFlags& flags) {
   fmt::print("{} of {} records\n", response.records_size(), response.total());
   for (const auto& r : response.records()) {
     auto w = from_proto(r.workload());
-    fmt::print("{:<14} {:>9.1f} GFLOP/s  {:<32} {}\n", v1::ErrorCode_Name(r.result().error()), r.gflops(),
+    std::string round = r.remeasure_round() > 0 ? fmt::format("re-measure {}", r.remeasure_round()) : "trial";
+    fmt::print("{:<14} {:>9.1f} GFLOP/s  {:<12} {:<32} {}\n", v1::ErrorCode_Name(r.result().error()), r.gflops(), round,
                w.ok() ? w->to_string() : "?", from_proto(r.config()).to_json());
   }
   return 0;
@@ -183,12 +169,12 @@ int run_import(const GlobalFlags& global, const FileFlags& flags) {
 
 void add_records_commands(CLI::App& app, const GlobalFlags& global, Commands& commands) {
   auto best = std::make_shared<BestFlags>();
-  CLI::App* b = app.add_subcommand("best", "The fastest recorded config for a workload");
+  CLI::App* b = app.add_subcommand("best", "The best recorded configs for a workload, by the median of each config's measurements");
   b->add_option("--workload", best->workload, "Workload string")->required();
   b->add_option("--target", best->target, "Target string")->capture_default_str();
   b->add_option("--device", best->device, "Only this device key (default: any)");
   b->add_option("--top", best->top, "How many, fastest first")->capture_default_str()->check(CLI::Range(1, 100));
-  b->add_flag("--json", best->json, "One JSON line per config: workload, target, config, GFLOP/s (kernel_bench reads it)");
+  b->add_flag("--json", best->json, "One JSON line per config, the record of its figure (import and kernel_bench --config-file read it)");
   commands.push_back({b, [&global, best] { return run_best(global, *best); }});
 
   auto records = std::make_shared<RecordsFlags>();

@@ -1,5 +1,7 @@
 #include "common/wire.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <fmt/format.h>
 
 namespace tunefarm {
@@ -110,6 +112,30 @@ grpc::Status to_grpc(const Status& status) {
 Status from_grpc(const grpc::Status& status) {
   if (status.ok()) return Status();
   return Status(static_cast<StatusCode>(status.error_code()), status.error_message());
+}
+
+std::string record_to_json_line(const v1::Record& record) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.add_whitespace = false;
+  std::string line;
+  // Printing a valid message into a string cannot fail.
+  (void)google::protobuf::util::MessageToJsonString(record, &line, options);
+  return line;
+}
+
+StatusOr<v1::Record> record_from_json_line(std::string_view line) {
+  // A record is a few hundred bytes; a huge line is refused before the JSON parser sees it.
+  if (line.size() > kMaxRecordLineBytes)
+    return invalid_argument(fmt::format("the line is {} bytes; a record may be at most {}", line.size(),
+                                        kMaxRecordLineBytes));
+  v1::Record record;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(line.data(), line.size()), &record, options);
+  if (!status.ok()) return invalid_argument(fmt::format("not a JSON Record: {}", std::string(status.message())));
+  return record;
 }
 
 }  // namespace tunefarm

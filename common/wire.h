@@ -9,6 +9,7 @@
 #include "common/target.h"
 #include "common/workload.h"
 #include "tunefarm/v1/common.pb.h"
+#include "tunefarm/v1/tuner.pb.h"
 
 namespace tunefarm {
 
@@ -24,6 +25,13 @@ StatusOr<Target> from_proto(const v1::Target& target);
 
 v1::Config to_proto(const Config& config);
 Config from_proto(const v1::Config& config);
+
+// The JSON-lines form of records, which export writes, import reads and `best --json` prints: one
+// line (no newline) of protobuf's JSON with the proto's field names. Unknown fields are errors,
+// and a line longer than kMaxRecordLineBytes is refused before the JSON parser sees it.
+inline constexpr size_t kMaxRecordLineBytes = 64 << 10;
+std::string record_to_json_line(const v1::Record& record);
+StatusOr<v1::Record> record_from_json_line(std::string_view line);
 
 grpc::Status to_grpc(const Status& status);
 Status from_grpc(const grpc::Status& status);

@@ -11,7 +11,7 @@ namespace tunefarm::db {
 inline constexpr std::string_view kSelectRecord =
     "SELECT r.id, w.text, t.text, r.device_key, r.config, r.config_index, r.costs, r.mean_cost_s, r.gflops, "
     "r.error_code, r.error_msg, r.build_time_s, r.started_at_us, r.finished_at_us, r.job_id, r.agent_id, "
-    "r.attempts FROM records r JOIN workloads w ON w.id = r.workload_id JOIN targets t ON t.id = r.target_id ";
+    "r.attempts, r.remeasure_round FROM records r JOIN workloads w ON w.id = r.workload_id JOIN targets t ON t.id = r.target_id ";
 
 // The fastest successful records: ?1 workload text, ?2 target text, ?3 how many, ?4 device key
 // (only `by_device`).
@@ -22,6 +22,17 @@ inline std::string best_query_sql(bool by_device) {
       "AND r.target_id = (SELECT id FROM targets WHERE text = ?2) AND r.error_code = 0 ";
   if (by_device) sql += "AND r.device_key = ?4 ";
   sql += "ORDER BY r.mean_cost_s, r.id LIMIT ?3";
+  return sql;
+}
+
+// Every successful measurement of one config: ?1 workload text, ?2 target text, ?3 config (stable
+// JSON), ?4 device key; fastest first.
+inline std::string config_measurements_sql() {
+  std::string sql(kSelectRecord);
+  sql +=
+      "WHERE r.workload_id = (SELECT id FROM workloads WHERE text = ?1) "
+      "AND r.target_id = (SELECT id FROM targets WHERE text = ?2) AND r.config = ?3 AND r.device_key = ?4 "
+      "AND r.error_code = 0 ORDER BY r.mean_cost_s";
   return sql;
 }
 

@@ -1,7 +1,5 @@
 #include "db/record_codec.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -151,6 +149,10 @@ StatusOr<RecordRow> RowEncoder::to_row(const v1::Record& record) {
   if (row.started_at_us < 0 || row.finished_at_us < 0) return invalid_argument("record timestamps are negative");
   if (result.attempts() < 0) return invalid_argument("record attempts is negative");
   row.attempts = result.attempts();
+  if (record.remeasure_round() < 0 || record.remeasure_round() > kMaxRemeasureRound)
+    return invalid_argument(fmt::format("record remeasure_round {} is outside 0..{}", record.remeasure_round(),
+                                        kMaxRemeasureRound));
+  row.remeasure_round = record.remeasure_round();
   TF_RETURN_IF_ERROR(check_key(record.job_id(), "record job_id", false));
   row.job_id = record.job_id();
   TF_RETURN_IF_ERROR(check_key(result.agent_id(), "record agent_id", false));
@@ -192,30 +194,7 @@ StatusOr<v1::Record> from_row(const RecordRow& row, int64_t row_id) {
   record.set_gflops(row.gflops);
   record.set_build_time_s(row.build_time_s);
   record.set_job_id(row.job_id);
-  return record;
-}
-
-std::string to_json_line(const v1::Record& record) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.add_whitespace = false;
-  std::string line;
-  // Printing a valid message into a string cannot fail.
-  (void)google::protobuf::util::MessageToJsonString(record, &line, options);
-  return line;
-}
-
-StatusOr<v1::Record> parse_json_line(std::string_view line) {
-  // A record is a few hundred bytes; a huge line is refused before the JSON parser sees it.
-  if (line.size() > kMaxRecordLineBytes)
-    return invalid_argument(fmt::format("the line is {} bytes; a record may be at most {}", line.size(),
-                                        kMaxRecordLineBytes));
-  v1::Record record;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
-  auto status = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(line.data(), line.size()), &record, options);
-  if (!status.ok()) return invalid_argument(fmt::format("not a JSON Record: {}", std::string(status.message())));
+  record.set_remeasure_round(static_cast<int32_t>(row.remeasure_round));
   return record;
 }
 

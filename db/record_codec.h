@@ -18,7 +18,7 @@ namespace tunefarm::db {
 inline constexpr int kMaxKnobs = 64;                    // Knobs of a config, and values of a knob.
 inline constexpr size_t kMaxErrorMessage = 4096;        // Longer error messages are truncated.
 inline constexpr int kMaxCosts = 10000;                 // Timings of one measurement.
-inline constexpr size_t kMaxRecordLineBytes = 64 << 10; // One JSON line of an import.
+inline constexpr int kMaxRemeasureRound = 1000;
 
 // One row of the records table, minus its id and with workload and target as text.
 struct RecordRow {
@@ -38,6 +38,7 @@ struct RecordRow {
   std::string job_id;
   std::string agent_id;
   int64_t attempts = 0;
+  int64_t remeasure_round = 0;
 };
 
 // Validates records and puts them in canonical form. Refuses, naming the field: a workload or
@@ -63,9 +64,5 @@ StatusOr<RecordRow> to_row(const v1::Record& record);
 // damaged) is a kDataLoss error naming the row.
 StatusOr<v1::Record> from_row(const RecordRow& row, int64_t row_id);
 
-// One line of the JSON-lines form (no newline): protobuf's JSON with the proto's field names.
-std::string to_json_line(const v1::Record& record);
-// Parses one line of the JSON-lines form; unknown fields are errors.
-StatusOr<v1::Record> parse_json_line(std::string_view line);
 
 }  // namespace tunefarm::db

@@ -2,15 +2,19 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <fstream>
 #include <istream>
 #include <ostream>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "common/figure.h"
+#include "common/wire.h"
 #include "db/queries.h"
 #include "db/record_codec.h"
 #include "db/schema.h"
@@ -58,6 +62,7 @@ StatusOr<v1::Record> read_record(const Statement& stmt) {
   row.job_id = stmt.column_text(14);
   row.agent_id = stmt.column_text(15);
   row.attempts = stmt.column_int(16);
+  row.remeasure_round = stmt.column_int(17);
   return db::from_row(row, stmt.column_int(0));
 }
 
@@ -124,8 +129,8 @@ db::Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordR
                         connection.prepare(
                             "INSERT INTO records (workload_id, target_id, device_key, config, config_index, "
                             "costs, mean_cost_s, gflops, error_code, error_msg, build_time_s, started_at_us, "
-                            "finished_at_us, job_id, agent_id, attempts) VALUES "
-                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) "
+                            "finished_at_us, job_id, agent_id, attempts, remeasure_round) VALUES "
+                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
                             "ON CONFLICT DO NOTHING"));
     for (const RecordRow& row : *rows) {
       TF_ASSIGN_OR_RETURN(int64_t workload_id, intern(connection, "workloads", row.workload, workload_ids));
@@ -147,6 +152,7 @@ db::Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordR
       stmt.bind(14, row.job_id);
       stmt.bind(15, row.agent_id);
       stmt.bind(16, row.attempts);
+      stmt.bind(17, row.remeasure_round);
       TF_RETURN_IF_ERROR(stmt.run());
       inserted += connection.changes();
     }
@@ -313,24 +319,63 @@ StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& worklo
     return invalid_argument(fmt::format("top_k {} is outside 0..{}", top_k, kMaxTopK));
   }
   if (top_k == 0) top_k = 1;
-  std::string sql = db::best_query_sql(!device_key.empty());
+  // A config's figure comes from all its measurements (common/figure.h), and is never faster than
+  // its fastest one: the candidates are the configs of the fastest measurements. A config whose
+  // fastest measurement is not among them is slower than enough others to stay out of the top k.
+  const int64_t candidates = std::min<int64_t>(int64_t{kMaxTopK} * 4, std::max(64, 16 * top_k));
+  std::string best_sql = db::best_query_sql(!device_key.empty());
+  std::string config_sql = db::config_measurements_sql();
   std::string workload_text = workload.to_string();
   std::string target_text = target.to_string();
-  std::vector<v1::Record> best;
+  struct Figure {
+    double cost;
+    int64_t id;
+    v1::Record record;
+  };
+  std::vector<Figure> figures;
   TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
-    best.clear();
-    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(sql));
-    stmt.bind(1, workload_text);
-    stmt.bind(2, target_text);
-    stmt.bind(3, int64_t{top_k});
-    if (!device_key.empty()) stmt.bind(4, device_key);
-    for (;;) {
-      TF_ASSIGN_OR_RETURN(bool row, stmt.step());
-      if (!row) return Status();
-      TF_ASSIGN_OR_RETURN(v1::Record record, read_record(stmt));
-      best.push_back(std::move(record));
+    figures.clear();
+    std::vector<std::pair<std::string, std::string>> configs;  // (device key, config), fastest first.
+    std::set<std::pair<std::string, std::string>> seen;
+    {
+      TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(best_sql));
+      stmt.bind(1, workload_text);
+      stmt.bind(2, target_text);
+      stmt.bind(3, candidates);
+      if (!device_key.empty()) stmt.bind(4, device_key);
+      for (;;) {
+        TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+        if (!row) break;
+        std::pair<std::string, std::string> key(stmt.column_text(3), stmt.column_text(4));
+        if (seen.insert(key).second) configs.push_back(std::move(key));
+      }
     }
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(config_sql));
+    for (const auto& [key, config] : configs) {
+      stmt.reset();
+      stmt.bind(1, workload_text);
+      stmt.bind(2, target_text);
+      stmt.bind(3, config);
+      stmt.bind(4, key);
+      std::vector<Figure> measured;
+      for (;;) {
+        TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+        if (!row) break;
+        TF_ASSIGN_OR_RETURN(v1::Record record, read_record(stmt));
+        measured.push_back({record.mean_cost_s(), stmt.column_int(0), std::move(record)});
+      }
+      std::vector<double> costs;
+      for (const Figure& m : measured) costs.push_back(m.cost);
+      double figure = figure_cost(costs);
+      auto it = std::find_if(measured.begin(), measured.end(), [&](const Figure& m) { return m.cost == figure; });
+      if (it != measured.end()) figures.push_back(std::move(*it));
+    }
+    return Status();
   }));
+  std::sort(figures.begin(), figures.end(),
+            [](const Figure& a, const Figure& b) { return a.cost != b.cost ? a.cost < b.cost : a.id < b.id; });
+  std::vector<v1::Record> best;
+  for (size_t i = 0; i < figures.size() && static_cast<int>(i) < top_k; ++i) best.push_back(std::move(figures[i].record));
   return best;
 }
 
@@ -422,7 +467,7 @@ Status RecordStore::export_records(const RecordFilter& filter, const std::functi
 
 Status RecordStore::export_jsonl(const RecordFilter& filter, std::ostream& out) {
   return export_records(filter, [&](const v1::Record& record) -> Status {
-    out << db::to_json_line(record) << '\n';
+    out << record_to_json_line(record) << '\n';
     if (!out) return unavailable("writing the export failed (disk full or output closed)");
     return Status();
   });
@@ -445,7 +490,7 @@ StatusOr<ImportStats> RecordStore::import_jsonl(std::istream& in, std::string_vi
   };
   db::RowEncoder encoder;
   auto parse = [&](int64_t number, std::string_view line) -> StatusOr<RecordRow> {
-    auto record = db::parse_json_line(line);
+    auto record = record_from_json_line(line);
     // The record's own limits first: they are cheap, and they bound what the check must read.
     auto row = record.ok() ? encoder.to_row(*record) : StatusOr<RecordRow>(record.status());
     if (row.ok() && check) {

@@ -89,9 +89,10 @@ class RecordStore {
   // add() and wait: answers how many records were new (the others were already present).
   StatusOr<int64_t> insert(const std::vector<v1::Record>& records);
 
-  // The `top_k` fastest successful records of `workload` on `target`, fastest first; on one device
-  // key, or on any when `device_key` is empty; `top_k` 0 means 1, at most 1000. Failed records
-  // never appear.
+  // The `top_k` best configs of `workload` on `target` by their figure (common/figure.h: the upper
+  // median of a config's successful measurements on one device key), best first, each as the
+  // record of the measurement that is its figure; on one device key, or on any when `device_key`
+  // is empty; `top_k` 0 means 1, at most 1000. Failed records never appear.
   StatusOr<std::vector<v1::Record>> query_best(const Workload& workload, const Target& target,
                                                std::string_view device_key = {}, int top_k = 1);
   // Matching records, oldest first; `limit` 0 means 1000, at most 100000 (export reads more).

@@ -68,9 +68,19 @@ CREATE INDEX records_best
 CREATE INDEX records_by_job ON records (job_id);
 )sql";
 
+// A config's figure takes all of its successful measurements (common/figure.h): the best query
+// finds them by config. Re-measurements at the end of a job are records of their own, marked with
+// their round.
+constexpr std::string_view kRemeasurements = R"sql(
+ALTER TABLE records ADD COLUMN remeasure_round INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX records_by_config
+  ON records (workload_id, target_id, config, device_key, mean_cost_s) WHERE error_code = 0;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "workloads, targets, jobs and records", kTables},
     {2, "indexes for best-config queries and job listings", kQueryIndexes},
+    {3, "re-measurement rounds, and an index of a config's measurements", kRemeasurements},
 };
 
 Status migrate_in_transaction(Connection& connection, std::span<const Migration> steps) {

@@ -344,6 +344,8 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
           continue;
         }
         if (r.result().error() == v1::DEVICE_LOST) continue;  // Recorded by older versions; never measured.
+        // A re-measurement of a trial already counted; a resumed job re-measures its own best again.
+        if (r.remeasure_round() > 0) continue;
         TrialResult t;
         t.task = static_cast<int>(i);
         t.point = std::move(*point);
@@ -399,7 +401,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   auto on_result = [&](const TrialResult& t) {
     // Nothing was measured: the history keeps measurements, and the candidate is proposed again.
     if (t.result.error() == v1::DEVICE_LOST) return;
-    {
+    if (t.remeasure_round == 0) {
       std::lock_guard<std::mutex> lock(record_mu);
       if (t.result.error() == v1::OK) {
         ++successes;
@@ -418,6 +420,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     rec.set_gflops(t.gflops);
     rec.set_build_time_s(t.build_time_s);
     rec.set_job_id(job_id);
+    rec.set_remeasure_round(t.remeasure_round);
     if (rec.result().started_at_us() == 0) rec.mutable_result()->set_started_at_us(now_us());
     Status st = store_.add({rec});
     std::lock_guard<std::mutex> lock(record_mu);
@@ -481,8 +484,11 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
 
   v1::JobProgress progress = job.progress();
   progress.clear_tasks();
+  // The job's best is its best task's winner, by the same figure as `best` (common/figure.h).
+  progress.set_best_gflops(0);
   for (size_t i = 0; i < outcome->tasks.size(); ++i) {
     const TaskOutcome& t = outcome->tasks[i];
+    progress.set_best_gflops(std::max(progress.best_gflops(), t.best_gflops));
     auto* tp = progress.add_tasks();
     *tp->mutable_workload() = task_ptrs[i]->workload();
     tp->set_trials_done(t.trials);

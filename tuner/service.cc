@@ -180,7 +180,7 @@ grpc::Status TunerService::ExportRecords(grpc::ServerContext* context, const v1:
   };
   Status st = store_.export_records(*filter, [&](const v1::Record& r) -> Status {
     if (context->IsCancelled()) return Status(StatusCode::kCancelled, "the client went away");
-    chunk += db::to_json_line(r);
+    chunk += record_to_json_line(r);
     chunk += '\n';
     return chunk.size() >= kExportChunkBytes ? send() : Status();
   });

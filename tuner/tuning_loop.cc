@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "common/stats.h"
+#include "common/figure.h"
 #include "tuner/parallel_for.h"
 #include "tuner/task_scheduler.h"
 
@@ -21,11 +21,14 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-double mean(const google::protobuf::RepeatedField<double>& costs) {
+template <typename Costs>
+double mean_of(const Costs& costs) {
   double s = 0;
   for (double c : costs) s += c;
   return costs.empty() ? 0 : s / costs.size();
 }
+
+double mean(const google::protobuf::RepeatedField<double>& costs) { return mean_of(costs); }
 
 }  // namespace
 
@@ -35,11 +38,13 @@ struct TuningLoop::TaskState {
   int trials = 0;
   int since_improvement = 0;
   double best_gflops = 0;
-  // The best candidates so far, kept for the final re-measurement: (gflops, point, artifact).
+  // The best candidates so far by their trial, kept for the final re-measurement, and one more:
+  // a config that was not re-measured keeps its trial as its figure and may still be the winner.
   struct Top {
     double gflops;
     Point point;
     v1::Artifact artifact;
+    std::vector<std::vector<double>> measurements;  // The costs of each successful measurement.
   };
   std::vector<Top> top;
   std::vector<double> best_costs;
@@ -202,10 +207,13 @@ Status TuningLoop::absorb_batch(Batch& batch, TuningProgress& progress) {
   }
   for (size_t k = 0; k < batch.built_index.size(); ++k) {
     const TrialResult& r = batch.results[batch.built_index[k]];
-    if (r.gflops > 0) s.top.push_back({r.gflops, r.point, std::move(batch.built[k])});
+    if (r.gflops > 0)
+      s.top.push_back({r.gflops, r.point, std::move(batch.built[k]),
+                       {std::vector<double>(r.result.costs().begin(), r.result.costs().end())}});
   }
   std::sort(s.top.begin(), s.top.end(), [](const auto& a, const auto& b) { return a.gflops > b.gflops; });
-  if (static_cast<int>(s.top.size()) > options_.remeasure_top) s.top.resize(std::max(0, options_.remeasure_top));
+  size_t keep = static_cast<size_t>(std::max(0, options_.remeasure_top)) + 1;
+  if (s.top.size() > keep) s.top.resize(keep);
   progress.last_batch_gflops = batch_best;
   progress.trials_done += static_cast<int>(measured.size());
   progress.waiting_for_devices = lost > 0 && measured.empty();
@@ -213,37 +221,53 @@ Status TuningLoop::absorb_batch(Batch& batch, TuningProgress& progress) {
   return s.searcher->observe(measured, gflops);
 }
 
-Status TuningLoop::remeasure(int task) {
+Status TuningLoop::remeasure(int task, const ResultSink& on_result) {
   TaskState& s = *state_[task];
-  if (s.top.size() < 2 || options_.remeasure_rounds <= 0) return Status();
+  size_t candidates = std::min(s.top.size(), static_cast<size_t>(std::max(0, options_.remeasure_top)));
+  if (candidates < 2 || options_.remeasure_rounds <= 0) return Status();
   const TuningTask* t = tasks_[task];
   // Interleaved: every candidate once per round, so that a slow phase of a noisy machine hits all
-  // of them alike.
-  std::vector<std::vector<double>> costs(s.top.size());
-  for (int round = 0; round < options_.remeasure_rounds; ++round) {
-    for (size_t c = 0; c < s.top.size(); ++c) {
-      std::span<const v1::Artifact> one(&s.top[c].artifact, 1);
-      TF_RETURN_IF_ERROR(backend_.measure(t->workload(), options_.measure, s.reference ? &*s.reference : nullptr, one,
-                                          [&](size_t, const v1::MeasureResult& r) {
-                                            if (r.error() == v1::OK)
-                                              costs[c].insert(costs[c].end(), r.costs().begin(), r.costs().end());
-                                          }));
+  // of them alike. Each measurement is recorded, as the trials are.
+  for (int round = 1; round <= options_.remeasure_rounds && !cancelled_.load(); ++round) {
+    for (size_t c = 0; c < candidates; ++c) {
+      TaskState::Top& top = s.top[c];
+      std::span<const v1::Artifact> one(&top.artifact, 1);
+      Status st = backend_.measure(t->workload(), options_.measure, s.reference ? &*s.reference : nullptr, one,
+                                   [&](size_t, const v1::MeasureResult& result) {
+                                     TrialResult r;
+                                     r.task = task;
+                                     r.point = top.point;
+                                     r.config = t->config_at(top.point);
+                                     r.result = result;
+                                     r.remeasure_round = round;
+                                     if (result.error() == v1::OK && mean(result.costs()) > 0) {
+                                       r.gflops = t->flops() / mean(result.costs()) / 1e9;
+                                       top.measurements.emplace_back(result.costs().begin(), result.costs().end());
+                                     }
+                                     on_result(r);
+                                   });
+      if (st.code() == StatusCode::kCancelled && cancelled_.load()) break;
+      TF_RETURN_IF_ERROR(st);
     }
   }
-  int winner = -1;
-  double best_time = 0;
-  for (size_t c = 0; c < costs.size(); ++c) {
-    if (costs[c].empty()) continue;
-    double m = median(costs[c]);
-    if (winner < 0 || m < best_time) {
-      winner = static_cast<int>(c);
-      best_time = m;
+  // The winner by the one rule for a config's figure, over every config kept: the re-measured
+  // ones and the best of the rest, whose single trial is its figure.
+  const TaskState::Top* winner = nullptr;
+  double winner_cost = 0;
+  for (const TaskState::Top& top : s.top) {
+    std::vector<double> means;
+    for (const auto& costs : top.measurements) means.push_back(mean_of(costs));
+    double cost = figure_cost(means);
+    if (cost > 0 && (!winner || cost < winner_cost)) {
+      winner = &top;
+      winner_cost = cost;
     }
   }
-  if (winner >= 0) {
-    s.best_point = s.top[winner].point;
-    s.best_gflops = t->flops() / best_time / 1e9;
-    s.best_costs = costs[winner];
+  if (winner) {
+    s.best_point = winner->point;
+    s.best_gflops = t->flops() / winner_cost / 1e9;
+    for (const auto& costs : winner->measurements)
+      if (mean_of(costs) == winner_cost) s.best_costs = costs;
   }
   return Status();
 }
@@ -347,9 +371,15 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
   }
   TF_RETURN_IF_ERROR(complete_in_flight());
 
+  // A spent time budget leaves no time for re-measuring: the winner is the best trial.
+  if (!cancelled_.load() && outcome.stop_reason != "time budget") {
+    for (size_t i = 0; i < tasks_.size(); ++i) TF_RETURN_IF_ERROR(remeasure(static_cast<int>(i), on_result));
+    progress.best_gflops = best_overall();
+    progress.elapsed_s = elapsed();
+    progress.message = "re-measured the best candidates of each task";
+    if (on_progress) on_progress(progress);
+  }
   for (size_t i = 0; i < tasks_.size(); ++i) {
-    // A spent time budget leaves no time for re-measuring: the winner is the best trial.
-    if (!cancelled_.load() && outcome.stop_reason != "time budget") TF_RETURN_IF_ERROR(remeasure(static_cast<int>(i)));
     const TaskState& s = *state_[i];
     TaskOutcome t;
     t.trials = s.trials;

@@ -100,6 +100,7 @@ struct TrialResult {
   v1::MeasureResult result;
   double gflops = 0;       // 0 unless the result is OK.
   double build_time_s = 0;
+  int remeasure_round = 0; // 0: a trial; k > 0: the k-th round of the final re-measurement.
 };
 
 struct TuningOptions {
@@ -113,7 +114,9 @@ struct TuningOptions {
   Strategy strategy = Strategy::kXgbSa;
   SearchOptions search;
   v1::MeasureOptions measure;
-  int remeasure_top = 5;          // Best candidates per task measured again at the end.
+  // The best candidates per task measured again at the end: each config's figure is then the
+  // upper median of its measurements (common/figure.h), and the winner the config with the best.
+  int remeasure_top = 5;
   int remeasure_rounds = 3;       // Interleaved rounds of that re-measurement.
   int build_threads = 0;          // 0: one per CPU.
 };
@@ -122,8 +125,8 @@ struct TaskOutcome {
   int trials = 0;                 // Distinct configs measured or failed, preloaded ones included.
   bool has_best = false;
   Config best_config;
-  double best_gflops = 0;         // After re-measurement when there was one.
-  std::vector<double> best_costs; // The winner's costs from the re-measurement (or its trial).
+  double best_gflops = 0;         // The winner's figure (common/figure.h).
+  std::vector<double> best_costs; // The costs of the measurement that is the winner's figure.
 };
 
 struct TuningProgress {
@@ -164,8 +167,9 @@ class TuningLoop {
   // starts ahead. A no-op for strategies without a model. Call before run().
   Status warm_start(int task, std::span<const HistoryRecord> history);
 
-  // Runs to the end; `on_result` sees every new trial (for the history), `on_progress` one update
-  // per batch. Thread-compatible: one run() at a time.
+  // Runs to the end; `on_result` sees every new measurement (for the history: trials, then the
+  // re-measurements of the best few), `on_progress` one update per batch and one after the
+  // re-measurement. Thread-compatible: one run() at a time.
   StatusOr<TuningOutcome> run(const ResultSink& on_result, const ProgressSink& on_progress);
 
   // Stops a running loop: the batch in flight is withdrawn from the backend (what was already
@@ -185,7 +189,9 @@ class TuningLoop {
   Status measure_batch(Batch& batch, const ResultSink& on_result);
   // Teaches the search a measured batch and updates the task's best; on the loop's thread.
   Status absorb_batch(Batch& batch, TuningProgress& progress);
-  Status remeasure(int task);
+  // Measures the best few candidates of `task` again, interleaved, and names the winner by the
+  // figures of all their measurements.
+  Status remeasure(int task, const ResultSink& on_result);
 
   std::vector<const TuningTask*> tasks_;
   std::vector<double> weights_;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/wire.h"
 #include "db_test_util.h"
 
 namespace tunefarm {
@@ -127,18 +128,18 @@ TEST(RecordCodec, EncoderRemembersOnlyWhatParsed) {
 
 TEST(RecordCodec, JsonLineRoundTripsWithProtoFieldNames) {
   v1::Record record = make_record({.config = 3, .cost = 2.0 / 7.0});
-  std::string line = db::to_json_line(record);
+  std::string line = record_to_json_line(record);
   EXPECT_EQ(line.find('\n'), std::string::npos);
   EXPECT_NE(line.find("\"device_key\":\"local-cpu\""), std::string::npos) << line;
-  auto back = db::parse_json_line(line);
+  auto back = record_from_json_line(line);
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_TRUE(same(*back, record));
 }
 
 TEST(RecordCodec, JsonLineRefusesGarbageAndUnknownFields) {
-  EXPECT_FALSE(db::parse_json_line("not json").ok());
-  EXPECT_FALSE(db::parse_json_line("{\"device_key\": 3").ok());
-  auto unknown = db::parse_json_line("{\"devicekey\":\"x\"}");
+  EXPECT_FALSE(record_from_json_line("not json").ok());
+  EXPECT_FALSE(record_from_json_line("{\"device_key\": 3").ok());
+  auto unknown = record_from_json_line("{\"devicekey\":\"x\"}");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("devicekey"), std::string::npos) << unknown.status().message();
 }

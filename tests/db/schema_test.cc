@@ -137,6 +137,12 @@ TEST(Schema, BestQueriesReadAPartialIndexWithoutSorting) {
     EXPECT_EQ(text.find("TEMP B-TREE"), std::string::npos) << text;
     EXPECT_EQ(text.find("SCAN"), std::string::npos) << text;
   }
+  // And the measurements of one config, whose figure ranks it.
+  auto plan = connection->prepare("EXPLAIN QUERY PLAN " + db::config_measurements_sql()).value();
+  std::string text;
+  while (plan.step().value()) text += std::string(plan.column_text(3)) + "\n";
+  EXPECT_NE(text.find("SEARCH r USING INDEX records_by_config"), std::string::npos) << text;
+  EXPECT_EQ(text.find("TEMP B-TREE"), std::string::npos) << text;
 }
 
 }  // namespace

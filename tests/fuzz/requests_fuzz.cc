@@ -88,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #elif defined(TUNEFARM_FUZZ_RECORD)
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tunefarm;
-  auto record = db::parse_json_line({reinterpret_cast<const char*>(data), size});
+  auto record = record_from_json_line({reinterpret_cast<const char*>(data), size});
   if (!record.ok()) return 0;
   auto row = db::to_row(*record);
   if (!row.ok()) return 0;

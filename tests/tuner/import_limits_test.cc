@@ -44,7 +44,7 @@ class ImportLimits : public ::testing::Test {
   }
   // Imports a good record, then `bad` as line 2; the status.
   Status import_after_a_good_one(const std::string& bad) {
-    std::stringstream in(db::to_json_line(good()) + "\n" + bad + "\n");
+    std::stringstream in(record_to_json_line(good()) + "\n" + bad + "\n");
     RecordConfigCheck check;
     return store_->import_jsonl(in, "upload.jsonl", std::ref(check)).status();
   }
@@ -62,20 +62,20 @@ class ImportLimits : public ::testing::Test {
   std::unique_ptr<RecordStore> store_;
 };
 
-TEST_F(ImportLimits, AGoodRecordImports) { EXPECT_TRUE(import_after_a_good_one(db::to_json_line(good())).ok()); }
+TEST_F(ImportLimits, AGoodRecordImports) { EXPECT_TRUE(import_after_a_good_one(record_to_json_line(good())).ok()); }
 
 TEST_F(ImportLimits, AConfigOutsideItsTemplatesSpaceIsRefused) {
   v1::Record r = good();
   auto* tile = r.mutable_config()->mutable_knobs(0)->mutable_value()->mutable_ints();
   tile->Clear();
   for (int64_t v : {int64_t{-1}, int64_t{1'000'000'000'000}, int64_t{0}}) tile->add_values(v);
-  expect_refused_whole(db::to_json_line(r), "config of template");
+  expect_refused_whole(record_to_json_line(r), "config of template");
 }
 
 TEST_F(ImportLimits, ATemplateNameThatIsAPathIsRefused) {
   v1::Record r = good();
   r.mutable_config()->set_template_name("../../../../tmp/evil");
-  expect_refused_whole(db::to_json_line(r), "may hold only letters");
+  expect_refused_whole(record_to_json_line(r), "may hold only letters");
 }
 
 TEST_F(ImportLimits, TooManyKnobsAreRefusedWithoutParsingThemForMinutes) {
@@ -85,19 +85,19 @@ TEST_F(ImportLimits, TooManyKnobsAreRefusedWithoutParsingThemForMinutes) {
     k->set_name("k" + std::to_string(i));
     k->mutable_value()->set_int_value(0);
   }
-  expect_refused_whole(db::to_json_line(r), "knobs");
+  expect_refused_whole(record_to_json_line(r), "knobs");
 }
 
 TEST_F(ImportLimits, AHugeLineIsRefusedBeforeItIsParsed) {
   v1::Record r = good();
   r.mutable_result()->set_error_msg(std::string(3 << 20, 'x'));
-  expect_refused_whole(db::to_json_line(r), "a record may be at most");
+  expect_refused_whole(record_to_json_line(r), "a record may be at most");
 }
 
 TEST_F(ImportLimits, ALongTargetIsRefused) {
   v1::Record r = good();
   r.mutable_target()->set_mattr("+avx2" + std::string(600, ','));
-  expect_refused_whole(db::to_json_line(r), "target");
+  expect_refused_whole(record_to_json_line(r), "target");
 }
 
 // The tuner's own records are never refused for a long error message: it is cut to a few KiB.

@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/figure.h"
 #include "tests/tuner/fakes.h"
 
 namespace tunefarm {
@@ -23,7 +24,8 @@ double peak(const Point& p) {
 
 struct Collected {
   std::mutex mu;
-  std::vector<TrialResult> results;
+  std::vector<TrialResult> results;     // Trials.
+  std::vector<TrialResult> remeasured;  // The final re-measurement's results.
   std::vector<TuningProgress> progress;
 };
 
@@ -31,7 +33,7 @@ StatusOr<TuningOutcome> run_loop(TuningLoop& loop, Collected& c) {
   return loop.run(
       [&](const TrialResult& r) {
         std::lock_guard<std::mutex> lock(c.mu);
-        c.results.push_back(r);
+        (r.remeasure_round > 0 ? c.remeasured : c.results).push_back(r);
       },
       [&](const TuningProgress& p) { c.progress.push_back(p); });
 }
@@ -197,7 +199,47 @@ TEST(TuningLoop, ReMeasurementCorrectsALuckyFirstTiming) {
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(*p, (Point{5, 2, 0}));
   EXPECT_NEAR(t.best_gflops, peak(*p), 1e-6 * peak(*p));
-  EXPECT_EQ(t.best_costs.size(), 3u);  // One cost per interleaved round.
+  EXPECT_EQ(t.best_costs.size(), 1u);  // The costs of the measurement that is its figure.
+  // Every re-measurement is reported for the history: 5 candidates, 3 interleaved rounds.
+  ASSERT_EQ(c.remeasured.size(), 15u);
+  for (size_t i = 0; i < c.remeasured.size(); ++i) EXPECT_EQ(c.remeasured[i].remeasure_round, 1 + int(i / 5));
+}
+
+// The winner is the config with the best figure over all its measurements (common/figure.h), the
+// rule the history's best query uses: grouping what the loop reported by config and applying the
+// rule gives the loop's own winner and figure.
+TEST(TuningLoop, TheWinnerIsTheBestFigureOfWhatWasReported) {
+  FakeTask task({8, 8, 8}, peak);
+  FakeBackend backend(task, true);
+  for (int64_t i = 0; i < 64; i += 3) backend.lucky_.insert(i);  // Many first timings 10x too fast.
+  TuningOptions options;
+  options.trials = 64;
+  options.batch_size = 16;
+  options.strategy = Strategy::kGrid;
+  TuningLoop loop({&task}, {}, backend, options);
+  Collected c;
+  auto outcome = run_loop(loop, c);
+  ASSERT_TRUE(outcome.ok());
+  std::map<int64_t, std::vector<double>> costs;
+  for (const auto* list : {&c.results, &c.remeasured})
+    for (const TrialResult& r : *list)
+      if (r.gflops > 0) costs[task.space().index_of(r.point)].push_back(task.flops() / r.gflops / 1e9);
+  int64_t best = -1;
+  double best_cost = 0;
+  for (const auto& [index, list] : costs) {
+    double cost = figure_cost(list);
+    if (best < 0 || cost < best_cost) {
+      best = index;
+      best_cost = cost;
+    }
+  }
+  const TaskOutcome& t = outcome->tasks[0];
+  ASSERT_TRUE(t.has_best);
+  // Ties aside, the same config: its figure is the best one.
+  EXPECT_DOUBLE_EQ(figure_cost(costs[task.space().index_of(*task.point_of(t.best_config))]), best_cost);
+  EXPECT_NEAR(t.best_gflops, task.flops() / best_cost / 1e9, 1e-9 * t.best_gflops);
+  // The job's best after the re-measurement is the winner's figure, not a lucky trial's.
+  EXPECT_NEAR(c.progress.back().best_gflops, t.best_gflops, 1e-9 * t.best_gflops);
 }
 
 // A cancel withdraws what the batch in flight has not measured yet: nothing after it is measured.
@@ -338,7 +380,11 @@ TEST(TuningLoop, TheTemplatesDefaultIsMeasuredFirst) {
     options.strategy = strategy;
     TuningLoop loop({&task}, {}, backend, options);
     std::vector<TrialResult> results;
-    auto outcome = loop.run([&](const TrialResult& r) { results.push_back(r); }, nullptr);
+    auto outcome = loop.run(
+        [&](const TrialResult& r) {
+          if (r.remeasure_round == 0) results.push_back(r);
+        },
+        nullptr);
     ASSERT_TRUE(outcome.ok());
     ASSERT_EQ(results.size(), 32u);
     // In the first batch (results arrive in batch order; build failures of a batch come first).
