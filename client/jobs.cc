@@ -80,6 +80,7 @@ void print_job(const v1::Job& job) {
   auto target = from_proto(job.spec().target());
   fmt::print("  target    {}   device {}\n", target.ok() ? target->to_string() : "?", job.spec().device_key());
   fmt::print("  progress  {}\n", progress_line(job));
+  if (!job.activity().empty()) fmt::print("  now       {}\n", job.activity());
   for (const auto& [code, n] : job.progress().errors_by_code())
     if (code != "OK") fmt::print("            {} x {}\n", n, code);
   for (const auto& t : job.progress().tasks()) {

@@ -35,6 +35,9 @@ StopSignals::StopSignals() {
   sigaddset(&set_, SIGTERM);
   sigaddset(&set_, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  // A write past the file-size limit is then an error (EFBIG) that the daemon reports and waits
+  // out like a full disk, instead of a signal that kills it.
+  signal(SIGXFSZ, SIG_IGN);
 }
 
 int StopSignals::wait() {

@@ -35,7 +35,8 @@ struct Exposure {
 Status check_exposure(const Exposure& exposure);
 
 // Blocks SIGTERM and SIGINT in this thread and every thread started after it, so that wait()
-// receives them instead of a random thread: construct it before starting any thread.
+// receives them instead of a random thread: construct it before starting any thread. Also ignores
+// SIGXFSZ (a write past the file-size limit fails instead of killing the daemon).
 class StopSignals {
  public:
   StopSignals();

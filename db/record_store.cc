@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/figure.h"
 #include "common/wire.h"
@@ -305,6 +306,8 @@ Status RecordStore::add(const std::vector<v1::Record>& records) {
 
 Status RecordStore::flush() { return writer_->flush(); }
 
+Status RecordStore::write_outage() const { return writer_->outage(); }
+
 StatusOr<int64_t> RecordStore::insert(const std::vector<v1::Record>& records) {
   TF_ASSIGN_OR_RETURN(auto rows, to_rows(records));
   if (rows.empty()) return int64_t{0};
@@ -361,8 +364,14 @@ StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& worklo
       for (;;) {
         TF_ASSIGN_OR_RETURN(bool row, stmt.step());
         if (!row) break;
-        TF_ASSIGN_OR_RETURN(v1::Record record, read_record(stmt));
-        measured.push_back({record.mean_cost_s(), stmt.column_int(0), std::move(record)});
+        auto record = read_record(stmt);
+        // A damaged row says so in listings; a best answer comes from the intact ones.
+        if (!record.ok() && record.status().code() == StatusCode::kDataLoss) {
+          spdlog::warn("best configs: leaving out {}", record.status().message());
+          continue;
+        }
+        TF_RETURN_IF_ERROR(record.status());
+        measured.push_back({record->mean_cost_s(), stmt.column_int(0), std::move(record).value()});
       }
       std::vector<double> costs;
       for (const Figure& m : measured) costs.push_back(m.cost);

@@ -86,6 +86,9 @@ class RecordStore {
   // Waits until everything queued is committed; answers the first failed write since the last
   // flush().
   Status flush();
+  // OK while the history can be written; otherwise why not, since when (a full disk). Records
+  // added meanwhile are held and written once it can be written again.
+  Status write_outage() const;
   // add() and wait: answers how many records were new (the others were already present).
   StatusOr<int64_t> insert(const std::vector<v1::Record>& records);
 

@@ -3,6 +3,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
@@ -146,8 +148,21 @@ Status Connection::error(int rc, std::string_view what) const {
     case SQLITE_AUTH:
       return Status(StatusCode::kPermissionDenied,
                     fmt::format("history database {} cannot be written ({}): {}", path_, what, detail));
-    case SQLITE_IOERR:
-      return unavailable(fmt::format("I/O error on history database {} ({}): {}", path_, what, detail));
+    case SQLITE_IOERR: {
+      // A refused write is, as far as anyone can act on it, a full disk: out of space, past the
+      // process's file-size limit or a quota (SQLite reports only ENOSPC as SQLITE_FULL, and the
+      // errno is often gone by the time the statement fails).
+      int error = handle_ ? sqlite3_system_errno(handle_) : 0;
+      std::string why = error ? fmt::format(" ({})", std::strerror(error)) : "";
+      if (error == ENOSPC || error == EFBIG || error == EDQUOT ||
+          (handle_ && sqlite3_extended_errcode(handle_) == SQLITE_IOERR_WRITE)) {
+        return resource_exhausted(fmt::format(
+            "writing history database {} failed{}: the disk is full, or a file-size limit or quota is reached; "
+            "free space",
+            path_, why));
+      }
+      return unavailable(fmt::format("I/O error on history database {} ({}): {}{}", path_, what, detail, why));
+    }
     case SQLITE_CONSTRAINT:
       return Status(StatusCode::kAlreadyExists, fmt::format("{} in {}: {}", what, path_, detail));
     default:

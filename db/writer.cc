@@ -1,7 +1,11 @@
 #include "db/writer.h"
 
+#include <algorithm>
+#include <ctime>
 #include <utility>
 
+#include <fmt/chrono.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 namespace tunefarm::db {
@@ -28,6 +32,11 @@ std::future<StatusOr<int64_t>> Writer::submit(Operation op, int64_t weight) {
   return future;
 }
 
+Status Writer::outage() const {
+  std::lock_guard lock(mutex_);
+  return outage_;
+}
+
 void Writer::submit_detached(Operation op, int64_t weight) { enqueue({std::move(op), weight, nullptr}); }
 
 void Writer::enqueue(Item item) {
@@ -46,11 +55,29 @@ Status Writer::flush() {
   return std::exchange(detached_error_, Status());
 }
 
+namespace {
+
+// The pause before retrying after a failed write, doubling up to the last.
+constexpr std::chrono::milliseconds kFirstRetry(250);
+constexpr std::chrono::milliseconds kLastRetry(5000);
+
+// Failures of the disk rather than of an operation: the same write may succeed later.
+bool is_outage(const Status& status) {
+  return status.code() == StatusCode::kResourceExhausted || status.code() == StatusCode::kUnavailable;
+}
+
+}  // namespace
+
 void Writer::run() {
+  auto pause = kFirstRetry;
   for (;;) {
     std::vector<Item> batch;
     {
       std::unique_lock lock(mutex_);
+      if (!outage_.ok()) {
+        work_ready_.wait_for(lock, pause, [&] { return stopping_; });
+        pause = std::min(pause * 2, kLastRetry);
+      }
       work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;
       int64_t weight = 0;
@@ -60,25 +87,60 @@ void Writer::run() {
         queue_.pop_front();
       }
     }
-    std::vector<StatusOr<int64_t>> results = commit(batch);
+    Status failure;
+    std::vector<StatusOr<int64_t>> results = commit(batch, failure);
     std::lock_guard lock(mutex_);
+    // At shutdown there is no later: what cannot be written now is reported below as lost.
+    if (is_outage(failure) && !stopping_) {
+      hold_for_retry(batch, failure);
+      continue;
+    }
+    if (!outage_.ok() && failure.ok()) {
+      spdlog::info("history writes succeed again after {:.0f} s; the measurements held meanwhile are written",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - outage_since_).count());
+      outage_ = Status();
+      pause = kFirstRetry;
+    }
+    int lost = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       if (batch[i].promise) {
         batch[i].promise->set_value(std::move(results[i]));
       } else if (!results[i].ok()) {
-        spdlog::warn("history write failed: {}", results[i].status().to_string());
+        if (lost++ == 0) spdlog::warn("history write failed: {}", results[i].status().to_string());
         if (detached_error_.ok()) detached_error_ = results[i].status();
       }
     }
+    if (lost > 1) spdlog::warn("{} history writes failed in all", lost);
     completed_ += batch.size();
     work_done_.notify_all();
   }
 }
 
-std::vector<StatusOr<int64_t>> Writer::commit(std::vector<Item>& batch) {
+void Writer::hold_for_retry(std::vector<Item>& batch, const Status& failure) {
+  if (outage_.ok()) {
+    outage_since_ = std::chrono::steady_clock::now();
+    outage_since_text_ = fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(std::time(nullptr)));
+    spdlog::error("history writes are failing: {}; measurements are held in memory and written when the "
+                  "history can be written again",
+                  failure.message());
+  }
+  outage_ = Status(failure.code(), fmt::format("the history cannot be written since {}: {}", outage_since_text_,
+                                               failure.message()));
+  for (size_t i = batch.size(); i-- > 0;) {
+    if (batch[i].promise) {
+      batch[i].promise->set_value(outage_);
+      ++completed_;
+    } else {
+      queue_.push_front(std::move(batch[i]));
+    }
+  }
+  work_done_.notify_all();
+}
+
+std::vector<StatusOr<int64_t>> Writer::commit(std::vector<Item>& batch, Status& failure) {
   std::vector<StatusOr<int64_t>> results;
-  Status status = retry_while_busy([&] { return try_commit(batch, results); }, busy_budget_, connection_->path());
-  if (!status.ok()) results.assign(batch.size(), status);
+  failure = retry_while_busy([&] { return try_commit(batch, results); }, busy_budget_, connection_->path());
+  if (!failure.ok()) results.assign(batch.size(), failure);
   return results;
 }
 

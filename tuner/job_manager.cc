@@ -203,7 +203,44 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec) {
   return job;
 }
 
-StatusOr<v1::Job> JobManager::get(const std::string& job_id) { return store_.get_job(job_id); }
+StatusOr<v1::Job> JobManager::get(const std::string& job_id) {
+  {
+    // A job running here is best described by its last update: it carries what the job waits for,
+    // and stays current while the history cannot be written.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto update = updates_.find(job_id);
+    if (running_.count(job_id) && update != updates_.end() && !update->second.job.id().empty())
+      return update->second.job;
+  }
+  return store_.get_job(job_id);
+}
+
+bool JobManager::wait_for_history(const std::string& job_id, v1::Job& job, Running& running) {
+  Status outage = store_.write_outage();
+  if (outage.ok()) return true;
+  auto start = std::chrono::steady_clock::now();
+  double elapsed_before = job.progress().elapsed_s();
+  spdlog::warn("job {}: paused: {}", job_id, outage.message());
+  while (!outage.ok()) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (running.shutting_down) return false;
+    }
+    job.set_activity(fmt::format("paused: {}; the job resumes when a write succeeds", outage.message()));
+    job.mutable_progress()->set_elapsed_s(
+        elapsed_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    publish(job_id, job, job.activity());
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait_for(lock, std::chrono::seconds(1), [&] { return running.shutting_down; });
+    }
+    outage = store_.write_outage();
+  }
+  spdlog::info("job {}: the history can be written again; resuming", job_id);
+  job.clear_activity();
+  publish(job_id, job, "resumed: the history can be written again");
+  return true;
+}
 
 StatusOr<std::vector<v1::Job>> JobManager::list(const std::vector<v1::JobState>& states, int limit) {
   return store_.list_jobs(states, limit);
@@ -441,19 +478,21 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     int new_trials = p.trials_done - trials_at_start;
     double this_run_s = p.elapsed_s - options.elapsed_before_s;
     progress.set_eta_s(new_trials > 0 ? this_run_s / new_trials * (p.trials_budget - p.trials_done) : -1);
+    *job.mutable_progress() = progress;
+    // No new batch while the history cannot keep what it measures.
+    if (!wait_for_history(job_id, job, running)) return;
     Status st = store_.update_job_progress(job_id, progress);
     if (!st.ok()) spdlog::warn("job {}: progress not saved: {}", job_id, st.message());
-    *job.mutable_progress() = progress;
     if (!p.waiting_for_devices) {
       waiting_since.clear();
     } else if (waiting_since.empty()) {
       waiting_since = fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(std::time(nullptr)));
       spdlog::warn("job {}: no agent of key '{}' measured its last batch; waiting", job_id, spec.device_key());
     }
-    publish(job_id, job,
-            waiting_since.empty() ? p.message
-                                  : fmt::format("waiting for an agent of key '{}' since {}", spec.device_key(),
-                                                waiting_since));
+    job.set_activity(waiting_since.empty()
+                         ? ""
+                         : fmt::format("waiting for an agent of key '{}' since {}", spec.device_key(), waiting_since));
+    publish(job_id, job, job.activity().empty() ? p.message : job.activity());
   };
 
   auto outcome = loop.run(on_result, on_progress);
@@ -461,6 +500,8 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     std::lock_guard<std::mutex> lock(mu_);
     running.loop = nullptr;
   }
+  // Stopping: the job resumes at the next start, and re-measures what the history did not keep.
+  if (!wait_for_history(job_id, job, running)) return Status();
   TF_RETURN_IF_ERROR(store_.flush());
   if (!outcome.ok()) return outcome.status();
   if (!record_error.ok()) return record_error.with_context("recording results");

@@ -102,6 +102,9 @@ class JobManager {
   void run_job(const std::string& job_id);
   Status run_job_inner(const std::string& job_id, Running& running);
   void publish(const std::string& job_id, const v1::Job& job, std::string message);
+  // While the history cannot be written, the job pauses here, saying why in `job`'s activity;
+  // false when tunerd stops meanwhile.
+  bool wait_for_history(const std::string& job_id, v1::Job& job, Running& running);
 
   RecordStore& store_;
   TaskFactory& tasks_;

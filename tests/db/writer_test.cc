@@ -1,5 +1,8 @@
 #include "db/writer.h"
 
+#include <atomic>
+#include <thread>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -46,6 +49,35 @@ TEST(Writer, FailingOperationIsRolledBackAlone) {
   EXPECT_EQ(third.get().value(), 1);
   EXPECT_EQ(count(path), 2);
   EXPECT_EQ(count(path, "WHERE x = 2"), 0);
+}
+
+// A full disk is an outage: detached writes (measurements) are held and written once the disk
+// takes them again; a caller who waits gets the error instead of hanging.
+TEST(Writer, AFullDiskHoldsDetachedWritesUntilItTakesThemAgain) {
+  TempDir dir;
+  std::string path = dir.file("w.db");
+  Writer writer(connect(path), kBudget);
+  std::atomic<int> refusals{3};
+  writer.submit_detached([&](Connection& connection) -> StatusOr<int64_t> {
+    if (refusals.load() > 0) {
+      refusals--;
+      return resource_exhausted("disk full");
+    }
+    TF_RETURN_IF_ERROR(connection.exec("INSERT INTO t VALUES (1)"));
+    return connection.changes();
+  });
+  for (int i = 0; i < 100 && writer.outage().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Status outage = writer.outage();
+  EXPECT_EQ(outage.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(outage.message().find("cannot be written since"), std::string::npos) << outage.message();
+  EXPECT_NE(outage.message().find("disk full"), std::string::npos) << outage.message();
+  // Waiting callers get one try, then the error (the held write fails again in the same batch).
+  auto waited = writer.submit(insert_value(2));
+  StatusOr<int64_t> answer = waited.get();
+  if (!answer.ok()) EXPECT_EQ(answer.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(writer.flush().ok());
+  EXPECT_TRUE(writer.outage().ok());
+  EXPECT_EQ(count(path, "WHERE x = 1"), 1);
 }
 
 TEST(Writer, FlushReportsDetachedErrorsOnce) {

@@ -65,6 +65,16 @@ class Tunerd {
   }
 
   // Follows WatchJob until the job ends; the last state seen.
+  v1::Job get(const std::string& job_id) const {
+    grpc::ClientContext context;
+    v1::GetJobRequest request;
+    request.set_job_id(job_id);
+    v1::Job job;
+    EXPECT_TRUE(stub()->GetJob(&context, request, &job).ok());
+    return job;
+  }
+  pid_t pid() const { return process_->pid(); }
+
   v1::Job watch(const std::string& job_id) const {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
@@ -205,6 +215,56 @@ TEST_F(ServiceTest, TunerdKilledMidJobResumesAndEndsWithExactlyItsBudget) {
   auto records = tunerd.records(job->id());
   EXPECT_EQ(distinct_configs(records).size(), 96u);
   EXPECT_EQ(done.progress().trials_done(), 96);
+}
+
+// A full disk pauses a job instead of stalling or losing it: a file-size limit lowered on the running
+// tunerd makes every history write fail (EFBIG, as ENOSPC would); the job says why and measures
+// nothing more; once the limit is lifted the held measurements are written and the job ends with
+// exactly its budget.
+TEST_F(ServiceTest, AFullDiskPausesTheJobAndNothingMeasuredIsLost) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  auto job = tunerd.submit("matmul:M=64,N=64,K=64", 48, 8);
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  for (int i = 0; i < 600 && tunerd.records(job->id()).size() < 8; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto limit = [&](const std::string& size) {
+    std::string cmd = fmt::format("prlimit --pid {} --fsize={}:unlimited", tunerd.pid(), size);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  };
+  limit("4096");
+  v1::Job paused;
+  for (int i = 0; i < 300; ++i) {
+    paused = tunerd.get(job->id());
+    if (!paused.activity().empty() || paused.state() != v1::RUNNING) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(paused.state(), v1::RUNNING) << paused.error() << "\n" << tunerd.log();
+  EXPECT_THAT(paused.activity(), ::testing::HasSubstr("paused: the history cannot be written since"));
+  EXPECT_THAT(paused.activity(), ::testing::HasSubstr("the disk is full"));
+  int rc = 0;
+  std::string status = tune_client({"--server", tunerd.address(), "status", job->id()}, &rc);
+  EXPECT_EQ(rc, 0) << status;
+  EXPECT_THAT(status, ::testing::HasSubstr("paused"));
+  // Paused: no more trials while the disk is full, and the clock goes on.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  v1::Job still = tunerd.get(job->id());
+  EXPECT_EQ(still.progress().trials_done(), paused.progress().trials_done());
+  EXPECT_GT(still.progress().elapsed_s(), paused.progress().elapsed_s() + 1.5);
+  // A submit meanwhile is refused with the reason, not left hanging.
+  auto refused = tunerd.submit("matmul:M=32,N=32,K=32", 8, 8);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("cannot be written"));
+
+  limit("unlimited");
+  v1::Job done = tunerd.watch(job->id());
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error() << "\n" << tunerd.log();
+  auto records = tunerd.records(job->id());
+  int trials = 0;
+  for (const auto& r : records) trials += r.remeasure_round() == 0;
+  EXPECT_EQ(trials, 48);
+  EXPECT_EQ(distinct_configs(records).size(), 48u);
+  EXPECT_EQ(done.progress().trials_done(), 48);
+  EXPECT_TRUE(done.activity().empty());
 }
 
 TEST_F(ServiceTest, TwoClientsSubmittingAtOnceBothFinish) {
