@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "common/platform.h"
 #include "common/wire.h"
 #include "measure/cuda_runner.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
@@ -122,6 +123,7 @@ std::string default_agent_id() {
 
 v1::Capabilities local_capabilities() {
   v1::Capabilities caps;
+  caps.set_arch(host_arch());
   caps.add_targets("llvm");
   caps.set_num_cores(static_cast<int32_t>(std::thread::hardware_concurrency()));
   caps.set_cpu_model(cpu_model());

@@ -59,6 +59,12 @@ Status validate_hello(const v1::AgentHello& hello, const BrokerOptions& options)
   if (!valid_name(hello.device_key()))
     return invalid_argument(fmt::format("hello: device_key '{}' must be 1..{} characters of [A-Za-z0-9._:@-]",
                                         hello.device_key().substr(0, kMaxNameLength), kMaxNameLength));
+  // tunerd matches it against targets and tune-client prints it; empty is an agent too old to say.
+  const std::string& arch = hello.capabilities().arch();
+  if (!arch.empty() && !valid_name(arch))
+    return invalid_argument(
+        fmt::format("hello: capabilities.arch '{}' must be empty or 1..{} characters of [A-Za-z0-9._:@-]",
+                    arch.substr(0, kMaxNameLength), kMaxNameLength));
   return Status();
 }
 

@@ -185,7 +185,10 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec) {
     auto task = tasks_.make_task(w, target, spec.tasks(i).template_name());
     if (!task.ok()) return task.status().with_context(fmt::format("task {} ({})", i, w.to_string()));
   }
-  if (device_check_) TF_RETURN_IF_ERROR(device_check_(spec.device_key()).status());
+  if (device_check_) {
+    TF_ASSIGN_OR_RETURN(std::vector<AgentPlatform> agents, device_check_(spec.device_key()));
+    TF_RETURN_IF_ERROR(check_agents_can_run(spec.device_key(), target, agents, host_arch()));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (static_cast<int>(queue_.size()) >= options_.max_queued_jobs)
@@ -358,7 +361,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   int agents = 0;
   if (device_check_) {
     auto serving = device_check_(spec.device_key());
-    if (serving.ok()) agents = *serving;
+    if (serving.ok()) agents = static_cast<int>(serving->size());
   }
   TuningOptions options = tuning_options(job, options_, agents);
 

@@ -5,8 +5,8 @@
 // measured again and count towards the budget.
 //
 // The manager knows neither gRPC nor the compiler: a TaskFactory makes tuning tasks, a
-// BackendFactory makes the measurement backend of a job, and a DeviceKeyCheck says how many agents
-// serve a device key (an error when none). tuner/service.cc wires the real ones in.
+// BackendFactory makes the measurement backend of a job, and a DeviceKeyCheck says what each agent
+// serving a device key can run (an error when none serves it). tuner/service.cc wires the real ones in.
 #pragma once
 
 #include <chrono>
@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/platform.h"
 #include "common/status.h"
 #include "common/target.h"
 #include "common/workload.h"
@@ -30,7 +31,7 @@
 namespace tunefarm {
 
 using BackendFactory = std::function<StatusOr<std::unique_ptr<MeasureBackend>>(const v1::Job& job)>;
-using DeviceKeyCheck = std::function<StatusOr<int>(const std::string& device_key)>;
+using DeviceKeyCheck = std::function<StatusOr<std::vector<AgentPlatform>>(const std::string& device_key)>;
 
 struct JobManagerOptions {
   int max_running_jobs = 4;
@@ -76,7 +77,8 @@ class JobManager {
   Status start();
 
   // Validates the spec (tasks, workloads, target, device key, budgets, measure options) and queues
-  // the job. INVALID_ARGUMENT names the field at fault.
+  // the job. INVALID_ARGUMENT names the field at fault, or the device key whose agents cannot run
+  // the target.
   StatusOr<v1::Job> submit(const v1::JobSpec& spec);
   StatusOr<v1::Job> get(const std::string& job_id);
   // Cancels a queued or running job; cancelling an ended job is FAILED_PRECONDITION.

@@ -20,6 +20,17 @@ bool transient(grpc::StatusCode code) {
          code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::UNKNOWN;
 }
 
+// An agent lists "cuda" among its targets when it found a CUDA driver and a device.
+AgentPlatform agent_platform(const v1::Capabilities& capabilities) {
+  AgentPlatform platform;
+  platform.arch = capabilities.arch();
+  for (const std::string& target : capabilities.targets()) {
+    auto parsed = parse_target(target);
+    if (parsed.ok() && parsed->kind == Target::Kind::kCUDA) platform.cuda = true;
+  }
+  return platform;
+}
+
 }  // namespace
 
 TrackerMeasureBackend::TrackerMeasureBackend(std::shared_ptr<grpc::Channel> channel, TrackerBackendOptions options)
@@ -105,8 +116,8 @@ void TrackerMeasureBackend::cancel() {
   if (context_) context_->TryCancel();
 }
 
-StatusOr<int> check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key,
-                               const std::string& token) {
+StatusOr<std::vector<AgentPlatform>> check_device_key(const std::shared_ptr<grpc::Channel>& channel,
+                                                      const std::string& device_key, const std::string& token) {
   auto stub = v1::Tracker::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -118,7 +129,11 @@ StatusOr<int> check_device_key(const std::shared_ptr<grpc::Channel>& channel, co
     return unavailable(fmt::format("cannot ask the tracker which device keys exist: {}", status.error_message()));
   std::string known;
   for (const auto& key : response.keys()) {
-    if (key.device_key() == device_key && key.agents_total() > 0) return static_cast<int>(key.agents_total());
+    if (key.device_key() == device_key && key.agents_total() > 0) {
+      std::vector<AgentPlatform> agents;
+      for (const v1::AgentInfo& agent : key.agents()) agents.push_back(agent_platform(agent.capabilities()));
+      return agents;
+    }
     if (key.agents_total() > 0) known += (known.empty() ? "" : ", ") + key.device_key();
   }
   return invalid_argument(fmt::format("unknown device key '{}': no agent serves it (the tracker has agents for: {})",

@@ -9,7 +9,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "common/platform.h"
 #include "tuner/tuning_loop.h"
 
 namespace grpc {
@@ -46,10 +48,10 @@ class TrackerMeasureBackend : public MeasureBackend {
   grpc::ClientContext* context_ = nullptr;   // The call in flight; guarded by mu_.
 };
 
-// How many agents the tracker has for `device_key` (at least one); INVALID_ARGUMENT naming the keys it
-// does have otherwise; UNAVAILABLE when the tracker cannot be reached.
+// What each agent the tracker has for `device_key` can run (at least one agent); INVALID_ARGUMENT
+// naming the keys it does have otherwise; UNAVAILABLE when the tracker cannot be reached.
 // `token` is the tuner token, which the tracker asks for when its tokens are on.
-StatusOr<int> check_device_key(const std::shared_ptr<grpc::Channel>& channel, const std::string& device_key,
-                               const std::string& token);
+StatusOr<std::vector<AgentPlatform>> check_device_key(const std::shared_ptr<grpc::Channel>& channel,
+                                                      const std::string& device_key, const std::string& token);
 
 }  // namespace tunefarm

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/platform.h"
 #include "tests/integration/farm_harness.h"
 
 namespace tunefarm::testing {
@@ -31,6 +32,10 @@ TEST(TuneClientDevices, PrintsTheQueueStatusAsATableAndAsJson) {
   EXPECT_NE(table.output.find("local-cpu"), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("a1"), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("free"), std::string::npos) << table.output;
+  // What the agent can run: this machine's architecture and the llvm target.
+  EXPECT_NE(table.output.find("ARCH"), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find(" " + host_arch() + " "), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find(" llvm"), std::string::npos) << table.output;
 
   ClientRun json = run_client(farm, {"--tracker", farm.address(), "devices", "--json"}, "json");
   EXPECT_EQ(json.exit_code, 0) << json.output;
@@ -41,6 +46,8 @@ TEST(TuneClientDevices, PrintsTheQueueStatusAsATableAndAsJson) {
   EXPECT_EQ(parsed["keys"][0]["device_key"], "local-cpu");
   EXPECT_EQ(parsed["keys"][0]["agents_total"], 1);
   EXPECT_EQ(parsed["keys"][0]["agents"][0]["agent_id"], "a1");
+  EXPECT_EQ(parsed["keys"][0]["agents"][0]["capabilities"]["arch"], host_arch());
+  EXPECT_EQ(parsed["keys"][0]["agents"][0]["capabilities"]["targets"][0], "llvm");
 }
 
 TEST(TuneClientDevices, UnreachableTrackerIsOneLineAndNonZeroExit) {

@@ -53,7 +53,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   service->jobs = std::make_unique<JobManager>(
       *service->store, service->tasks,
       [](const v1::Job&) -> StatusOr<std::unique_ptr<MeasureBackend>> { return unavailable("no backend"); },
-      [](const std::string& key) { return key == "local-cpu" ? Status() : invalid_argument("unknown key " + key); });
+      [](const std::string& key) -> StatusOr<std::vector<AgentPlatform>> {
+        if (key == "local-cpu") return std::vector<AgentPlatform>{{host_arch(), false}};
+        return invalid_argument("unknown key " + key);
+      });
   if (!service->jobs->start().ok()) std::abort();
   service->service = std::make_unique<TunerService>(*service->jobs, *service->store);
   std::atexit([] { std::filesystem::remove_all(service->dir); });

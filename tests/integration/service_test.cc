@@ -3,7 +3,9 @@
 // with SIGKILL mid-job that resumes without measuring anything twice, two clients at once, and
 // history moving between installations through export and import.
 #include <signal.h>
+#include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -336,6 +338,54 @@ TEST_F(ServiceTest, TargetsThatWouldAbortLlvmAreRefusedAndTunerdStaysUp) {
   auto job = tunerd.submit("matmul:M=16,N=16,K=16", 2, 2);
   ASSERT_TRUE(job.ok()) << job.status().to_string() << "\n" << tunerd.log();
   EXPECT_EQ(tunerd.watch(job->id()).state(), v1::SUCCEEDED) << tunerd.log();
+}
+
+// Runs tune-client with `args`; its exit code, and what it wrote to stdout and stderr together.
+std::pair<int, std::string> tune_client_output(const Farm& farm, const std::vector<std::string>& args,
+                                               const std::string& name) {
+  Process client(bin_path("tune-client"), args, farm.log_dir() + "/client-" + name + ".log");
+  int status = client.wait();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, client.log()};
+}
+
+// Jobs for a target that none of a key's agents can run used to be accepted, and then every
+// candidate failed on the agents. They are refused at submit with the key, what its agents are and
+// the target; a target the agents run is still tuned.
+TEST_F(ServiceTest, ATargetNoAgentOfTheKeyCanRunIsRefusedAtSubmit) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  auto farm = farm_.queue_status();
+  ASSERT_EQ(farm.keys_size(), 1);
+  const v1::Capabilities& agent = farm.keys(0).agents(0).capabilities();
+  ASSERT_FALSE(agent.arch().empty());
+  const bool agent_has_cuda = std::count(agent.targets().begin(), agent.targets().end(), "cuda") > 0;
+  const std::string agent_kind = fmt::format("1 agent, {} {} CUDA", agent.arch(), agent_has_cuda ? "with" : "without");
+
+  // The agent runs on this machine; the triple names another architecture.
+  std::vector<std::string> refused = {agent.arch() == "aarch64" ? "llvm -mtriple=x86_64-linux-gnu"
+                                                                 : "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"};
+  if (!agent_has_cuda) refused.push_back("cuda -arch=sm_90");
+  for (const std::string& target : refused) {
+    auto [code, out] = tune_client_output(farm_,
+                                          {"--server", tunerd.address(), "submit", "--workload", "matmul:M=16,N=16,K=16",
+                                           "--target", target, "--device", "local-cpu", "--trials", "2"},
+                                          "refused");
+    EXPECT_NE(code, 0) << target << "\n" << out;
+    EXPECT_THAT(out, ::testing::HasSubstr("device key 'local-cpu' cannot run target '" + target + "'")) << out;
+    EXPECT_THAT(out, ::testing::HasSubstr(agent_kind)) << out;
+  }
+
+  auto [code, out] = tune_client_output(farm_,
+                                        {"--server", tunerd.address(), "submit", "--workload", "matmul:M=16,N=16,K=16",
+                                         "--target", "llvm", "--device", "local-cpu", "--trials", "4", "--watch"},
+                                        "accepted");
+  EXPECT_EQ(code, 0) << out << "\n" << tunerd.log();
+
+  grpc::ClientContext context;
+  v1::ListJobsRequest request;
+  v1::ListJobsResponse response;
+  ASSERT_TRUE(tunerd.stub()->ListJobs(&context, request, &response).ok());
+  ASSERT_EQ(response.jobs_size(), 1) << "a refused job was stored";
+  EXPECT_EQ(response.jobs(0).state(), v1::SUCCEEDED);
 }
 
 // Mistakes get a reason: a misspelled command is named, a job id that does not exist is an error

@@ -128,6 +128,10 @@ const HelloCase kHelloCases[] = {
     {"empty device key", [](auto& h) { h.clear_device_key(); }, StatusCode::kInvalidArgument, "device_key"},
     {"device key with NUL", [](auto& h) { h.set_device_key(std::string("cp\0u", 4)); },
      StatusCode::kInvalidArgument, "device_key"},
+    {"arch with a space", [](auto& h) { h.mutable_capabilities()->set_arch("x86 64"); }, StatusCode::kInvalidArgument,
+     "capabilities.arch"},
+    {"arch too long", [](auto& h) { h.mutable_capabilities()->set_arch(std::string(200, 'x')); },
+     StatusCode::kInvalidArgument, "capabilities.arch"},
 };
 
 TEST(TrackerBadInput, HellosAreRefusedWithTheReason) {

@@ -1,5 +1,9 @@
 #include "tracker/broker.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "tests/tracker/fake_channels.h"
@@ -262,6 +266,42 @@ TEST_F(BrokerTest, ListDevicesShowsEveryAgent) {
   ASSERT_EQ(gpu.agents_size(), 1);
   EXPECT_EQ(gpu.agents(0).agent_id(), "g");
   EXPECT_EQ(gpu.agents(0).capabilities().num_cores(), 2);
+}
+
+// tunerd decides at submit whether a key's agents can run a job's target from what their hellos said,
+// so the tracker lists each agent's architecture and targets as it sent them; an agent too old to
+// name its architecture is listed without one.
+TEST_F(BrokerTest, ListingsCarryEachAgentsArchitectureAndTargets) {
+  Broker broker(options());
+  auto say = [&](const std::string& id, const std::string& arch, std::vector<std::string> targets) {
+    v1::AgentHello h = hello(id, "lab");
+    h.mutable_capabilities()->set_arch(arch);
+    for (const auto& t : targets) h.mutable_capabilities()->add_targets(t);
+    SessionId session = 0;
+    ASSERT_TRUE(broker.open_session(h, "ipv4:127.0.0.1:1", std::make_shared<FakeAgent>(), session).ok());
+  };
+  say("arm", "aarch64", {"llvm"});
+  say("gpu", "x86_64", {"llvm", "cuda"});
+  say("old", "", {"llvm"});
+
+  auto listed = broker.list_devices("lab");
+  ASSERT_EQ(listed.agents_size(), 3);
+  std::map<std::string, v1::Capabilities> caps;
+  for (const auto& a : listed.agents()) caps[a.agent_id()] = a.capabilities();
+  EXPECT_EQ(caps["arm"].arch(), "aarch64");
+  EXPECT_EQ(std::vector<std::string>(caps["arm"].targets().begin(), caps["arm"].targets().end()),
+            std::vector<std::string>{"llvm"});
+  EXPECT_EQ(caps["gpu"].arch(), "x86_64");
+  EXPECT_EQ(std::vector<std::string>(caps["gpu"].targets().begin(), caps["gpu"].targets().end()),
+            (std::vector<std::string>{"llvm", "cuda"}));
+  EXPECT_EQ(caps["old"].arch(), "");
+
+  auto status = broker.queue_status("lab");
+  ASSERT_EQ(status.keys_size(), 1);
+  ASSERT_EQ(status.keys(0).agents_size(), 3);
+  EXPECT_EQ(status.keys(0).agents(0).agent_id(), "arm");
+  EXPECT_EQ(status.keys(0).agents(0).capabilities().arch(), "aarch64");
+  EXPECT_EQ(status.keys(0).agents(1).capabilities().targets_size(), 2);
 }
 
 // Two agents started with one --id used to replace each other every few hundred milliseconds: a

@@ -66,8 +66,9 @@ class JobManagerTest : public ::testing::Test {
     return s;
   }
 
-  static StatusOr<int> known_keys(const std::string& key) {
-    if (key == "local-cpu") return 1;
+  // One CPU-only agent of this machine's architecture serves local-cpu.
+  static StatusOr<std::vector<AgentPlatform>> known_keys(const std::string& key) {
+    if (key == "local-cpu") return std::vector<AgentPlatform>{{host_arch(), false}};
     return invalid_argument(fmt::format("unknown device key '{}' (the tracker knows: local-cpu)", key));
   }
 
@@ -172,6 +173,8 @@ TEST_F(JobManagerTest, InvalidSpecsAreRefusedWithTheFieldAtFault) {
       {[](v1::JobSpec& s) { s.set_device_key(""); }, "device key is empty"},
       {[](v1::JobSpec& s) { s.set_device_key("bad key!"); }, "device key 'bad key!'"},
       {[](v1::JobSpec& s) { s.set_device_key("rk3399"); }, "unknown device key 'rk3399'"},
+      {[](v1::JobSpec& s) { *s.mutable_target() = to_proto(*parse_target("cuda -arch=sm_90")); },
+       "device key 'local-cpu' cannot run target 'cuda -arch=sm_90'"},
       {[](v1::JobSpec& s) { s.mutable_tasks(0)->set_template_name("nope"); }, "no template 'nope'"},
       {[](v1::JobSpec& s) { s.mutable_measure()->set_repeat(-1); }, "measure.repeat -1"},
       {[](v1::JobSpec& s) { s.mutable_measure()->set_timeout_s(1e9); }, "measure.timeout_s"},
