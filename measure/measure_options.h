@@ -3,15 +3,12 @@
 // them. Header-only so that the tracker need not link the measurement library.
 #pragma once
 
+#include "measure/tolerance.h"
 #include "tunefarm/v1/common.pb.h"
 
 namespace tunefarm {
 
 inline constexpr int kDefaultRepeat = 3;
-// Relative and absolute tolerance of the correctness check: a few hundred float32 roundings, what
-// two correct kernels that sum a short reduction in different orders may differ by.
-inline constexpr double kDefaultRtol = 1e-4;
-inline constexpr double kDefaultAtol = 1e-5;
 inline constexpr double kDefaultTimeoutS = 10.0;
 // A tuning job's repeats last at least this long unless its spec says otherwise: shorter ones are
 // dominated by timer resolution and launch overhead, and rank small kernels by noise.
@@ -31,7 +28,8 @@ inline v1::MeasureOptions fill_unset(v1::MeasureOptions options, const v1::Measu
   return options;
 }
 
-// What a measurement request gets for the fields it leaves at zero.
+// What a measurement request gets for the fields it leaves at zero; the tolerances are explained
+// in measure/tolerance.h.
 inline v1::MeasureOptions default_measure_options() {
   v1::MeasureOptions defaults;
   defaults.set_repeat(kDefaultRepeat);

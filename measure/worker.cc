@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "common/wire.h"
+#include "common/workload.h"
 #include "measure/cpu_runner.h"
 #include "measure/cuda_runner.h"
 #include "measure/measure_options.h"
@@ -14,6 +16,17 @@
 #include "measure/worker_channel.h"
 
 namespace tunefarm {
+namespace {
+
+// The request's tolerances scaled to its workload's reduction length. A workload this build
+// cannot read gets them unscaled: the strictest check, whose message names the tolerance used.
+Tolerance check_tolerance(const v1::Workload& workload, const v1::MeasureOptions& options) {
+  auto parsed = from_proto(workload);
+  return scaled_tolerance(options.rtol(), options.atol(), parsed.ok() ? reduction_length(*parsed) : 1);
+}
+
+}  // namespace
+
 MeasureWorker::MeasureWorker(std::string scratch_dir, uint64_t cpu_seconds, CpuLimit limit_cpu)
     : scratch_(std::move(scratch_dir)), cpu_seconds_(cpu_seconds), limit_cpu_(std::move(limit_cpu)) {}
 
@@ -42,7 +55,7 @@ v1::MeasureResult MeasureWorker::handle(const v1::LeasedBatch& request) {
   if (Status s = (*kernel)->run_once(); !s.ok()) return failure(v1::RUNTIME_ERROR, s.message());
   if (expected) {
     if (Status s = (*kernel)->copy_outputs(*tensors); !s.ok()) return failure(v1::RUNTIME_ERROR, s.message());
-    if (Status s = compare_outputs(*tensors, *expected, options.rtol(), options.atol()); !s.ok())
+    if (Status s = compare_outputs(*tensors, *expected, check_tolerance(request.workload(), options)); !s.ok())
       return failure(v1::WRONG_ANSWER, s.message());
   }
   auto costs = time_kernel(**kernel, options);
