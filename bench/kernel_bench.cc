@@ -32,6 +32,7 @@
 #include "common/wire.h"
 #include "compiler/build.h"
 #include "compiler/runtime/kernel_runtime.h"
+#include "measure/tolerance.h"
 
 using namespace tunefarm;
 
@@ -351,11 +352,18 @@ int main(int argc, char** argv) {
       std::vector<float> want(ours_out.size());
       (void)run_reference(w, cin, want.data());
       ours();
+      // The agents' check (measure/tolerance.h) decides; the worst relative error is printed beside it.
+      Tolerance tolerance = scaled_tolerance(kDefaultRtol, kDefaultAtol, reduction_length(w));
       double worst = 0;
-      for (size_t i = 0; i < want.size(); ++i)
+      int64_t differing = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
         worst = std::max(worst, std::fabs(double(ours_out[i]) - want[i]) / std::max(1.0, std::fabs(double(want[i]))));
-      check = worst <= 1e-4 ? "ok" : fmt::format("MISMATCH (rel err {:.2e})", worst);
-      if (worst > 1e-4) exit_code = 1;
+        differing += !within_tolerance(ours_out[i], want[i], tolerance);
+      }
+      check = differing == 0 ? fmt::format("ok (rel err {:.2e})", worst)
+                             : fmt::format("MISMATCH ({} of {} elements outside rtol {:.1e}, atol {:.1e}; rel err {:.2e})",
+                                           differing, want.size(), tolerance.rtol, tolerance.atol, worst);
+      if (differing) exit_code = 1;
     }
 
     Baselines bl = (w.op == "matmul" || w.op == "dense" || w.op == "batch_matmul") ? gemm_baselines(w, in, lib_out)

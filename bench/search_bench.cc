@@ -199,8 +199,6 @@ int main(int argc, char** argv) {
   measure.set_min_repeat_ms(20);
   measure.set_timeout_s(10);
   measure.set_check_correctness(true);
-  measure.set_rtol(1e-3);
-  measure.set_atol(1e-4);
 
   Target host;
   nlohmann::ordered_json results = nlohmann::ordered_json::array();

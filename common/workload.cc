@@ -182,6 +182,13 @@ std::string Workload::to_string() const {
   return out;
 }
 
+int64_t reduction_length(const Workload& w) {
+  if (w.op == "depthwise_conv2d_nchw") return w.param("R") * w.param("S");
+  if (w.op == "conv2d_nchw" || w.op == "conv2d_nhwc") return w.param("C") * w.param("R") * w.param("S");
+  if (w.op == "matmul" || w.op == "dense" || w.op == "batch_matmul") return w.param("K");
+  return 1;
+}
+
 std::vector<std::string> known_ops() {
   std::vector<std::string> out;
   for (const auto& s : schemas()) out.push_back(s.op);

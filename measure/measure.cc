@@ -32,20 +32,12 @@ namespace tunefarm {
 namespace {
 
 constexpr const char* kWorkerName = "tunefarm-measure-worker";
-constexpr int kChannelFd = 3;
 // Caps the per-reference outcomes kept; past it the map is cleared and references run again.
 constexpr size_t kMaxReferences = 256;
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-v1::MeasureResult failure(v1::ErrorCode code, std::string message) {
-  v1::MeasureResult result;
-  result.set_error(code);
-  result.set_error_msg(std::move(message));
-  return result;
 }
 
 std::string describe_exit(int wait_status) {
@@ -181,7 +173,7 @@ Status Measurer::start_worker() {
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   // A kernel that prints must not write into the agent's stdout; stderr is shared for diagnostics.
   posix_spawn_file_actions_adddup2(&actions, 2, 1);
-  posix_spawn_file_actions_adddup2(&actions, child_end, kChannelFd);
+  posix_spawn_file_actions_adddup2(&actions, child_end, kWorkerChannelFd);
   // Its own process group, so that stopping it also stops whatever a kernel started.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);

@@ -123,8 +123,8 @@ std::vector<std::string> output_bytes(const std::vector<HostTensor>& tensors) {
   return out;
 }
 
-Status compare_outputs(const std::vector<HostTensor>& tensors, const std::vector<std::string>& expected, double rtol,
-                       double atol) {
+Status compare_outputs(const std::vector<HostTensor>& tensors, const std::vector<std::string>& expected,
+                       const Tolerance& tolerance) {
   size_t output = 0;
   for (const auto& t : tensors) {
     if (!t.arg.is_output()) continue;
@@ -136,14 +136,13 @@ Status compare_outputs(const std::vector<HostTensor>& tensors, const std::vector
     for (int64_t i = 0; i < t.elements; ++i) {
       double got = element_at(t, t.data.get(), i);
       double ref = element_at(t, want, i);
-      // NaN never compares within tolerance, so a NaN output is always a difference.
-      if (!(std::fabs(got - ref) <= atol + rtol * std::fabs(ref))) {
+      if (!within_tolerance(got, ref, tolerance)) {
         if (differing++ == 0) first = fmt::format("{}[{}] is {} but the reference has {}", t.arg.name(), i, got, ref);
       }
     }
     if (differing)
       return invalid_argument(fmt::format("{} ({} of {} elements of '{}' differ; rtol {}, atol {})", first, differing,
-                                          t.elements, t.arg.name(), rtol, atol));
+                                          t.elements, t.arg.name(), tolerance.rtol, tolerance.atol));
     ++output;
   }
   return Status();

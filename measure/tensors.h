@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "measure/tolerance.h"
 #include "tunefarm/v1/common.pb.h"
 
 namespace tunefarm {
@@ -36,9 +37,9 @@ void fill_tensors(std::vector<HostTensor>& tensors, uint64_t seed);
 // The outputs' bytes, in argument order: what a reference run leaves for later comparisons.
 std::vector<std::string> output_bytes(const std::vector<HostTensor>& tensors);
 
-// OK when every output element is within atol + rtol * |expected| of the reference; otherwise
-// an error naming the first differing element and how many differ.
-Status compare_outputs(const std::vector<HostTensor>& tensors, const std::vector<std::string>& expected, double rtol,
-                       double atol);
+// OK when every output element is within `tolerance` of the reference (measure/tolerance.h);
+// otherwise an error naming the first differing element and how many differ.
+Status compare_outputs(const std::vector<HostTensor>& tensors, const std::vector<std::string>& expected,
+                       const Tolerance& tolerance);
 
 }  // namespace tunefarm

@@ -87,4 +87,11 @@ std::string reference_cache_key(const v1::Workload& workload, const v1::Artifact
   return fmt::format("{:016x}", hash);
 }
 
+v1::MeasureResult failure(v1::ErrorCode code, std::string message) {
+  v1::MeasureResult result;
+  result.set_error(code);
+  result.set_error_msg(std::move(message));
+  return result;
+}
+
 }  // namespace tunefarm

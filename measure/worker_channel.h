@@ -14,6 +14,9 @@
 
 namespace tunefarm {
 
+// The descriptor on which the worker finds its end of the channel.
+inline constexpr int kWorkerChannelFd = 3;
+
 // Largest frame either side accepts.
 inline constexpr uint32_t kMaxWorkerFrameBytes = 1u << 30;
 
@@ -24,6 +27,9 @@ Status write_frame(int fd, const google::protobuf::MessageLite& message);
 Status read_frame(int fd, google::protobuf::MessageLite& message, int64_t deadline_ms);
 
 int64_t monotonic_ms();
+
+// A reply that carries only an error: how both ends of the channel report what went wrong.
+v1::MeasureResult failure(v1::ErrorCode code, std::string message);
 
 // Names the reference outputs of one workload, reference kernel and input seed: what the worker
 // caches so that the reference runs once per workload and seed.

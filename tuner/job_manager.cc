@@ -64,33 +64,8 @@ TuningOptions tuning_options(const v1::Job& job, const JobManagerOptions& defaul
   options.search.seed = spec.seed() ? spec.seed() : std::hash<std::string>{}(job.id());
   options.search.model = defaults.model;
   options.search.model.seed = options.search.seed;
-  options.measure = defaults.default_measure;
-  if (spec.has_measure()) {
-    const v1::MeasureOptions& m = spec.measure();
-    if (m.number() > 0) options.measure.set_number(m.number());
-    if (m.repeat() > 0) options.measure.set_repeat(m.repeat());
-    if (m.min_repeat_ms() > 0) options.measure.set_min_repeat_ms(m.min_repeat_ms());
-    if (m.timeout_s() > 0) options.measure.set_timeout_s(m.timeout_s());
-    if (m.rtol() > 0) options.measure.set_rtol(m.rtol());
-    if (m.atol() > 0) options.measure.set_atol(m.atol());
-    if (m.input_seed() > 0) options.measure.set_input_seed(m.input_seed());
-    options.measure.set_flush_cache(m.flush_cache());
-    options.measure.set_check_correctness(m.check_correctness());
-  }
+  options.measure = spec.has_measure() ? fill_unset(spec.measure(), defaults.default_measure) : defaults.default_measure;
   return options;
-}
-
-v1::MeasureOptions JobManagerOptions::default_measure_options() {
-  v1::MeasureOptions m;
-  m.set_number(0);
-  m.set_repeat(3);
-  m.set_min_repeat_ms(50);
-  m.set_timeout_s(10);
-  m.set_flush_cache(false);
-  m.set_check_correctness(true);
-  m.set_rtol(1e-3);
-  m.set_atol(1e-4);
-  return m;
 }
 
 struct JobManager::Running {

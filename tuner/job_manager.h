@@ -25,6 +25,7 @@
 #include "common/target.h"
 #include "common/workload.h"
 #include "db/record_store.h"
+#include "measure/measure_options.h"
 #include "tuner/tuning_loop.h"
 #include "tunefarm/v1/tuner.pb.h"
 
@@ -45,9 +46,7 @@ struct JobManagerOptions {
   // during whose builds tunerd keeps dying is failed instead of resumed; empty: no marks.
   std::string build_mark_dir;
   ModelOptions model;              // The cost model of xgb-sa jobs (its seed comes from the job).
-  v1::MeasureOptions default_measure = default_measure_options();
-
-  static v1::MeasureOptions default_measure_options();
+  v1::MeasureOptions default_measure = default_tuning_measure_options();
 };
 
 // The default batch of a job on a farm whose key has `agents` agents (0: unknown), at most `cap`.

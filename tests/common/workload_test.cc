@@ -112,6 +112,16 @@ TEST(WorkloadValidate, CatchesWorkloadsBuiltInCode) {
   EXPECT_TRUE(validate_workload(good).ok());
 }
 
+TEST(WorkloadReduction, CountsTheProductsEachOutputSums) {
+  auto length = [](const char* text) { return reduction_length(*parse_workload(text)); };
+  EXPECT_EQ(length("conv2d_nchw:N=1,C=512,H=28,W=28,K=512,R=3,S=3,stride=1,pad=1"), 4608);
+  EXPECT_EQ(length("conv2d_nhwc:N=1,C=64,H=56,W=56,K=32,R=3,S=3,stride=1,pad=1"), 576);
+  EXPECT_EQ(length("depthwise_conv2d_nchw:N=1,C=32,H=112,W=112,R=3,S=3,stride=1,pad=1"), 9);
+  EXPECT_EQ(length("matmul:M=8,N=16,K=1024"), 1024);
+  EXPECT_EQ(length("dense:M=1,N=1000,K=2048,bias=1"), 2048);
+  EXPECT_EQ(length("batch_matmul:B=12,M=128,N=128,K=64"), 64);
+}
+
 TEST(WorkloadFile, ReadsCommentsAndBlankLinesAndReportsLineNumbers) {
   std::string path = ::testing::TempDir() + "/workloads.txt";
   {

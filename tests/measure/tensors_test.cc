@@ -1,7 +1,10 @@
 #include "measure/tensors.h"
 
+#include <cmath>
 #include <cstring>
+#include <random>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace tunefarm {
@@ -48,12 +51,69 @@ TEST(Tensors, CompareHonoursTolerances) {
   for (int i = 0; i < 4; ++i) c[i] = 1.0f;
   std::vector<std::string> expected = output_bytes(*t);
   c[2] = 1.00001f;
-  EXPECT_TRUE(compare_outputs(*t, expected, 1e-4, 1e-5).ok());
+  EXPECT_TRUE(compare_outputs(*t, expected, Tolerance{1e-4, 1e-5}).ok());
   c[2] = 1.1f;
-  Status s = compare_outputs(*t, expected, 1e-4, 1e-5);
+  Status s = compare_outputs(*t, expected, Tolerance{1e-4, 1e-5});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("C[2]"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("1 of 4"), std::string::npos) << s.message();
+}
+
+// Outputs that each sum K = 4,608 float32 products (a 512-channel 3x3 convolution): the reference
+// sums them in order, as the naive reference kernel does, and the candidate in 8 lanes, as a
+// vectorized kernel does. Both are right; they differ only by rounding.
+struct LongSums {
+  static constexpr int64_t kK = 4608;
+  static constexpr int64_t kOutputs = 4096;
+  std::vector<HostTensor> tensors;
+  std::vector<std::string> reference;
+
+  LongSums() {
+    google::protobuf::RepeatedPtrField<v1::TensorArg> arg;
+    arg.Add()->set_name("C");
+    arg[0].add_shape(kOutputs);
+    arg[0].set_dtype(v1::FLOAT32);
+    arg[0].set_is_output(true);
+    auto allocated = allocate_tensors(arg);
+    tensors = std::move(*allocated);
+    std::vector<float> sequential(kOutputs);
+    float* candidate = reinterpret_cast<float*>(tensors[0].data.get());
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    for (int64_t i = 0; i < kOutputs; ++i) {
+      float lanes[8] = {};
+      for (int64_t k = 0; k < kK; ++k) {
+        float product = value(rng) * value(rng);
+        sequential[i] += product;
+        lanes[k % 8] += product;
+      }
+      candidate[i] = 0;
+      for (float lane : lanes) candidate[i] += lane;
+    }
+    reference = {std::string(reinterpret_cast<const char*>(sequential.data()), kOutputs * sizeof(float))};
+  }
+  float& candidate(int64_t i) { return reinterpret_cast<float*>(tensors[0].data.get())[i]; }
+  float expected(int64_t i) const { return reinterpret_cast<const float*>(reference[0].data())[i]; }
+};
+
+TEST(Tensors, LongSumsThatDifferByRoundingPassTheScaledCheck) {
+  LongSums sums;
+  EXPECT_FALSE(compare_outputs(sums.tensors, sums.reference, Tolerance{kDefaultRtol, kDefaultAtol}).ok())
+      << "the two orders of summation should differ by more than an unscaled tolerance";
+  Status s = compare_outputs(sums.tensors, sums.reference, scaled_tolerance(kDefaultRtol, kDefaultAtol, LongSums::kK));
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+TEST(Tensors, LongSumsWithOneElementOnePercentOffFailTheScaledCheck) {
+  LongSums sums;
+  // An element of typical size, sqrt(K) / 3 = 23 for these inputs.
+  int64_t typical = 0;
+  while (std::fabs(sums.expected(typical)) < 10) ++typical;
+  sums.candidate(typical) *= 1.01f;
+  Status s = compare_outputs(sums.tensors, sums.reference, scaled_tolerance(kDefaultRtol, kDefaultAtol, LongSums::kK));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(fmt::format("C[{}]", typical)), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("1 of 4096"), std::string::npos) << s.message();
 }
 
 TEST(Tensors, HalfAndIntegerInputsAreFilled) {

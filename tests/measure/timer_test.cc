@@ -57,5 +57,31 @@ TEST(Timer, DefaultsFillZeros) {
   EXPECT_DOUBLE_EQ(o.rtol(), kDefaultRtol);
 }
 
+// The agent and a tuning job fill the fields a request leaves at zero from one set of defaults;
+// a job only adds longer repeats and the correctness check.
+TEST(MeasureOptions, TuningDefaultsAreTheRequestDefaultsWithLongerRepeatsAndTheCheck) {
+  v1::MeasureOptions tuning = default_tuning_measure_options();
+  v1::MeasureOptions request = default_measure_options();
+  EXPECT_EQ(tuning.rtol(), request.rtol());
+  EXPECT_EQ(tuning.atol(), request.atol());
+  EXPECT_EQ(tuning.repeat(), request.repeat());
+  EXPECT_EQ(tuning.timeout_s(), request.timeout_s());
+  EXPECT_EQ(tuning.min_repeat_ms(), kDefaultTuningMinRepeatMs);
+  EXPECT_TRUE(tuning.check_correctness());
+}
+
+TEST(MeasureOptions, FillUnsetTakesZerosFromTheDefaultsAndKeepsTheBooleansGiven) {
+  v1::MeasureOptions given;
+  given.set_repeat(7);
+  given.set_number(-2);
+  given.set_check_correctness(false);
+  v1::MeasureOptions filled = fill_unset(given, default_tuning_measure_options());
+  EXPECT_EQ(filled.repeat(), 7);
+  EXPECT_EQ(filled.number(), 0);
+  EXPECT_EQ(filled.min_repeat_ms(), kDefaultTuningMinRepeatMs);
+  EXPECT_EQ(filled.rtol(), kDefaultRtol);
+  EXPECT_FALSE(filled.check_correctness()) << "false is the spec's choice, not a gap";
+}
+
 }  // namespace
 }  // namespace tunefarm
