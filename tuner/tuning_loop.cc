@@ -59,6 +59,7 @@ struct TuningLoop::Batch {
   std::vector<v1::Artifact> built;   // The artifacts that built, sent to the backend.
   std::vector<size_t> built_index;   // Their positions in `points`.
   std::vector<TrialResult> results;
+  std::vector<bool> reported;        // Per point: its result was reported (a withdrawn batch has gaps).
 };
 
 TuningLoop::TuningLoop(std::vector<const TuningTask*> tasks, std::vector<double> weights, MeasureBackend& backend,
@@ -152,6 +153,7 @@ Status TuningLoop::measure_batch(Batch& batch, const ResultSink& on_result) {
     s.reference = std::move(reference);
   }
   batch.results.resize(batch.points.size());
+  batch.reported.assign(batch.points.size(), false);
   for (size_t i = 0; i < batch.points.size(); ++i) {
     TrialResult& r = batch.results[i];
     r.task = batch.task;
@@ -165,6 +167,7 @@ Status TuningLoop::measure_batch(Batch& batch, const ResultSink& on_result) {
       const Status& st = batch.artifacts[i].status();
       r.result.set_error(st.code() == StatusCode::kInvalidArgument ? v1::INVALID_CONFIG : v1::COMPILE_ERROR);
       r.result.set_error_msg(st.message());
+      batch.reported[i] = true;
       on_result(r);
     }
   }
@@ -172,11 +175,32 @@ Status TuningLoop::measure_batch(Batch& batch, const ResultSink& on_result) {
   return backend_.measure(t->workload(), options_.measure, s.reference ? &*s.reference : nullptr, batch.built,
                           [&](size_t k, const v1::MeasureResult& result) {
                             TrialResult& r = batch.results[batch.built_index[k]];
+                            batch.reported[batch.built_index[k]] = true;
                             r.result = result;
                             if (result.error() == v1::OK && !result.costs().empty() && mean(result.costs()) > 0)
                               r.gflops = t->flops() / mean(result.costs()) / 1e9;
                             on_result(r);
                           });
+}
+
+void TuningLoop::drop_unreported(Batch& batch) {
+  size_t kept = 0;
+  for (size_t i = 0; i < batch.points.size(); ++i) {
+    if (!batch.reported[i]) continue;
+    if (kept != i) {
+      batch.points[kept] = std::move(batch.points[i]);
+      batch.results[kept] = std::move(batch.results[i]);
+      batch.reported[kept] = true;
+    }
+    ++kept;
+  }
+  batch.points.resize(kept);
+  batch.results.resize(kept);
+  batch.reported.resize(kept);
+  // The artifacts kept for the re-measurement are matched by position: none are kept from a
+  // withdrawn batch, which ends the run (and a cancelled or timed-out run does not re-measure).
+  batch.built.clear();
+  batch.built_index.clear();
 }
 
 Status TuningLoop::absorb_batch(Batch& batch, TuningProgress& progress) {
@@ -315,17 +339,37 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
   // behind costs a whole batch of trials (xgb-sa's first guided batch would be the third).
   std::optional<Batch> in_flight;
   std::future<Status> measuring;
+  bool out_of_time = false;
   auto complete_in_flight = [&]() -> Status {
     if (!in_flight) return Status();
+    if (options_.time_budget_s > 0) {
+      double left = std::max(0.0, options_.time_budget_s - elapsed());
+      if (measuring.wait_for(std::chrono::duration<double>(left)) == std::future_status::timeout) {
+        // The time budget ends inside this batch: what is not measured yet is withdrawn.
+        out_of_time = true;
+        backend_.cancel();
+      }
+    }
     Status st = measuring.get();
     Batch done = std::move(*in_flight);
     in_flight.reset();
-    // A withdrawn batch: its measured candidates were reported, the rest never ran.
-    if (st.code() == StatusCode::kCancelled && cancelled_.load()) return Status();
+    if (st.code() == StatusCode::kCancelled && (cancelled_.load() || out_of_time)) {
+      // A withdrawn batch: its measured candidates were reported and count, the rest never ran.
+      drop_unreported(done);
+      if (done.points.empty()) return Status();
+      st = Status();
+    }
     TF_RETURN_IF_ERROR(st);
     TF_RETURN_IF_ERROR(absorb_batch(done, progress));
     finish_round(done);
     return Status();
+  };
+
+  // Why the run must end now, whatever the trial budget says; empty while it may go on.
+  auto must_stop = [&]() -> std::string {
+    if (cancelled_.load()) return "cancelled";
+    if (out_of_time || (options_.time_budget_s > 0 && elapsed() >= options_.time_budget_s)) return "time budget";
+    return "";
   };
 
   TuningOutcome outcome;
@@ -333,12 +377,11 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
   for (;;) {
     if (backend_.shares_host_cpu()) TF_RETURN_IF_ERROR(complete_in_flight());
     int planned = progress.trials_done + (in_flight ? static_cast<int>(in_flight->points.size()) : 0);
-    if (cancelled_.load()) { outcome.stop_reason = "cancelled"; break; }
-    if (planned >= options_.trials) { outcome.stop_reason = "trial budget"; break; }
-    if (options_.time_budget_s > 0 && elapsed() >= options_.time_budget_s) {
-      outcome.stop_reason = "time budget";
+    if (std::string why = must_stop(); !why.empty()) {
+      outcome.stop_reason = why;
       break;
     }
+    if (planned >= options_.trials) { outcome.stop_reason = "trial budget"; break; }
     int task = scheduler.next_task();
     if (task < 0) {
       TF_RETURN_IF_ERROR(complete_in_flight());
@@ -362,14 +405,19 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
       continue;
     }
     TF_RETURN_IF_ERROR(complete_in_flight());
-    // A cancel that arrived while this batch was built wins: it is dropped unmeasured.
-    if (cancelled_.load()) { outcome.stop_reason = "cancelled"; break; }
+    // A cancel (or the end of the time budget) that came while this batch was built wins: it is
+    // dropped unmeasured.
+    if (std::string why = must_stop(); !why.empty()) {
+      outcome.stop_reason = why;
+      break;
+    }
     in_flight = std::move(*batch);
     measuring = std::async(std::launch::async, [this, &in_flight, &on_result] {
       return measure_batch(*in_flight, on_result);
     });
   }
   TF_RETURN_IF_ERROR(complete_in_flight());
+  if (out_of_time && outcome.stop_reason != "cancelled") outcome.stop_reason = "time budget";
 
   // A spent time budget leaves no time for re-measuring: the winner is the best trial.
   if (!cancelled_.load() && outcome.stop_reason != "time budget") {

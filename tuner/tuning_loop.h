@@ -173,7 +173,8 @@ class TuningLoop {
   StatusOr<TuningOutcome> run(const ResultSink& on_result, const ProgressSink& on_progress);
 
   // Stops a running loop: the batch in flight is withdrawn from the backend (what was already
-  // measured is reported), and no new one starts. Safe from any thread.
+  // measured is reported and counts), and no new one starts. Safe from any thread. A time budget
+  // that ends inside a batch withdraws it the same way.
   void cancel() {
     cancelled_.store(true);
     backend_.cancel();
@@ -187,6 +188,8 @@ class TuningLoop {
   StatusOr<Batch> prepare_batch(int task, int size);
   // Measures a prepared batch; runs beside the next prepare_batch(), so it touches nothing else.
   Status measure_batch(Batch& batch, const ResultSink& on_result);
+  // Keeps only the candidates of a withdrawn batch whose results were reported.
+  static void drop_unreported(Batch& batch);
   // Teaches the search a measured batch and updates the task's best; on the loop's thread.
   Status absorb_batch(Batch& batch, TuningProgress& progress);
   // Measures the best few candidates of `task` again, interleaved, and names the winner by the

@@ -258,6 +258,35 @@ TEST(TuningLoop, CancelWithdrawsTheRestOfTheBatchInFlight) {
   ASSERT_TRUE(outcome.ok());
   EXPECT_EQ(outcome->stop_reason, "cancelled");
   EXPECT_EQ(seen.size(), 20u);
+  EXPECT_EQ(outcome->trials, 20) << "what was measured before the cancel counts";
+}
+
+// A time budget that ends inside a batch withdraws the rest of it: the run ends within the budget
+// plus one measurement, not one batch, and counts exactly what was measured.
+TEST(TuningLoop, ATimeBudgetEndsInsideABatch) {
+  for (bool shares_cpu : {true, false}) {
+    FakeTask task({8, 8, 8}, peak);
+    FakeBackend backend(task, shares_cpu);
+    backend.delay = std::chrono::milliseconds(50);  // A batch of 64 takes 3.2 s.
+    TuningOptions options;
+    options.trials = 400;
+    options.batch_size = 64;
+    options.time_budget_s = 0.5;
+    TuningLoop loop({&task}, {}, backend, options);
+    Collected c;
+    auto start = std::chrono::steady_clock::now();
+    auto outcome = run_loop(loop, c);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+    EXPECT_EQ(outcome->stop_reason, "time budget");
+    EXPECT_LT(took, 1.5) << "shares_cpu " << shares_cpu;
+    EXPECT_GT(c.results.size(), 0u);
+    EXPECT_LT(c.results.size(), 64u);
+    EXPECT_EQ(outcome->trials, static_cast<int>(c.results.size()));
+    EXPECT_TRUE(c.remeasured.empty());
+    ASSERT_FALSE(c.progress.empty());
+    EXPECT_EQ(c.progress.back().trials_done, outcome->trials);
+  }
 }
 
 // A spent time budget ends the job with its best trial: no re-measurement rounds after it.
