@@ -74,9 +74,20 @@ TEST(CompilerTask, TunesASmallMatmulLocallyEndToEnd) {
   options.remeasure_rounds = 2;
   TuningLoop loop({task.get()}, {}, **backend, options);
   std::vector<TrialResult> results;
-  auto outcome = loop.run([&](const TrialResult& r) { results.push_back(r); }, nullptr);
+  int remeasured = 0;
+  auto outcome = loop.run(
+      [&](const TrialResult& r) {
+        if (r.remeasure_round > 0) {
+          ++remeasured;
+          EXPECT_EQ(r.result.error(), v1::OK) << r.result.error_msg();
+        } else {
+          results.push_back(r);
+        }
+      },
+      nullptr);
   ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
   ASSERT_EQ(results.size(), 24u);
+  EXPECT_EQ(remeasured, 10);  // The best 5, twice.
   int ok = 0;
   for (const auto& r : results) {
     ok += r.result.error() == v1::OK;
