@@ -24,6 +24,8 @@ target_include_directories(tunefarm_xgboost SYSTEM INTERFACE ${XGBOOST_INCLUDE_D
 target_link_libraries(tunefarm_xgboost INTERFACE ${XGBOOST_LIBRARY})
 
 find_package(SQLite3 REQUIRED)
+# ONNX models (model/): Debian's libonnx, its protobuf messages, checker and shape inference.
+find_package(ONNX CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)

@@ -13,6 +13,8 @@ PACKAGES=(
   # cost model, history, logging, command lines, config files, JSON
   libxgboost-dev libsqlite3-dev libspdlog-dev libfmt-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
+  # ONNX models: the importer's library, and the package the model scripts write them with
+  libonnx-dev python3-onnx python3-numpy
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libdnnl-dev
   # ARM boards, emulated

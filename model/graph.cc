@@ -1,0 +1,61 @@
+#include "model/graph.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tunefarm::model {
+
+int64_t Value::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t Node::int_attr(const std::string& key, int64_t fallback) const {
+  auto it = attributes.find(key);
+  return it == attributes.end() ? fallback : it->second.i;
+}
+
+std::vector<int64_t> Node::ints_attr(const std::string& key) const {
+  auto it = attributes.find(key);
+  return it == attributes.end() ? std::vector<int64_t>{} : it->second.ints;
+}
+
+float Node::float_attr(const std::string& key, float fallback) const {
+  auto it = attributes.find(key);
+  return it == attributes.end() ? fallback : it->second.f;
+}
+
+const Value* Graph::find(const std::string& name) const {
+  auto it = values.find(name);
+  return it == values.end() ? nullptr : &it->second;
+}
+
+Value* Graph::find(const std::string& name) {
+  auto it = values.find(name);
+  return it == values.end() ? nullptr : &it->second;
+}
+
+StatusOr<const Value*> Graph::value_of(const Node& node, const std::string& name) const {
+  const Value* v = find(name);
+  if (!v) return invalid_argument(fmt::format("node '{}' ({}): input '{}' has no known shape", node.name, node.op, name));
+  return v;
+}
+
+int Graph::readers(const std::string& name) const {
+  int n = static_cast<int>(std::count(outputs.begin(), outputs.end(), name));
+  for (const Node& node : nodes) n += static_cast<int>(std::count(node.inputs.begin(), node.inputs.end(), name));
+  return n;
+}
+
+int Graph::only_reader(const std::string& name) const {
+  if (readers(name) != 1) return -1;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (std::count(nodes[i].inputs.begin(), nodes[i].inputs.end(), name)) return static_cast<int>(i);
+  return -1;  // A graph output.
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+}  // namespace tunefarm::model

@@ -1,0 +1,79 @@
+// The graph IR of an imported model: values (tensors with a static shape, and the data of those
+// that are constant), and nodes in topological order that read and write values by name. It keeps
+// what the passes and the task extraction need, in our own types: nothing past the importer sees
+// ONNX's protobuf.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tunefarm::model {
+
+struct Value {
+  std::string name;
+  std::vector<int64_t> shape;  // Static; a scalar has none.
+  bool is_float = true;        // Float32, or an integer type (shapes, indices).
+  // Constant data (initializers, Constant nodes, folded values); empty for computed values.
+  bool constant = false;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+
+  int64_t elements() const;
+};
+
+struct Attribute {
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+};
+
+// An elementwise operation folded into the operator before it, applied to its output in order.
+struct Epilogue {
+  std::string op;       // "bias" (per output channel / column), "add" (a same-shaped tensor), "relu", "clip".
+  std::string operand;  // The value added, for "bias" and "add".
+  float lo = 0, hi = 0; // The bounds of "clip" (ReLU6 is 0..6).
+};
+
+struct Node {
+  std::string name;                  // As in the file, or "<op>_<index>" when it had none.
+  std::string op;                    // ONNX operator type ("Conv", "MatMul", ...).
+  std::vector<std::string> inputs;   // Value names; "" for an omitted optional input.
+  std::vector<std::string> outputs;
+  std::map<std::string, Attribute> attributes;
+  std::vector<Epilogue> epilogue;    // What the passes folded into this operator.
+  // Nodes of the file this one now stands for (itself, a BatchNormalization folded into it, ...).
+  std::vector<std::string> sources;
+
+  int64_t int_attr(const std::string& key, int64_t fallback) const;
+  std::vector<int64_t> ints_attr(const std::string& key) const;
+  float float_attr(const std::string& key, float fallback) const;
+};
+
+class Graph {
+ public:
+  std::vector<std::string> inputs;   // Values fed at run time.
+  std::vector<std::string> outputs;
+  std::vector<Node> nodes;           // Topological order.
+  std::map<std::string, Value> values;
+
+  const Value* find(const std::string& name) const;
+  Value* find(const std::string& name);
+  // The value named `name`, or an error naming the node that needed it.
+  StatusOr<const Value*> value_of(const Node& node, const std::string& name) const;
+  // How many nodes read `name` (graph outputs count as readers).
+  int readers(const std::string& name) const;
+  // The index of the one node that reads `name`, or -1 when there are none or several.
+  int only_reader(const std::string& name) const;
+};
+
+// "[1, 3, 224, 224]".
+std::string shape_string(const std::vector<int64_t>& shape);
+
+}  // namespace tunefarm::model

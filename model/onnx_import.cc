@@ -1,0 +1,294 @@
+#include "model/onnx_import.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/workload.h"
+#include "model/onnx_shape_folding.h"
+
+namespace tunefarm::model {
+namespace {
+
+// ONNX's exceptions carry several lines of context; errors here are one line.
+std::string one_line(std::string text) {
+  for (char& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
+// Copies a tensor's data into `value`; float32 as floats, the integer types as int64.
+Status read_tensor(const onnx::TensorProto& t, Value& value) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return invalid_argument(fmt::format("tensor '{}' keeps its data in an external file; save the model with its "
+                                        "data inside it",
+                                        t.name()));
+  value.shape.assign(t.dims().begin(), t.dims().end());
+  for (int64_t d : value.shape)
+    if (d < 0 || d > kMaxDimension)
+      return invalid_argument(fmt::format("tensor '{}' has a dimension of {}", t.name(), d));
+  int64_t n = value.elements();
+  if (n > kMaxTensorElements) return invalid_argument(fmt::format("tensor '{}' has {} elements", t.name(), n));
+  value.constant = true;
+  const std::string& raw = t.raw_data();
+  auto check_size = [&](size_t have) -> Status {
+    if (static_cast<int64_t>(have) != n)
+      return invalid_argument(fmt::format("tensor '{}' of shape {} holds {} values", t.name(), shape_string(value.shape),
+                                          have));
+    return Status();
+  };
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      value.is_float = true;
+      if (!raw.empty()) {
+        TF_RETURN_IF_ERROR(check_size(raw.size() / sizeof(float)));
+        value.floats.resize(n);
+        std::memcpy(value.floats.data(), raw.data(), n * sizeof(float));
+      } else {
+        TF_RETURN_IF_ERROR(check_size(t.float_data_size()));
+        value.floats.assign(t.float_data().begin(), t.float_data().end());
+      }
+      return Status();
+    case onnx::TensorProto::INT64:
+      value.is_float = false;
+      if (!raw.empty()) {
+        TF_RETURN_IF_ERROR(check_size(raw.size() / sizeof(int64_t)));
+        value.ints.resize(n);
+        std::memcpy(value.ints.data(), raw.data(), n * sizeof(int64_t));
+      } else {
+        TF_RETURN_IF_ERROR(check_size(t.int64_data_size()));
+        value.ints.assign(t.int64_data().begin(), t.int64_data().end());
+      }
+      return Status();
+    case onnx::TensorProto::INT32:
+      value.is_float = false;
+      if (!raw.empty()) {
+        TF_RETURN_IF_ERROR(check_size(raw.size() / sizeof(int32_t)));
+        std::vector<int32_t> v(n);
+        std::memcpy(v.data(), raw.data(), n * sizeof(int32_t));
+        value.ints.assign(v.begin(), v.end());
+      } else {
+        TF_RETURN_IF_ERROR(check_size(t.int32_data_size()));
+        value.ints.assign(t.int32_data().begin(), t.int32_data().end());
+      }
+      return Status();
+    default:
+      return invalid_argument(fmt::format("tensor '{}' has element type {}; tunefarm reads float32 and integer tensors",
+                                          t.name(), onnx::TensorProto::DataType_Name(t.data_type())));
+  }
+}
+
+// The static shape of a value_info; false when a dimension is symbolic or unknown.
+bool static_shape(const onnx::ValueInfoProto& info, std::vector<int64_t>& shape) {
+  shape.clear();
+  if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape()) return false;
+  for (const auto& d : info.type().tensor_type().shape().dim()) {
+    if (!d.has_dim_value() || d.dim_value() < 0) return false;
+    shape.push_back(d.dim_value());
+  }
+  return true;
+}
+
+std::string dims_text(const onnx::ValueInfoProto& info) {
+  std::vector<std::string> dims;
+  if (info.type().has_tensor_type() && info.type().tensor_type().has_shape())
+    for (const auto& d : info.type().tensor_type().shape().dim())
+      dims.push_back(d.has_dim_value() ? std::to_string(d.dim_value()) : (d.has_dim_param() ? d.dim_param() : "?"));
+  return fmt::format("[{}]", fmt::join(dims, ", "));
+}
+
+// Fixes the shapes of the graph's run-time inputs: the user's, where given, over the file's.
+Status fix_input_shapes(onnx::GraphProto& graph, const ImportOptions& options) {
+  std::set<std::string> initializers;
+  for (const auto& t : graph.initializer()) initializers.insert(t.name());
+  std::vector<std::string> names;
+  for (const auto& input : graph.input())
+    if (!initializers.count(input.name())) names.push_back(input.name());
+  for (const auto& [name, dims] : options.input_shapes)
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      return invalid_argument(fmt::format("--input-shape names '{}', but the model's inputs are: {}", name,
+                                          fmt::join(names, ", ")));
+  for (auto& input : *graph.mutable_input()) {
+    if (initializers.count(input.name())) continue;
+    auto given = options.input_shapes.find(input.name());
+    auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    if (given != options.input_shapes.end()) {
+      if (shape->dim_size() != 0 && shape->dim_size() != static_cast<int>(given->second.size()))
+        return invalid_argument(fmt::format("--input-shape {}={}: the model's input '{}' has {} dimensions {}",
+                                            input.name(), fmt::join(given->second, ","), input.name(),
+                                            shape->dim_size(), dims_text(input)));
+      shape->clear_dim();
+      for (int64_t d : given->second) shape->add_dim()->set_dim_value(d);
+    }
+    std::vector<int64_t> dims;
+    if (!static_shape(input, dims)) {
+      return invalid_argument(fmt::format(
+          "input '{}' has symbolic dimensions {}: give its shape with --input-shape {}=<d0,d1,...>", input.name(),
+          dims_text(input), input.name()));
+    }
+    for (int64_t d : dims)
+      if (d <= 0 || d > kMaxDimension)
+        return invalid_argument(fmt::format("input '{}' has shape {}; each dimension must be 1..{}", input.name(),
+                                            shape_string(dims), kMaxDimension));
+  }
+  return Status();
+}
+
+Attribute read_attribute(const onnx::AttributeProto& a) {
+  Attribute out;
+  out.i = a.i();
+  out.f = a.f();
+  out.s = a.s();
+  out.ints.assign(a.ints().begin(), a.ints().end());
+  out.floats.assign(a.floats().begin(), a.floats().end());
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::pair<std::string, std::vector<int64_t>>> parse_input_shape(std::string_view text) {
+  auto eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0)
+    return invalid_argument(fmt::format("--input-shape '{}': expected NAME=d0,d1,... (e.g. input=1,3,224,224)", text));
+  std::pair<std::string, std::vector<int64_t>> out{std::string(text.substr(0, eq)), {}};
+  std::stringstream dims{std::string(text.substr(eq + 1))};
+  std::string d;
+  while (std::getline(dims, d, ',')) {
+    char* end = nullptr;
+    long long v = std::strtoll(d.c_str(), &end, 10);
+    if (d.empty() || *end != '\0' || v <= 0 || v > kMaxDimension)
+      return invalid_argument(
+          fmt::format("--input-shape '{}': '{}' is not a dimension (1..{})", text, d, kMaxDimension));
+    out.second.push_back(v);
+  }
+  if (out.second.empty()) return invalid_argument(fmt::format("--input-shape '{}' gives no dimensions", text));
+  return out;
+}
+
+StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, const ImportOptions& options) {
+  auto fail = [&](const std::string& why) { return invalid_argument(fmt::format("{}: {}", source, why)); };
+  if (bytes.size() > options.max_bytes)
+    return fail(fmt::format("the model is {} MiB; tunerd takes models of at most {} MiB", bytes.size() >> 20,
+                            options.max_bytes >> 20));
+  onnx::ModelProto proto;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                             static_cast<int>(bytes.size()));
+  in.SetTotalBytesLimit(static_cast<int>(std::min<size_t>(bytes.size() + 1, INT32_MAX)));
+  if (bytes.empty() || !proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage() || !proto.has_graph())
+    return fail("not an ONNX model (the file does not parse as one; is it truncated?)");
+  if (proto.graph().node_size() > options.max_nodes)
+    return fail(fmt::format("the model has {} nodes; at most {}", proto.graph().node_size(), options.max_nodes));
+  try {
+    onnx::checker::check_model(proto);
+  } catch (const std::exception& e) {
+    return fail("not a valid ONNX model: " + one_line(e.what()));
+  }
+  TF_RETURN_IF_ERROR(fix_input_shapes(*proto.mutable_graph(), options).with_context(std::string(source)));
+  // Inference, then folding of the shape computations it made known, until nothing folds: each
+  // round resolves one more link of a Shape -> Gather -> Concat -> Reshape chain at least.
+  for (int round = 0;; ++round) {
+    try {
+      onnx::ShapeInferenceOptions inference(/*check_type=*/true, /*error_mode=*/1, /*data_propagation=*/true);
+      onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), inference);
+    } catch (const std::exception& e) {
+      return fail("shapes are inconsistent: " + one_line(e.what()));
+    }
+    TF_ASSIGN_OR_RETURN(int folded, fold_shape_computations(*proto.mutable_graph()));
+    if (folded == 0 || round > 64) break;
+  }
+
+  Graph graph;
+  const onnx::GraphProto& g = proto.graph();
+  for (const auto& t : g.initializer()) {
+    Value v;
+    v.name = t.name();
+    TF_RETURN_IF_ERROR(read_tensor(t, v).with_context(std::string(source)));
+    graph.values[v.name] = std::move(v);
+  }
+  auto add_info = [&](const onnx::ValueInfoProto& info) {
+    if (graph.find(info.name())) return;
+    Value v;
+    v.name = info.name();
+    std::vector<int64_t> dims;
+    if (!static_shape(info, dims)) return;  // Unknown: a node that needs it says so.
+    v.shape = std::move(dims);
+    v.is_float = info.type().tensor_type().elem_type() == onnx::TensorProto::FLOAT;
+    graph.values[v.name] = std::move(v);
+  };
+  for (const auto& info : g.input()) {
+    if (!graph.find(info.name())) graph.inputs.push_back(info.name());
+    add_info(info);
+  }
+  for (const auto& info : g.value_info()) add_info(info);
+  for (const auto& info : g.output()) {
+    graph.outputs.push_back(info.name());
+    add_info(info);
+  }
+  int index = 0;
+  for (const auto& n : g.node()) {
+    ++index;
+    std::string name = n.name().empty() ? fmt::format("{}_{}", n.op_type(), index) : n.name();
+    if (!n.domain().empty() && n.domain() != "ai.onnx")
+      return fail(fmt::format("node '{}': operator {} of domain '{}' is not supported", name, n.op_type(), n.domain()));
+    if (n.op_type() == "Constant") {
+      // A Constant node is a value; its single attribute holds the tensor.
+      Value v;
+      v.name = n.output(0);
+      for (const auto& a : n.attribute()) {
+        if (a.name() == "value") {
+          TF_RETURN_IF_ERROR(read_tensor(a.t(), v).with_context(fmt::format("{}: node '{}'", source, name)));
+        } else if (a.name() == "value_float") {
+          v.constant = true;
+          v.floats = {a.f()};
+        } else if (a.name() == "value_int") {
+          v.constant = true;
+          v.is_float = false;
+          v.ints = {a.i()};
+        } else if (a.name() == "value_ints" || a.name() == "value_floats") {
+          v.constant = true;
+          v.is_float = a.name() == "value_floats";
+          v.ints.assign(a.ints().begin(), a.ints().end());
+          v.floats.assign(a.floats().begin(), a.floats().end());
+          v.shape = {static_cast<int64_t>(v.is_float ? v.floats.size() : v.ints.size())};
+        } else {
+          return fail(fmt::format("node '{}': Constant with attribute '{}' is not supported", name, a.name()));
+        }
+      }
+      graph.values[v.name] = std::move(v);
+      continue;
+    }
+    Node node;
+    node.name = std::move(name);
+    node.op = n.op_type();
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    for (const auto& a : n.attribute()) node.attributes[a.name()] = read_attribute(a);
+    graph.nodes.push_back(std::move(node));
+  }
+  return graph;
+}
+
+StatusOr<Graph> import_onnx_file(const std::string& path, const ImportOptions& options) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return not_found(fmt::format("cannot open model file {}", path));
+  auto size = static_cast<size_t>(in.tellg());
+  if (size > options.max_bytes)
+    return invalid_argument(fmt::format("{}: the model is {} MiB; at most {} MiB", path, size >> 20, options.max_bytes >> 20));
+  std::string bytes(size, '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(size)))
+    return invalid_argument(fmt::format("cannot read model file {}", path));
+  return import_onnx(bytes, path, options);
+}
+
+}  // namespace tunefarm::model

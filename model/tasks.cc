@@ -1,0 +1,147 @@
+#include "model/tasks.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "compiler/build.h"
+#include "model/passes/fold_batch_norm.h"
+#include "model/passes/group_epilogues.h"
+
+namespace tunefarm::model {
+namespace {
+
+Status unsupported(const Node& node, const std::string& why) {
+  return invalid_argument(fmt::format("node '{}' ({}): {}", node.name, node.op, why));
+}
+
+StatusOr<Workload> make_workload(const Node& node, const std::string& text) {
+  auto w = parse_workload(text);
+  if (!w.ok()) return unsupported(node, fmt::format("{} is not a workload tunefarm can tune: {}", text, w.status().message()));
+  return w;
+}
+
+StatusOr<Workload> conv_workload(const Graph& graph, const Node& node) {
+  TF_ASSIGN_OR_RETURN(const Value* x, graph.value_of(node, node.inputs[0]));
+  TF_ASSIGN_OR_RETURN(const Value* w, graph.value_of(node, node.inputs[1]));
+  if (x->shape.size() != 4 || w->shape.size() != 4)
+    return unsupported(node, fmt::format("only 2-D convolutions are supported (input {}, weight {})",
+                                         shape_string(x->shape), shape_string(w->shape)));
+  int64_t n = x->shape[0], c = x->shape[1], h = x->shape[2], wd = x->shape[3];
+  int64_t k = w->shape[0], r = w->shape[2], s = w->shape[3];
+  auto strides = node.ints_attr("strides"), dilations = node.ints_attr("dilations"), pads = node.ints_attr("pads");
+  std::string auto_pad = node.attributes.count("auto_pad") ? node.attributes.at("auto_pad").s : "NOTSET";
+  if (auto_pad != "NOTSET" && auto_pad != "VALID")
+    return unsupported(node, fmt::format("auto_pad {} is not supported; export with explicit pads", auto_pad));
+  if (strides.empty()) strides = {1, 1};
+  if (dilations.empty()) dilations = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (strides[0] != strides[1] || dilations[0] != dilations[1] ||
+      !std::all_of(pads.begin(), pads.end(), [&](int64_t p) { return p == pads[0]; }))
+    return unsupported(node, fmt::format("strides {}, dilations {} and pads {} must be the same in every direction",
+                                         shape_string(strides), shape_string(dilations), shape_string(pads)));
+  int64_t group = node.int_attr("group", 1);
+  std::string params = fmt::format("N={},C={},H={},W={}", n, c, h, wd);
+  std::string tail = fmt::format("R={},S={},stride={},pad={}", r, s, strides[0], pads[0]);
+  if (dilations[0] != 1) tail += fmt::format(",dilation={}", dilations[0]);
+  if (group == 1) return make_workload(node, fmt::format("conv2d_nchw:{},K={},{}", params, k, tail));
+  if (group == c && k == c && w->shape[1] == 1)
+    return make_workload(node, fmt::format("depthwise_conv2d_nchw:{},{}", params, tail));
+  return unsupported(node, fmt::format("a grouped convolution with {} groups of {} channels is not supported (only "
+                                       "groups=1 and depthwise, one filter per channel)",
+                                       group, c / std::max<int64_t>(group, 1)));
+}
+
+bool has_epilogue(const Node& node, const std::string& op, size_t at) {
+  return node.epilogue.size() > at && node.epilogue[at].op == op;
+}
+
+// A GEMM whose second operand is a constant weight is a dense layer (the weight is packed at build
+// time; MatMul's [K, N] weight is transposed there): bias and ReLU go into the workload.
+std::string dense(int64_t m, int64_t n, int64_t k, const Node& node) {
+  bool bias = has_epilogue(node, "bias", 0);
+  bool relu = bias && has_epilogue(node, "relu", 1);
+  return fmt::format("dense:M={},N={},K={}{}{}", m, n, k, bias ? ",bias=1" : "", relu ? ",relu=1" : "");
+}
+
+StatusOr<Workload> gemm_workload(const Graph& graph, const Node& node) {
+  TF_ASSIGN_OR_RETURN(const Value* a, graph.value_of(node, node.inputs[0]));
+  TF_ASSIGN_OR_RETURN(const Value* b, graph.value_of(node, node.inputs[1]));
+  if (a->shape.size() != 2 || b->shape.size() != 2)
+    return unsupported(node, fmt::format("Gemm of {} and {}", shape_string(a->shape), shape_string(b->shape)));
+  if (node.int_attr("transA", 0)) return unsupported(node, "transA=1 is not supported");
+  if (node.float_attr("alpha", 1.f) != 1.f || node.float_attr("beta", 1.f) != 1.f)
+    return unsupported(node, "alpha and beta other than 1 are not supported");
+  bool trans_b = node.int_attr("transB", 0);
+  int64_t m = a->shape[0], k = a->shape[1], n = trans_b ? b->shape[0] : b->shape[1];
+  bool bias = node.inputs.size() > 2 && !node.inputs[2].empty();
+  if (b->constant || trans_b) {
+    // Gemm's own C input is its bias; a following Add was not folded as one then.
+    std::string text = fmt::format("dense:M={},N={},K={}{}{}", m, n, k, bias ? ",bias=1" : "",
+                                   bias && has_epilogue(node, "relu", 0) ? ",relu=1" : "");
+    if (!bias) text = dense(m, n, k, node);
+    return make_workload(node, text);
+  }
+  return make_workload(node, fmt::format("matmul:M={},N={},K={}", m, n, k));
+}
+
+StatusOr<Workload> matmul_workload(const Graph& graph, const Node& node) {
+  TF_ASSIGN_OR_RETURN(const Value* a, graph.value_of(node, node.inputs[0]));
+  TF_ASSIGN_OR_RETURN(const Value* b, graph.value_of(node, node.inputs[1]));
+  if (a->shape.size() < 2 || b->shape.size() < 2)
+    return unsupported(node, fmt::format("MatMul of {} and {}: vectors are not supported", shape_string(a->shape),
+                                         shape_string(b->shape)));
+  int64_t m = a->shape[a->shape.size() - 2], k = a->shape.back(), n = b->shape.back();
+  int64_t batch_a = a->elements() / (m * k), batch_b = b->elements() / (k * n);
+  if (b->shape.size() == 2) {
+    // Rows of every batch share the weight: one GEMM of batch x M rows.
+    if (b->constant) return make_workload(node, dense(batch_a * m, n, k, node));
+    return make_workload(node, fmt::format("matmul:M={},N={},K={}", batch_a * m, n, k));
+  }
+  if (batch_a != batch_b || a->shape.size() != b->shape.size())
+    return unsupported(node, fmt::format("a batched MatMul of {} and {} broadcasts its batch; not supported",
+                                         shape_string(a->shape), shape_string(b->shape)));
+  return make_workload(node, fmt::format("batch_matmul:B={},M={},N={},K={}", batch_a, m, n, k));
+}
+
+}  // namespace
+
+StatusOr<Workload> workload_of(const Graph& graph, const Node& node) {
+  if (node.inputs.size() < 2) return unsupported(node, "has fewer than two inputs");
+  if (node.op == "Conv") return conv_workload(graph, node);
+  if (node.op == "Gemm") return gemm_workload(graph, node);
+  if (node.op == "MatMul") return matmul_workload(graph, node);
+  return unsupported(node, "is not a tunable operator");
+}
+
+StatusOr<TaskTable> extract_tasks(Graph& graph) {
+  TaskTable table;
+  for (const Node& node : graph.nodes) table.tunable_nodes += is_tunable(node.op);
+  TF_RETURN_IF_ERROR(fold_batch_norm(graph).status());
+  TF_RETURN_IF_ERROR(group_epilogues(graph).status());
+  std::map<std::string, size_t> index;
+  for (const Node& node : graph.nodes) {
+    if (!is_tunable(node.op)) {
+      table.untuned_ops[node.op]++;
+      continue;
+    }
+    TF_ASSIGN_OR_RETURN(Workload w, workload_of(graph, node));
+    std::string key = w.to_string();
+    auto [it, added] = index.emplace(key, table.tasks.size());
+    if (added) {
+      Task t;
+      t.workload = w;
+      TF_ASSIGN_OR_RETURN(t.flops, workload_flops(w));
+      table.tasks.push_back(std::move(t));
+    }
+    Task& t = table.tasks[it->second];
+    t.count++;
+    t.nodes.push_back(node.name);
+  }
+  for (const Task& t : table.tasks) table.total_flops += t.count * t.flops;
+  for (Task& t : table.tasks) t.share = table.total_flops > 0 ? t.count * t.flops / table.total_flops : 0;
+  std::stable_sort(table.tasks.begin(), table.tasks.end(), [](const Task& a, const Task& b) { return a.share > b.share; });
+  return table;
+}
+
+}  // namespace tunefarm::model

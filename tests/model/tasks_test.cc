@@ -1,0 +1,148 @@
+#include "model/tasks.h"
+
+#include <cmath>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "model/onnx_import.h"
+#include "model/passes/fold_batch_norm.h"
+#include "tests/model/model_test_util.h"
+
+namespace tunefarm::model {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ModelBuilder;
+using testing::test_model;
+
+int count_ops(const Graph& g, std::initializer_list<const char*> ops) {
+  int n = 0;
+  for (const Node& node : g.nodes)
+    for (const char* op : ops) n += node.op == op;
+  return n;
+}
+
+// The counts sum to the model's convolution and matrix-multiply nodes, and each convolution's
+// workload gives the output shape that ONNX's shape inference gave its node.
+void expect_tasks_match_the_model(const std::string& file, const ImportOptions& options = {}) {
+  auto graph = import_onnx_file(test_model(file), options);
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  int tunable = count_ops(*graph, {"Conv", "Gemm", "MatMul"});
+  for (const Node& node : graph->nodes) {
+    if (node.op != "Conv") continue;
+    auto w = workload_of(*graph, node);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    const Value* out = graph->find(node.outputs[0]);
+    ASSERT_NE(out, nullptr);
+    int64_t extent = (w->param("H") + 2 * w->param("pad") - w->param("dilation") * (w->param("R") - 1) - 1) /
+                         w->param("stride") + 1;
+    EXPECT_EQ(out->shape[2], extent) << node.name << " " << w->to_string();
+    EXPECT_EQ(out->shape[1], w->op == "conv2d_nchw" ? w->param("K") : w->param("C")) << node.name;
+  }
+  auto table = extract_tasks(*graph);
+  ASSERT_TRUE(table.ok()) << file << ": " << table.status().to_string();
+  int counted = 0;
+  double share = 0;
+  for (const Task& t : table->tasks) {
+    counted += t.count;
+    share += t.share;
+    EXPECT_GT(t.flops, 0);
+    EXPECT_EQ(static_cast<int>(t.nodes.size()), t.count);
+  }
+  EXPECT_EQ(counted, tunable) << file;
+  EXPECT_EQ(table->tunable_nodes, tunable);
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  for (size_t i = 1; i < table->tasks.size(); ++i) EXPECT_GE(table->tasks[i - 1].share, table->tasks[i].share);
+}
+
+TEST(ModelTasks, ResNetMobileNetAndBertTasksMatchTheirModels) {
+  expect_tasks_match_the_model("resnet50_small.onnx");
+  expect_tasks_match_the_model("mobilenet_v2_small.onnx");
+  ImportOptions bert;
+  bert.input_shapes["hidden_states"] = {1, 16, 64};
+  expect_tasks_match_the_model("bert_layer_small.onnx", bert);
+}
+
+TEST(ModelTasks, ConvolutionsAndDenseLayersCarryTheirShapesAndEpilogues) {
+  auto graph = import_onnx_file(test_model("mobilenet_v2_small.onnx"));
+  ASSERT_TRUE(graph.ok());
+  auto table = extract_tasks(*graph);
+  ASSERT_TRUE(table.ok()) << table.status().to_string();
+  bool depthwise = false, classifier = false;
+  for (const Task& t : table->tasks) {
+    depthwise |= t.workload.op == "depthwise_conv2d_nchw";
+    classifier |= t.workload.to_string() == "dense:M=1,N=10,K=320,bias=1";
+  }
+  EXPECT_TRUE(depthwise);
+  EXPECT_TRUE(classifier);
+  // BatchNormalization is folded, ReLU6 joins its convolution: neither is left as a node.
+  EXPECT_EQ(table->untuned_ops.count("BatchNormalization"), 0u);
+  EXPECT_EQ(table->untuned_ops.count("Clip"), 0u);
+
+  ImportOptions options;
+  options.input_shapes["hidden_states"] = {1, 16, 64};
+  auto bert = import_onnx_file(test_model("bert_layer_small.onnx"), options);
+  ASSERT_TRUE(bert.ok());
+  auto tasks = extract_tasks(*bert);
+  ASSERT_TRUE(tasks.ok()) << tasks.status().to_string();
+  std::map<std::string, int> counts;
+  for (const Task& t : tasks->tasks) counts[t.workload.to_string()] = t.count;
+  // Q, K, V and the output projection: MatMul + Add of a transposed weight is a dense layer with a bias.
+  EXPECT_EQ(counts["dense:M=16,N=64,K=64,bias=1"], 4);
+  EXPECT_EQ(counts["dense:M=16,N=128,K=64,bias=1"], 1);
+  EXPECT_EQ(counts["dense:M=16,N=64,K=128,bias=1"], 1);
+  EXPECT_EQ(counts["batch_matmul:B=2,M=16,N=16,K=32"], 1);
+  EXPECT_EQ(counts["batch_matmul:B=2,M=16,N=32,K=16"], 1);
+  EXPECT_GT(tasks->untuned_ops["Softmax"], 0);
+}
+
+TEST(ModelTasks, BatchNormalizationFoldsIntoTheConvolutionWeights) {
+  ModelBuilder m;
+  m.input("x", {1, 2, 4, 4});
+  m.weight("w", {3, 2, 1, 1}, 1.0f);
+  m.weight("scale", {3}, 2.0f);
+  m.weight("shift", {3}, 0.5f);
+  m.weight("mean", {3}, 0.25f);
+  m.weight("var", {3}, 3.0f);
+  m.node("Conv", {"x", "w"}, "c", "conv");
+  m.node("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, "y", "bn");
+  m.output("y", {1, 3, 4, 4});
+  auto g = import_onnx(m.bytes(), "bn.onnx");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_NE(g->find("w"), nullptr);
+  const std::vector<float> w = g->find("w")->floats, scale = g->find("scale")->floats;
+  const std::vector<float> shift = g->find("shift")->floats, mean = g->find("mean")->floats, var = g->find("var")->floats;
+  auto folded = fold_batch_norm(*g);
+  ASSERT_TRUE(folded.ok());
+  EXPECT_EQ(*folded, 1);
+  ASSERT_EQ(g->nodes.size(), 1u);
+  const Node& conv = g->nodes[0];
+  EXPECT_EQ(conv.outputs[0], "y");
+  const Value* fw = g->find(conv.inputs[1]);
+  const Value* fb = g->find(conv.inputs[2]);
+  ASSERT_TRUE(fw && fb);
+  for (int k = 0; k < 3; ++k) {
+    float s = scale[k] / std::sqrt(var[k] + 1e-5f);
+    EXPECT_FLOAT_EQ(fw->floats[k * 2], w[k * 2] * s);
+    EXPECT_FLOAT_EQ(fb->floats[k], (0 - mean[k]) * s + shift[k]);
+  }
+}
+
+TEST(ModelTasks, UnsupportedConvolutionsAreNamed) {
+  ModelBuilder m;
+  m.input("x", {1, 4, 8, 8});
+  m.weight("w", {4, 2, 3, 3});
+  auto* conv = m.node("Conv", {"x", "w"}, "y", "grouped_conv");
+  ModelBuilder::integer(conv, "group", 2);
+  m.output("y", {1, 4, 6, 6});
+  auto g = import_onnx(m.bytes(), "grouped.onnx");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto t = extract_tasks(*g);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("node 'grouped_conv' (Conv)"));
+  EXPECT_THAT(t.status().message(), HasSubstr("2 groups"));
+}
+
+}  // namespace
+}  // namespace tunefarm::model
