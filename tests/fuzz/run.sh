@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 root="$PWD"
 build="${BUILD_DIR:-build}-fuzz"
 seconds="${FUZZ_SECONDS:-20}"
-targets=(workload_fuzz target_fuzz target_build_fuzz config_fuzz tracker_fuzz requests_fuzz record_fuzz tuner_fuzz)
+targets=(workload_fuzz target_fuzz target_build_fuzz config_fuzz tracker_fuzz requests_fuzz record_fuzz tuner_fuzz model_fuzz)
 
 if [[ ! -f "$build/build.ninja" ]]; then
   cmake -S tests/fuzz -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

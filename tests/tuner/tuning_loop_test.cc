@@ -175,6 +175,50 @@ TEST(TuningLoop, TasksShareTheBudget) {
   EXPECT_GE(outcome->tasks[1].trials, 16);
 }
 
+// Measures each task's candidates on that task's own landscape (FakeBackend serves one task).
+class PerTaskBackend : public MeasureBackend {
+ public:
+  explicit PerTaskBackend(std::vector<const FakeTask*> tasks) : tasks_(std::move(tasks)) {}
+  Status measure(const v1::Workload& workload, const v1::MeasureOptions&, const v1::Artifact*,
+                 std::span<const v1::Artifact> candidates, const ResultFn& on_result) override {
+    const FakeTask* task = nullptr;
+    for (const FakeTask* t : tasks_)
+      if (t->workload().SerializeAsString() == workload.SerializeAsString()) task = t;
+    if (!task) return internal_error("no such task");
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      v1::MeasureResult r;
+      r.add_costs(1.0 / task->true_gflops(std::stoll(candidates[i].entry_symbol())));
+      on_result(i, r);
+    }
+    return Status();
+  }
+  bool shares_host_cpu() const override { return true; }
+
+ private:
+  std::vector<const FakeTask*> tasks_;
+};
+
+// A model's job weights each task by how often it occurs: the scheduler spends the budget where
+// count x latency falls most, and nothing more on a task that cannot improve (its space is spent).
+TEST(TuningLoop, TheSchedulerSpendsTrialsWhereCountTimesLatencyFallsMost) {
+  FakeTask common({8, 8, 8}, peak, "matmul:M=64,N=64,K=64");
+  FakeTask rare({8, 8, 8}, peak, "matmul:M=32,N=32,K=32");
+  FakeTask done({2, 2, 1}, [](const Point&) { return 50.0; }, "matmul:M=16,N=16,K=16");
+  PerTaskBackend backend({&common, &rare, &done});
+  TuningOptions options;
+  options.trials = 160;
+  options.batch_size = 16;
+  options.remeasure_rounds = 0;
+  TuningLoop loop({&common, &rare, &done}, {20.0, 1.0, 1.0}, backend, options);
+  Collected c;
+  auto outcome = run_loop(loop, c);
+  ASSERT_TRUE(outcome.ok()) << outcome->stop_reason;
+  EXPECT_EQ(outcome->trials, 160);
+  EXPECT_GT(outcome->tasks[0].trials, 100) << "the task that occurs 20 times";
+  EXPECT_GE(outcome->tasks[1].trials, 16);
+  EXPECT_EQ(outcome->tasks[2].trials, 4) << "its 4 configs, nothing more";
+}
+
 TEST(TuningLoop, ReMeasurementCorrectsALuckyFirstTiming) {
   FakeTask task({8, 8, 8}, peak);
   FakeBackend backend(task, true);
