@@ -36,6 +36,9 @@ StatusOr<Workload> conv_workload(const Graph& graph, const Node& node) {
   if (strides.empty()) strides = {1, 1};
   if (dilations.empty()) dilations = {1, 1};
   if (pads.empty()) pads = {0, 0, 0, 0};
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
+    return unsupported(node, fmt::format("strides {}, dilations {} and pads {} do not describe a 2-D convolution",
+                                         shape_string(strides), shape_string(dilations), shape_string(pads)));
   if (strides[0] != strides[1] || dilations[0] != dilations[1] ||
       !std::all_of(pads.begin(), pads.end(), [&](int64_t p) { return p == pads[0]; }))
     return unsupported(node, fmt::format("strides {}, dilations {} and pads {} must be the same in every direction",
@@ -108,6 +111,11 @@ StatusOr<Workload> matmul_workload(const Graph& graph, const Node& node) {
 
 StatusOr<Workload> workload_of(const Graph& graph, const Node& node) {
   if (node.inputs.size() < 2) return unsupported(node, "has fewer than two inputs");
+  for (int i = 0; i < 2; ++i) {
+    TF_ASSIGN_OR_RETURN(const Value* v, graph.value_of(node, node.inputs[i]));
+    for (int64_t d : v->shape)
+      if (d <= 0) return unsupported(node, fmt::format("input '{}' has shape {}", v->name, shape_string(v->shape)));
+  }
   if (node.op == "Conv") return conv_workload(graph, node);
   if (node.op == "Gemm") return gemm_workload(graph, node);
   if (node.op == "MatMul") return matmul_workload(graph, node);
