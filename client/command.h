@@ -36,6 +36,7 @@ using Commands = std::vector<Command>;
 void add_devices_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 void add_jobs_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 void add_records_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
+void add_models_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 
 // A channel to `address` for one short command; calls to the tunerd named by --server carry the
 // token given with --token or $TUNEFARM_TOKEN.

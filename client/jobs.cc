@@ -3,12 +3,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
 #include "client/command.h"
+#include "client/models.h"
 #include "client/output.h"
 #include "client/tuner_call.h"
 #include "common/wire.h"
@@ -20,6 +22,8 @@ namespace {
 struct SubmitFlags {
   std::vector<std::string> workloads;
   std::string workloads_file;
+  std::string model;
+  std::vector<std::string> input_shapes;
   std::string target = "llvm";
   std::string device = "local-cpu";
   std::string template_name;
@@ -161,12 +165,26 @@ int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
     if (!ws.ok()) return fail(ws.status().message());
     workloads.insert(workloads.end(), ws->begin(), ws->end());
   }
-  if (workloads.empty()) return fail("give a workload with --workload or a file of them with --workloads");
   for (const Workload& w : workloads) {
     v1::TuneTask* task = spec->add_tasks();
     *task->mutable_workload() = to_proto(w);
     task->set_template_name(flags.template_name);
   }
+  if (!flags.model.empty()) {
+    if (!workloads.empty()) return fail("give either a model or workloads, not both");
+    auto tasks = extract_tasks(global, flags.model, flags.input_shapes);
+    if (!tasks.ok()) return fail(tasks.status().message());
+    // Each task weighs as often as it occurs: the scheduler then spends trials where the model's
+    // latency (the sum of count x latency) falls most.
+    for (const v1::ModelTask& t : tasks->tasks()) {
+      v1::TuneTask* task = spec->add_tasks();
+      *task->mutable_workload() = t.workload();
+      task->set_weight(t.count());
+    }
+    if (!flags.json) fmt::print("{}: {} tasks\n", flags.model, tasks->tasks_size());
+  }
+  if (spec->tasks().empty())
+    return fail("give a workload with --workload, a file of them with --workloads, or an ONNX model with --model");
   auto target = parse_target(flags.target);
   if (!target.ok()) return fail(target.status().message());
   *spec->mutable_target() = to_proto(*target);
@@ -188,7 +206,8 @@ int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
   spec->set_strategy(strategy);
   spec->set_priority(flags.priority);
   spec->set_seed(flags.seed);
-  spec->set_name(flags.name);
+  spec->set_name(flags.name.empty() && !flags.model.empty() ? std::filesystem::path(flags.model).filename().string()
+                                                            : flags.name);
 
   v1::SubmitJobResponse response;
   grpc::Status status = call_tuner(global, &v1::Tuner::Stub::SubmitJob, request, &response, std::chrono::seconds(30));
@@ -261,6 +280,9 @@ void add_jobs_commands(CLI::App& app, const GlobalFlags& global, Commands& comma
   CLI::App* s = app.add_subcommand("submit", "Submit a tuning job");
   s->add_option("--workload", submit->workloads, "Workload string, e.g. 'matmul:M=512,N=512,K=512' (repeatable)");
   s->add_option("--workloads", submit->workloads_file, "File of workload strings: several tasks in one job");
+  s->add_option("--model", submit->model, "ONNX model: one job over its tasks, weighted by how often each occurs")
+      ->check(CLI::ExistingFile);
+  s->add_option("--input-shape", submit->input_shapes, "NAME=d0,d1,... for a model input with symbolic dimensions");
   s->add_option("--target", submit->target, "Target string (llvm, 'llvm -mtriple=...', 'cuda -arch=sm_90')")
       ->capture_default_str();
   s->add_option("--device", submit->device, "Device key of the boards that measure")->capture_default_str();

@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   client::Commands commands;
   client::add_jobs_commands(app, flags, commands);
   client::add_records_commands(app, flags, commands);
+  client::add_models_commands(app, flags, commands);
   client::add_devices_commands(app, flags, commands);
   for (int i = 1; i < argc; ++i) client::json_errors |= std::string_view(argv[i]) == "--json";
   if (std::string word = client::command_word(app, argc, argv); !word.empty()) {

@@ -10,7 +10,6 @@
 #include <map>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -25,9 +24,6 @@ struct ImportOptions {
   size_t max_bytes = size_t{1} << 30;
   int64_t max_nodes = 100000;
 };
-
-// Parses "NAME=1,3,224,224" (the --input-shape flag).
-StatusOr<std::pair<std::string, std::vector<int64_t>>> parse_input_shape(std::string_view text);
 
 // `bytes` is the serialized ModelProto; `source` names it in errors (a file name).
 StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, const ImportOptions& options = {});

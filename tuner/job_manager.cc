@@ -54,6 +54,10 @@ TuningOptions tuning_options(const v1::Job& job, const JobManagerOptions& defaul
   options.elapsed_before_s = job.progress().elapsed_s();
   options.early_stopping = spec.early_stopping();
   options.batch_size = spec.batch_size() > 0 ? spec.batch_size() : farm_batch_size(agents, defaults.default_batch_size);
+  // A job of many tasks (a model's) measures in rounds small enough that every task gets one,
+  // as Ansor sizes its rounds: the scheduler can only weigh tasks that have been measured.
+  if (spec.batch_size() <= 0 && spec.tasks_size() > 1)
+    options.batch_size = std::max(1, std::min(options.batch_size, options.trials / spec.tasks_size()));
   options.build_threads = defaults.build_threads;
   switch (spec.strategy()) {
     case v1::RANDOM: options.strategy = Strategy::kRandom; break;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string_view>
 
@@ -11,6 +12,7 @@
 #include "common/wire.h"
 #include "db/record_codec.h"
 #include "tuner/compiler_task.h"
+#include "tuner/model_tasks.h"
 
 namespace tunefarm {
 namespace {
@@ -205,6 +207,30 @@ grpc::Status TunerService::ImportRecords(grpc::ServerContext* context, grpc::Ser
   if (!stats.ok()) return to_grpc(stats.status().with_context("nothing was imported"));
   response->set_imported(stats->imported);
   response->set_skipped(stats->skipped);
+  return grpc::Status::OK;
+}
+
+grpc::Status TunerService::ExtractTasks(grpc::ServerContext* context, grpc::ServerReader<v1::ModelChunk>* reader,
+                                        v1::ExtractTasksResponse* response) {
+  if (auto s = authorize(context, false, "ExtractTasks"); !s.ok()) return s;
+  std::string onnx, file_name;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  v1::ModelChunk chunk;
+  bool first = true;
+  while (reader->Read(&chunk)) {
+    if (onnx.size() + chunk.onnx().size() > kMaxModelBytes)
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          fmt::format("the model is larger than {} MiB", kMaxModelBytes >> 20));
+    if (first) {
+      file_name = chunk.file_name().substr(0, 256);
+      for (const auto& s : chunk.input_shapes()) shapes[s.name()].assign(s.dims().begin(), s.dims().end());
+      first = false;
+    }
+    onnx += chunk.onnx();
+  }
+  auto tasks = extract_model_tasks(onnx, file_name, shapes);
+  if (!tasks.ok()) return to_grpc(tasks.status());
+  *response = std::move(*tasks);
   return grpc::Status::OK;
 }
 

@@ -45,6 +45,8 @@ class TunerService final : public v1::Tuner::Service {
                              grpc::ServerWriter<v1::RecordChunk>* writer) override;
   grpc::Status ImportRecords(grpc::ServerContext* context, grpc::ServerReader<v1::RecordChunk>* reader,
                              v1::ImportRecordsResponse* response) override;
+  grpc::Status ExtractTasks(grpc::ServerContext* context, grpc::ServerReader<v1::ModelChunk>* reader,
+                            v1::ExtractTasksResponse* response) override;
 
  private:
   // UNAUTHENTICATED without a known token, PERMISSION_DENIED for a read-only token on a call that

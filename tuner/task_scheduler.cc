@@ -11,6 +11,7 @@ TaskScheduler::TaskScheduler(std::vector<double> weights, TaskSchedulerOptions o
 
 void TaskScheduler::record_round(int task, int trials, double best_latency_s) {
   Task& t = tasks_[task];
+  t.handed_out = true;
   t.trials += trials;
   t.history.emplace_back(t.trials, best_latency_s);
 }
@@ -38,9 +39,13 @@ int TaskScheduler::next_task() {
   for (int i = 0; i < static_cast<int>(tasks_.size()); ++i)
     if (!tasks_[i].finished) open.push_back(i);
   if (open.empty()) return -1;
-  // Warm-up: every task gets a first round, in order.
+  // Warm-up: every task gets a first round, in order; a round handed out counts even while it is
+  // measured, so that the next task's round can be built meanwhile.
   for (int i : open)
-    if (tasks_[i].history.empty()) return i;
+    if (!tasks_[i].handed_out) {
+      tasks_[i].handed_out = true;
+      return i;
+    }
   if (std::uniform_real_distribution<double>(0, 1)(rng_) < options_.epsilon)
     return open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng_)];
   int best = open.front();

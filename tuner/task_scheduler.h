@@ -42,6 +42,7 @@ class TaskScheduler {
     double weight;
     int64_t trials = 0;
     bool finished = false;
+    bool handed_out = false;  // Its first round was given out (it may still be measuring).
     std::vector<std::pair<int64_t, double>> history;  // (trials so far, best latency) per round.
   };
   std::vector<Task> tasks_;

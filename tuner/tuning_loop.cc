@@ -392,8 +392,11 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
         break;
       }
     }
-    if (in_flight && in_flight->task == task && state_[task]->searcher->learns())
+    if (in_flight && in_flight->task == task && state_[task]->searcher->learns()) {
       TF_RETURN_IF_ERROR(complete_in_flight());
+      // Its round is now recorded: during the warm-up that hands the next round to another task.
+      continue;
+    }
     auto batch = prepare_batch(task, std::min(options_.batch_size, options_.trials - planned));
     if (!batch.ok()) {
       (void)complete_in_flight();

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "common/wire.h"
 #include "tests/integration/farm_harness.h"
@@ -268,6 +269,54 @@ TEST_F(ServiceTest, AFullDiskPausesTheJobAndNothingMeasuredIsLost) {
   EXPECT_EQ(done.progress().trials_done(), 48);
   EXPECT_TRUE(done.activity().empty());
 }
+
+#ifdef TUNEFARM_TEST_MODELS
+// A model in: its task table from tunerd, mistakes as one-line errors that leave tunerd serving,
+// and one job over all its tasks in which every task gets trials and records are ordinary ones.
+TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  std::string resnet = std::string(TUNEFARM_TEST_MODELS) + "/resnet50_small.onnx";
+  int rc = 0;
+  std::string out = tune_client({"--server", tunerd.address(), "tasks", "--model", resnet, "--json"}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  auto table = nlohmann::json::parse(out);
+  int counted = 0;
+  for (const auto& t : table["tasks"]) counted += t["count"].get<int>();
+  EXPECT_EQ(counted, table["tunable_nodes"].get<int>());
+  EXPECT_EQ(counted, 18);  // 17 convolutions and the classifier.
+
+  std::string bert = std::string(TUNEFARM_TEST_MODELS) + "/bert_layer_small.onnx";
+  out = tune_client({"--server", tunerd.address(), "tasks", "--model", bert}, &rc);
+  EXPECT_NE(rc, 0);
+  std::string junk = data_dir("junk.onnx");
+  {
+    std::ofstream(junk) << "this is not a model";
+  }
+  out = tune_client({"--server", tunerd.address(), "tasks", "--model", junk, "--json"}, &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("not an ONNX model"));
+  out = tune_client({"--server", tunerd.address(), "tasks", "--model", bert, "--input-shape", "hidden_states=1,16,64"}, &rc);
+  EXPECT_EQ(rc, 0) << out << tunerd.log();
+  EXPECT_THAT(out, ::testing::HasSubstr("dense:M=16,N=64,K=64,bias=1"));
+
+  out = tune_client({"--server", tunerd.address(), "submit", "--model", resnet, "--trials", "40", "--watch", "--json"}, &rc);
+  ASSERT_EQ(rc, 0) << out << tunerd.log();
+  auto jobs = tunerd.stub();
+  grpc::ClientContext context;
+  v1::ListJobsRequest request;
+  v1::ListJobsResponse response;
+  ASSERT_TRUE(jobs->ListJobs(&context, request, &response).ok());
+  ASSERT_EQ(response.jobs_size(), 1);
+  const v1::Job& job = response.jobs(0);
+  EXPECT_EQ(job.state(), v1::SUCCEEDED) << job.error();
+  EXPECT_EQ(job.spec().name(), "resnet50_small.onnx");
+  ASSERT_EQ(job.progress().tasks_size(), 17);
+  for (const auto& t : job.progress().tasks()) EXPECT_GT(t.trials_done(), 0) << t.workload().ShortDebugString();
+  auto best = tunerd.best(from_proto(job.progress().tasks(0).workload())->to_string());
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].job_id(), job.id());
+}
+#endif
 
 TEST_F(ServiceTest, TwoClientsSubmittingAtOnceBothFinish) {
   Tunerd tunerd(farm_, data_dir("data"));

@@ -102,14 +102,5 @@ TEST(OnnxImport, InconsistentShapesAreRefused) {
   EXPECT_THAT(g.status().message(), HasSubstr("shapes are inconsistent"));
 }
 
-TEST(OnnxImport, InputShapeFlags) {
-  auto ok = parse_input_shape("input=1,3,224,224");
-  ASSERT_TRUE(ok.ok());
-  EXPECT_EQ(ok->first, "input");
-  EXPECT_EQ(ok->second, (std::vector<int64_t>{1, 3, 224, 224}));
-  for (const char* bad : {"input", "=1,2", "input=", "input=1,,2", "input=1,x", "input=0,3", "input=-1"})
-    EXPECT_FALSE(parse_input_shape(bad).ok()) << bad;
-}
-
 }  // namespace
 }  // namespace tunefarm::model

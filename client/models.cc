@@ -1,0 +1,93 @@
+// tune-client tasks: the tuning tasks of an ONNX model, as tunerd extracts them.
+#include "client/models.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "client/output.h"
+#include "common/input_shape.h"
+#include "common/wire.h"
+#include "tunefarm/v1/tuner.grpc.pb.h"
+
+namespace tunefarm::client {
+namespace {
+
+struct TasksFlags {
+  std::string model;
+  std::vector<std::string> input_shapes;
+  bool json = false;
+};
+
+int run_tasks(const GlobalFlags& global, const TasksFlags& flags) {
+  auto table = extract_tasks(global, flags.model, flags.input_shapes);
+  if (!table.ok()) return fail(table.status().message());
+  if (flags.json) {
+    fmt::print("{}\n", to_json(*table));
+    return 0;
+  }
+  fmt::print("{}: {} tasks from {} convolution and matrix-multiply nodes, {:.2f} GFLOPs\n", flags.model,
+             table->tasks_size(), table->tunable_nodes(), table->total_flops() / 1e9);
+  fmt::print("{:>5}  {:>8}  {:>6}  {}\n", "count", "GFLOPs", "share", "workload");
+  for (const v1::ModelTask& t : table->tasks()) {
+    auto w = from_proto(t.workload());
+    fmt::print("{:>5}  {:>8.3f}  {:>5.1f}%  {}\n", t.count(), t.count() * t.flops() / 1e9, 100 * t.share(),
+               w.ok() ? w->to_string() : "?");
+  }
+  if (table->untuned_ops_size() > 0) {
+    std::map<std::string, int> ops(table->untuned_ops().begin(), table->untuned_ops().end());
+    std::vector<std::string> parts;
+    for (const auto& [op, n] : ops) parts.push_back(fmt::format("{} x{}", op, n));
+    fmt::print("not tuned: {}\n", fmt::join(parts, ", "));
+  }
+  return 0;
+}
+
+}  // namespace
+
+StatusOr<v1::ExtractTasksResponse> extract_tasks(const GlobalFlags& global, const std::string& path,
+                                                 const std::vector<std::string>& input_shapes) {
+  v1::ModelChunk first;
+  first.set_file_name(std::filesystem::path(path).filename().string());
+  for (const std::string& text : input_shapes) {
+    TF_ASSIGN_OR_RETURN(auto shape, parse_input_shape(text));
+    v1::InputShape* s = first.add_input_shapes();
+    s->set_name(shape.first);
+    for (int64_t d : shape.second) s->add_dims(d);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(fmt::format("cannot open model file {}", path));
+  auto stub = v1::Tuner::NewStub(dial(global.server));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  v1::ExtractTasksResponse response;
+  auto writer = stub->ExtractTasks(&context, &response);
+  // Chunks well under gRPC's default message limit: a model may be hundreds of megabytes.
+  std::string buffer(1 << 20, '\0');
+  bool sent = true;
+  v1::ModelChunk chunk = std::move(first);
+  do {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    chunk.set_onnx(buffer.data(), static_cast<size_t>(in.gcount()));
+    sent = writer->Write(chunk);
+    chunk.Clear();
+  } while (sent && in);
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!status.ok()) return from_grpc(status);
+  return response;
+}
+
+void add_models_commands(CLI::App& app, const GlobalFlags& global, Commands& commands) {
+  auto tasks = std::make_shared<TasksFlags>();
+  CLI::App* t = app.add_subcommand("tasks", "The tuning tasks of an ONNX model: workloads, counts and FLOP shares");
+  t->add_option("--model", tasks->model, "ONNX file")->required()->check(CLI::ExistingFile);
+  t->add_option("--input-shape", tasks->input_shapes, "NAME=d0,d1,... for an input with symbolic dimensions (repeatable)");
+  t->add_flag("--json", tasks->json, "Print the table as JSON");
+  commands.push_back({t, [&global, tasks] { return run_tasks(global, *tasks); }});
+}
+
+}  // namespace tunefarm::client
