@@ -6,6 +6,7 @@
 
 #include "compiler/build.h"
 #include "model/passes/fold_batch_norm.h"
+#include "model/passes/fuse_patterns.h"
 #include "model/passes/group_epilogues.h"
 
 namespace tunefarm::model {
@@ -126,6 +127,7 @@ StatusOr<TaskTable> extract_tasks(Graph& graph) {
   TaskTable table;
   for (const Node& node : graph.nodes) table.tunable_nodes += is_tunable(node.op);
   TF_RETURN_IF_ERROR(fold_batch_norm(graph).status());
+  TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
   TF_RETURN_IF_ERROR(group_epilogues(graph).status());
   std::map<std::string, size_t> index;
   for (const Node& node : graph.nodes) {

@@ -95,6 +95,10 @@ TEST(ModelTasks, ConvolutionsAndDenseLayersCarryTheirShapesAndEpilogues) {
   EXPECT_EQ(counts["batch_matmul:B=2,M=16,N=16,K=32"], 1);
   EXPECT_EQ(counts["batch_matmul:B=2,M=16,N=32,K=16"], 1);
   EXPECT_GT(tasks->untuned_ops["Softmax"], 0);
+  // The exporter's decomposed LayerNorm and Erf-GELU are one operator each.
+  EXPECT_EQ(tasks->untuned_ops["LayerNormalization"], 2);
+  EXPECT_EQ(tasks->untuned_ops["Gelu"], 1);
+  for (const char* piece : {"ReduceMean", "Pow", "Sqrt", "Erf"}) EXPECT_EQ(tasks->untuned_ops.count(piece), 0u) << piece;
 }
 
 TEST(ModelTasks, BatchNormalizationFoldsIntoTheConvolutionWeights) {
