@@ -38,6 +38,7 @@ struct TuningLoop::TaskState {
   int trials = 0;
   int since_improvement = 0;
   double best_gflops = 0;
+  double default_gflops = 0;  // The template default's trial, once measured.
   // The best candidates so far by their trial, kept for the final re-measurement, and one more:
   // a config that was not re-measured keeps its trial as its figure and may still be the winner.
   struct Top {
@@ -220,6 +221,7 @@ Status TuningLoop::absorb_batch(Batch& batch, TuningProgress& progress) {
     batch_best = std::max(batch_best, r.gflops);
     progress.errors_by_code[r.result.error()]++;
     ++s.trials;
+    if (auto d = tasks_[batch.task]->default_point(); d && *d == r.point) s.default_gflops = r.gflops;
     if (r.gflops > s.best_gflops) {
       s.best_gflops = r.gflops;
       s.best_point = r.point;
@@ -319,7 +321,12 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
 
   auto best_overall = [&] {
     double b = 0;
-    for (const auto& s : state_) b = std::max(b, s->best_gflops);
+    progress.tasks.resize(state_.size());
+    for (size_t i = 0; i < state_.size(); ++i) {
+      const TaskState& s = *state_[i];
+      b = std::max(b, s.best_gflops);
+      progress.tasks[i] = {s.trials, s.best_gflops, s.default_gflops};
+    }
     return b;
   };
   auto finish_round = [&](const Batch& batch) {

@@ -129,6 +129,13 @@ struct TaskOutcome {
   std::vector<double> best_costs; // The costs of the measurement that is the winner's figure.
 };
 
+// Where one task stands, for progress reports.
+struct TaskProgress {
+  int trials = 0;
+  double best_gflops = 0;         // Its best figure so far (common/figure.h); 0 while none.
+  double default_gflops = 0;      // The template's untuned default, once measured; 0 otherwise.
+};
+
 struct TuningProgress {
   int trials_done = 0;
   int trials_budget = 0;
@@ -140,6 +147,7 @@ struct TuningProgress {
   // key, or all were lost). Such candidates are not charged to the budget.
   bool waiting_for_devices = false;
   std::string message;            // A line for people.
+  std::vector<TaskProgress> tasks;  // One per task, in the loop's order.
 };
 
 struct TuningOutcome {

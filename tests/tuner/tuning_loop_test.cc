@@ -453,11 +453,12 @@ TEST(TuningLoop, TheTemplatesDefaultIsMeasuredFirst) {
     options.strategy = strategy;
     TuningLoop loop({&task}, {}, backend, options);
     std::vector<TrialResult> results;
+    std::vector<TuningProgress> progress;
     auto outcome = loop.run(
         [&](const TrialResult& r) {
           if (r.remeasure_round == 0) results.push_back(r);
         },
-        nullptr);
+        [&](const TuningProgress& p) { progress.push_back(p); });
     ASSERT_TRUE(outcome.ok());
     ASSERT_EQ(results.size(), 32u);
     // In the first batch (results arrive in batch order; build failures of a batch come first).
@@ -466,6 +467,11 @@ TEST(TuningLoop, TheTemplatesDefaultIsMeasuredFirst) {
               first_batch_end)
         << strategy_name(strategy);
     EXPECT_EQ(*task.point_of(outcome->tasks[0].best_config), (Point{5, 2, 3}));
+    // Progress reports the default's figure beside the best, for a model's untuned estimate.
+    ASSERT_FALSE(progress.empty());
+    ASSERT_EQ(progress.back().tasks.size(), 1u);
+    EXPECT_DOUBLE_EQ(progress.back().tasks[0].default_gflops, peak(Point{5, 2, 3}));
+    EXPECT_EQ(progress.back().tasks[0].trials, 32);
     std::set<int64_t> distinct;
     for (const auto& r : results) distinct.insert(task.space().index_of(r.point));
     EXPECT_EQ(distinct.size(), 32u) << "the default was proposed twice";
