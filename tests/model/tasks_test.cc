@@ -25,10 +25,11 @@ int count_ops(const Graph& g, std::initializer_list<const char*> ops) {
 
 // The counts sum to the model's convolution and matrix-multiply nodes, and each convolution's
 // workload gives the output shape that ONNX's shape inference gave its node.
-void expect_tasks_match_the_model(const std::string& file, const ImportOptions& options = {}) {
+void expect_tasks_match_the_model(const std::string& file, int expected_nodes, const ImportOptions& options = {}) {
   auto graph = import_onnx_file(test_model(file), options);
   ASSERT_TRUE(graph.ok()) << graph.status().to_string();
   int tunable = count_ops(*graph, {"Conv", "Gemm", "MatMul"});
+  EXPECT_EQ(tunable, expected_nodes) << file;
   for (const Node& node : graph->nodes) {
     if (node.op != "Conv") continue;
     auto w = workload_of(*graph, node);
@@ -57,11 +58,29 @@ void expect_tasks_match_the_model(const std::string& file, const ImportOptions& 
 }
 
 TEST(ModelTasks, ResNetMobileNetAndBertTasksMatchTheirModels) {
-  expect_tasks_match_the_model("resnet50_small.onnx");
-  expect_tasks_match_the_model("mobilenet_v2_small.onnx");
+  expect_tasks_match_the_model("resnet50_small.onnx", 18);
+  expect_tasks_match_the_model("mobilenet_v2_small.onnx", 17);
   ImportOptions bert;
   bert.input_shapes["hidden_states"] = {1, 16, 64};
-  expect_tasks_match_the_model("bert_layer_small.onnx", bert);
+  expect_tasks_match_the_model("bert_layer_small.onnx", 8, bert);
+}
+
+// The full-size models: ResNet-50 v1.5 has 53 convolutions and a classifier, MobileNetV2 52 and a
+// classifier, a BERT-base layer 8 matrix multiplies (Q, K, V, scores, context, output, two FFN).
+TEST(ModelTasks, FullSizeModelsGiveTheirWholeTaskTables) {
+  expect_tasks_match_the_model("resnet50.onnx", 54);
+  expect_tasks_match_the_model("mobilenet_v2.onnx", 53);
+  ImportOptions bert;
+  bert.input_shapes["hidden_states"] = {1, 128, 768};
+  expect_tasks_match_the_model("bert_layer.onnx", 8, bert);
+  auto graph = import_onnx_file(test_model("resnet50.onnx"));
+  ASSERT_TRUE(graph.ok());
+  auto table = extract_tasks(*graph);
+  ASSERT_TRUE(table.ok());
+  // 4.1 G multiply-adds, as the literature counts ResNet-50.
+  EXPECT_NEAR(table->total_flops / 2e9, 4.1, 0.1);
+  EXPECT_EQ(table->tasks.front().workload.to_string(), "conv2d_nchw:N=1,C=256,H=14,W=14,K=256,R=3,S=3,stride=1,pad=1");
+  EXPECT_EQ(table->tasks.front().count, 5);
 }
 
 TEST(ModelTasks, ConvolutionsAndDenseLayersCarryTheirShapesAndEpilogues) {
