@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -31,6 +32,16 @@ MeasureWorker::MeasureWorker(std::string scratch_dir, uint64_t cpu_seconds, CpuL
     : scratch_(std::move(scratch_dir)), cpu_seconds_(cpu_seconds), limit_cpu_(std::move(limit_cpu)) {}
 
 v1::MeasureResult MeasureWorker::handle(const v1::LeasedBatch& request) {
+  v1::MeasureResult result = measure(request);
+  // Nothing a candidate leaves in the scratch directory (its working and temporary directory, the
+  // only place it may write) reaches the next candidate.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(scratch_, ec))
+    std::filesystem::remove_all(entry.path(), ec);
+  return result;
+}
+
+v1::MeasureResult MeasureWorker::measure(const v1::LeasedBatch& request) {
   v1::MeasureOptions options = with_defaults(request.options());
   double cpu_budget = cpu_seconds_ > 0 ? static_cast<double>(cpu_seconds_)
                                        : options.timeout_s() * std::max(1u, std::thread::hardware_concurrency()) + 1;

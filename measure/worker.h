@@ -37,6 +37,8 @@ class MeasureWorker {
   void serve(int fd);
 
  private:
+  // handle() without the clean-up of the scratch directory.
+  v1::MeasureResult measure(const v1::LeasedBatch& request);
   StatusOr<std::unique_ptr<BoundKernel>> bind(const v1::Artifact& artifact, std::vector<HostTensor>& tensors);
   StatusOr<const std::vector<std::string>*> reference_outputs(const v1::LeasedBatch& request,
                                                               const v1::MeasureOptions& options);

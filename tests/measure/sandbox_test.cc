@@ -166,6 +166,15 @@ TEST_F(SandboxTest, ACandidateCannotPoisonLaterCorrectnessChecks) {
   EXPECT_EQ(measure(kernel_artifact("matmul_wrong")).error(), v1::WRONG_ANSWER);
 }
 
+// Each candidate starts from an empty scratch directory: what one leaves there (or in TMPDIR) is
+// gone before the next one runs.
+TEST_F(SandboxTest, ACandidateFindsNothingAnEarlierOneLeft) {
+  EXPECT_EQ(measure(kernel_artifact("leaver"), unchecked()).error(), v1::OK);
+  v1::MeasureResult r = measure(kernel_artifact("finder"), unchecked());
+  EXPECT_EQ(r.error(), v1::OK) << "the second candidate found the first one's file: " << r.error_msg();
+  expect_next_one_ok();
+}
+
 // A kernel built for another architecture (an aarch64 target sent to an x86 board) is a LOAD_ERROR
 // that says so, not dlopen's "cannot open shared object file".
 TEST_F(SandboxTest, AnArtifactForAnotherArchitectureSaysWhichOne) {
