@@ -102,6 +102,7 @@ class TunerStream : public TunerChannel {
 
 grpc::Status TrackerService::AgentSession(grpc::ServerContext* context,
                                           grpc::ServerReaderWriter<v1::TrackerMessage, v1::AgentMessage>* stream) {
+  if (auto s = authorize(context, "AgentSession"); !s.ok()) return s;
   v1::AgentMessage first;
   // A first message that does not parse also ends up here: the synchronous API reports both alike.
   if (!stream->Read(&first))
@@ -143,6 +144,7 @@ grpc::Status TrackerService::AgentSession(grpc::ServerContext* context,
 
 grpc::Status TrackerService::Measure(grpc::ServerContext* context, const v1::MeasureRequest* request,
                                      grpc::ServerWriter<v1::MeasureResponse>* writer) {
+  if (auto s = authorize(context, "Measure"); !s.ok()) return s;
   auto channel = std::make_shared<TunerStream>();
   auto id = broker_.submit(*request, channel);
   if (!id.ok()) return to_grpc(id.status());
@@ -157,7 +159,22 @@ grpc::Status TrackerService::Measure(grpc::ServerContext* context, const v1::Mea
   }
 }
 
-grpc::Status TrackerService::authorize_listing(const grpc::ServerContext* context) const {
+const std::map<std::string, TrackerCaller, std::less<>>& tracker_access() {
+  static const std::map<std::string, TrackerCaller, std::less<>> table = {
+      {"AgentSession", TrackerCaller::kAgent},
+      {"Measure", TrackerCaller::kTuner},
+      {"ListDevices", TrackerCaller::kReader},
+      {"QueueStatus", TrackerCaller::kReader},
+  };
+  return table;
+}
+
+grpc::Status TrackerService::authorize(const grpc::ServerContext* context, std::string_view rpc) const {
+  auto caller = tracker_access().find(rpc);
+  if (caller == tracker_access().end())
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, fmt::format("{} has no access rule in trackerd", rpc));
+  // The Broker checks the token the hello or the request carries.
+  if (caller->second != TrackerCaller::kReader) return grpc::Status::OK;
   const BrokerOptions& options = broker_.options();
   if (options.tuner_token.empty() && options.reader_tokens.empty()) return grpc::Status::OK;
   std::string_view presented;
@@ -172,7 +189,7 @@ grpc::Status TrackerService::authorize_listing(const grpc::ServerContext* contex
 
 grpc::Status TrackerService::ListDevices(grpc::ServerContext* context, const v1::ListDevicesRequest* request,
                                          v1::ListDevicesResponse* response) {
-  if (auto s = authorize_listing(context); !s.ok()) return s;
+  if (auto s = authorize(context, "ListDevices"); !s.ok()) return s;
   if (Status s = validate_key_filter(request->device_key()); !s.ok()) return to_grpc(s);
   *response = broker_.list_devices(request->device_key());
   return grpc::Status::OK;
@@ -180,7 +197,7 @@ grpc::Status TrackerService::ListDevices(grpc::ServerContext* context, const v1:
 
 grpc::Status TrackerService::QueueStatus(grpc::ServerContext* context, const v1::QueueStatusRequest* request,
                                          v1::QueueStatusResponse* response) {
-  if (auto s = authorize_listing(context); !s.ok()) return s;
+  if (auto s = authorize(context, "QueueStatus"); !s.ok()) return s;
   if (Status s = validate_key_filter(request->device_key()); !s.ok()) return to_grpc(s);
   *response = broker_.queue_status(request->device_key());
   return grpc::Status::OK;

@@ -44,7 +44,19 @@ StatusOr<RecordFilter> filter_of(const v1::Workload* workload, const std::string
 
 }  // namespace
 
-grpc::Status TunerService::authorize(const grpc::ServerContext* context, bool changes, const char* rpc) const {
+const std::map<std::string, Access, std::less<>>& tuner_access() {
+  static const std::map<std::string, Access, std::less<>> table = {
+      {"SubmitJob", Access::kChange},     {"CancelJob", Access::kChange},   {"ImportRecords", Access::kChange},
+      {"GetJob", Access::kQuery},         {"WatchJob", Access::kQuery},     {"ListJobs", Access::kQuery},
+      {"QueryBest", Access::kQuery},      {"ListRecords", Access::kQuery},  {"ExportRecords", Access::kQuery},
+  };
+  return table;
+}
+
+grpc::Status TunerService::authorize(const grpc::ServerContext* context, std::string_view rpc) const {
+  auto access = tuner_access().find(rpc);
+  if (access == tuner_access().end())
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, fmt::format("{} has no access rule in tunerd", rpc));
   if (tokens_.open()) return grpc::Status::OK;
   std::string_view token;
   auto it = context->client_metadata().find("authorization");
@@ -54,7 +66,7 @@ grpc::Status TunerService::authorize(const grpc::ServerContext* context, bool ch
                         "this tunerd requires a token: pass --token or set TUNEFARM_TOKEN");
   if (any_secret(tokens_.client, token)) return grpc::Status::OK;
   if (any_secret(tokens_.read_only, token)) {
-    if (!changes) return grpc::Status::OK;
+    if (access->second == Access::kQuery) return grpc::Status::OK;
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         fmt::format("the token is read-only; {} needs a client token", rpc));
   }
@@ -63,7 +75,7 @@ grpc::Status TunerService::authorize(const grpc::ServerContext* context, bool ch
 
 grpc::Status TunerService::SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                      v1::SubmitJobResponse* response) {
-  if (auto s = authorize(context, true, "SubmitJob"); !s.ok()) return s;
+  if (auto s = authorize(context, "SubmitJob"); !s.ok()) return s;
   if (!request->has_spec()) return invalid("the request has no job spec");
   auto job = jobs_.submit(request->spec());
   if (!job.ok()) return to_grpc(job.status());
@@ -72,7 +84,7 @@ grpc::Status TunerService::SubmitJob(grpc::ServerContext* context, const v1::Sub
 }
 
 grpc::Status TunerService::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request, v1::Job* response) {
-  if (auto s = authorize(context, false, "GetJob"); !s.ok()) return s;
+  if (auto s = authorize(context, "GetJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   auto job = jobs_.get(request->job_id());
   if (!job.ok()) return to_grpc(job.status());
@@ -82,7 +94,7 @@ grpc::Status TunerService::GetJob(grpc::ServerContext* context, const v1::GetJob
 
 grpc::Status TunerService::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                                     grpc::ServerWriter<v1::JobEvent>* writer) {
-  if (auto s = authorize(context, false, "WatchJob"); !s.ok()) return s;
+  if (auto s = authorize(context, "WatchJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   // The first event is the job as it stands; NOT_FOUND ends the call before anything is sent.
   auto job = jobs_.get(request->job_id());
@@ -105,7 +117,7 @@ grpc::Status TunerService::WatchJob(grpc::ServerContext* context, const v1::Watc
 
 grpc::Status TunerService::CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                                      v1::Job* response) {
-  if (auto s = authorize(context, true, "CancelJob"); !s.ok()) return s;
+  if (auto s = authorize(context, "CancelJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   auto job = jobs_.cancel(request->job_id());
   if (!job.ok()) return to_grpc(job.status());
@@ -115,7 +127,7 @@ grpc::Status TunerService::CancelJob(grpc::ServerContext* context, const v1::Can
 
 grpc::Status TunerService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                                     v1::ListJobsResponse* response) {
-  if (auto s = authorize(context, false, "ListJobs"); !s.ok()) return s;
+  if (auto s = authorize(context, "ListJobs"); !s.ok()) return s;
   std::vector<v1::JobState> states;
   for (int s : request->states()) {
     if (!v1::JobState_IsValid(s) || s == v1::JOB_STATE_UNSPECIFIED) return invalid(fmt::format("job state {} is not a state", s));
@@ -131,7 +143,7 @@ grpc::Status TunerService::ListJobs(grpc::ServerContext* context, const v1::List
 
 grpc::Status TunerService::QueryBest(grpc::ServerContext* context, const v1::QueryBestRequest* request,
                                      v1::QueryBestResponse* response) {
-  if (auto s = authorize(context, false, "QueryBest"); !s.ok()) return s;
+  if (auto s = authorize(context, "QueryBest"); !s.ok()) return s;
   if (!request->has_workload()) return invalid("the query has no workload");
   auto workload = from_proto(request->workload());
   if (!workload.ok()) return to_grpc(workload.status());
@@ -147,7 +159,7 @@ grpc::Status TunerService::QueryBest(grpc::ServerContext* context, const v1::Que
 
 grpc::Status TunerService::ListRecords(grpc::ServerContext* context, const v1::ListRecordsRequest* request,
                                        v1::ListRecordsResponse* response) {
-  if (auto s = authorize(context, false, "ListRecords"); !s.ok()) return s;
+  if (auto s = authorize(context, "ListRecords"); !s.ok()) return s;
   if (!request->job_id().empty()) {
     if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
     // "No records" must not hide a job id that does not exist.
@@ -167,7 +179,7 @@ grpc::Status TunerService::ListRecords(grpc::ServerContext* context, const v1::L
 
 grpc::Status TunerService::ExportRecords(grpc::ServerContext* context, const v1::ExportRecordsRequest* request,
                                          grpc::ServerWriter<v1::RecordChunk>* writer) {
-  if (auto s = authorize(context, false, "ExportRecords"); !s.ok()) return s;
+  if (auto s = authorize(context, "ExportRecords"); !s.ok()) return s;
   auto filter = filter_of(request->has_workload() ? &request->workload() : nullptr, "");
   if (!filter.ok()) return to_grpc(filter.status());
   std::string chunk;
@@ -190,7 +202,7 @@ grpc::Status TunerService::ExportRecords(grpc::ServerContext* context, const v1:
 
 grpc::Status TunerService::ImportRecords(grpc::ServerContext* context, grpc::ServerReader<v1::RecordChunk>* reader,
                                          v1::ImportRecordsResponse* response) {
-  if (auto s = authorize(context, true, "ImportRecords"); !s.ok()) return s;
+  if (auto s = authorize(context, "ImportRecords"); !s.ok()) return s;
   std::string all;
   v1::RecordChunk chunk;
   while (reader->Read(&chunk)) {

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "db/record_store.h"
@@ -20,6 +23,13 @@ struct AccessTokens {
   std::vector<std::string> read_only;
   bool open() const { return client.empty() && read_only.empty(); }
 };
+
+// What an RPC does to the service, which decides the tokens that may call it.
+enum class Access { kQuery, kChange };
+
+// Every RPC of tuner.proto with what it does: the one place that says which token may call what
+// (tests check that no RPC is missing). A method missing here is refused to every token.
+const std::map<std::string, Access, std::less<>>& tuner_access();
 
 class TunerService final : public v1::Tuner::Service {
  public:
@@ -47,9 +57,9 @@ class TunerService final : public v1::Tuner::Service {
                              v1::ImportRecordsResponse* response) override;
 
  private:
-  // UNAUTHENTICATED without a known token, PERMISSION_DENIED for a read-only token on a call that
-  // changes something. `rpc` names the call in the message.
-  grpc::Status authorize(const grpc::ServerContext* context, bool changes, const char* rpc) const;
+  // Applies tuner_access() to a call of `rpc`: UNAUTHENTICATED without a known token,
+  // PERMISSION_DENIED for a read-only token on a call that changes something.
+  grpc::Status authorize(const grpc::ServerContext* context, std::string_view rpc) const;
 
   JobManager& jobs_;
   RecordStore& store_;
