@@ -28,6 +28,10 @@ void add_tunerd_flags(CLI::App& app, TunerdFlags& f) {
       ->capture_default_str()->check(CLI::Range(1, 64));
   app.add_option("--max-queued-jobs", f.jobs.max_queued_jobs, "Jobs that may wait to run; more are refused")
       ->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--max-queued-jobs-per-client", f.jobs.max_queued_jobs_per_client,
+                 "Jobs that one client token may have waiting; more are refused (with tokens off, only "
+                 "--max-queued-jobs applies)")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--build-threads", f.jobs.build_threads, "Compiler threads per job (0: one per CPU)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--features", f.features,

@@ -145,14 +145,29 @@ Status JobManager::start() {
       continue;
     }
     spdlog::info("job {}: resuming ({})", it->id(), v1::JobState_Name(it->state()));
-    queue_.push_back(it->id());
+    queue_.push_back({it->id(), ""});
     updates_[it->id()] = JobUpdate{*it, "resumed after a restart", 1, false};
   }
   launch_queued_locked();
   return Status();
 }
 
-StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec) {
+Status JobManager::check_queue_room_locked(const std::string& client) const {
+  if (static_cast<int>(queue_.size()) >= options_.max_queued_jobs)
+    return resource_exhausted(fmt::format("{} jobs are already waiting to run (at most {}, --max-queued-jobs); "
+                                          "submit again when some have finished, or cancel some",
+                                          queue_.size(), options_.max_queued_jobs));
+  if (client.empty()) return Status();
+  auto waiting = std::count_if(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.client == client; });
+  if (waiting >= options_.max_queued_jobs_per_client)
+    return resource_exhausted(fmt::format("{} already has {} jobs waiting to run (at most {} per client, "
+                                          "--max-queued-jobs-per-client); submit again when some have finished, "
+                                          "or cancel some",
+                                          client, waiting, options_.max_queued_jobs_per_client));
+  return Status();
+}
+
+StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec, const std::string& client) {
   TF_RETURN_IF_ERROR(validate(spec));
   TF_ASSIGN_OR_RETURN(Target target, from_proto(spec.target()));
   for (int i = 0; i < spec.tasks_size(); ++i) {
@@ -166,16 +181,13 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (static_cast<int>(queue_.size()) >= options_.max_queued_jobs)
-      return resource_exhausted(fmt::format("{} jobs are already waiting to run (at most {}); submit again when "
-                                            "some have finished, or cancel some",
-                                            queue_.size(), options_.max_queued_jobs));
+    TF_RETURN_IF_ERROR(check_queue_room_locked(client));
   }
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.create_job(spec));
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return unavailable("the tuning service is shutting down");
   updates_[job.id()] = JobUpdate{job, "queued", 1, false};
-  queue_.push_back(job.id());
+  queue_.push_back({job.id(), client});
   launch_queued_locked();
   changed_.notify_all();
   return job;
@@ -236,7 +248,7 @@ StatusOr<v1::Job> JobManager::cancel(const std::string& job_id) {
       if (it->second->loop) it->second->loop->cancel();
       return job;  // The job's thread records CANCELLED when its batch in flight ends.
     }
-    std::erase(queue_, job_id);
+    std::erase_if(queue_, [&](const Queued& q) { return q.job_id == job_id; });
   }
   TF_ASSIGN_OR_RETURN(v1::Job cancelled, store_.update_job_state(job_id, v1::CANCELLED));
   publish(job_id, cancelled, "cancelled before it started");
@@ -279,7 +291,7 @@ void JobManager::launch_queued_locked() {
 
 void JobManager::start_queued_locked() {
   while (!stopping_ && !queue_.empty() && static_cast<int>(running_.size()) < options_.max_running_jobs) {
-    std::string id = queue_.front();
+    std::string id = queue_.front().job_id;
     queue_.erase(queue_.begin());
     auto running = std::make_unique<Running>();
     Running* r = running.get();

@@ -53,14 +53,22 @@ const std::map<std::string, Access, std::less<>>& tuner_access() {
   return table;
 }
 
+namespace {
+
+std::string_view presented_token(const grpc::ServerContext* context) {
+  auto it = context->client_metadata().find("authorization");
+  if (it == context->client_metadata().end()) return {};
+  return bearer_token({it->second.data(), it->second.size()});
+}
+
+}  // namespace
+
 grpc::Status TunerService::authorize(const grpc::ServerContext* context, std::string_view rpc) const {
   auto access = tuner_access().find(rpc);
   if (access == tuner_access().end())
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, fmt::format("{} has no access rule in tunerd", rpc));
   if (tokens_.open()) return grpc::Status::OK;
-  std::string_view token;
-  auto it = context->client_metadata().find("authorization");
-  if (it != context->client_metadata().end()) token = bearer_token({it->second.data(), it->second.size()});
+  std::string_view token = presented_token(context);
   if (token.empty())
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "this tunerd requires a token: pass --token or set TUNEFARM_TOKEN");
@@ -73,11 +81,18 @@ grpc::Status TunerService::authorize(const grpc::ServerContext* context, std::st
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "the token is not one this tunerd knows");
 }
 
+std::string TunerService::client_of(const grpc::ServerContext* context) const {
+  std::string_view token = presented_token(context);
+  for (size_t i = 0; i < tokens_.client.size(); ++i)
+    if (same_secret(token, tokens_.client[i])) return fmt::format("client token {}", i + 1);
+  return {};
+}
+
 grpc::Status TunerService::SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                      v1::SubmitJobResponse* response) {
   if (auto s = authorize(context, "SubmitJob"); !s.ok()) return s;
   if (!request->has_spec()) return invalid("the request has no job spec");
-  auto job = jobs_.submit(request->spec());
+  auto job = jobs_.submit(request->spec(), client_of(context));
   if (!job.ok()) return to_grpc(job.status());
   *response->mutable_job() = std::move(*job);
   return grpc::Status::OK;

@@ -60,6 +60,11 @@ class TunerService final : public v1::Tuner::Service {
   // Applies tuner_access() to a call of `rpc`: UNAUTHENTICATED without a known token,
   // PERMISSION_DENIED for a read-only token on a call that changes something.
   grpc::Status authorize(const grpc::ServerContext* context, std::string_view rpc) const;
+  // Who submits, for the per-client queue limit: the client token presented, named by its place
+  // among the client tokens ("client token 2"), never by the secret. Empty with tokens off: peers
+  // share loopback and NAT addresses, so clients cannot be told apart and only the service-wide
+  // limit applies.
+  std::string client_of(const grpc::ServerContext* context) const;
 
   JobManager& jobs_;
   RecordStore& store_;

@@ -464,6 +464,30 @@ TEST_F(JobManagerTest, SubmitsPastTheQueueLimitAreRefused) {
   EXPECT_LE(accepted, 4);
   EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.message(), HasSubstr("jobs are already waiting to run"));
+  EXPECT_THAT(refused.message(), HasSubstr("--max-queued-jobs"));
+  m.shutdown();
+}
+
+// One client cannot fill the queue: past its own share it is refused, naming the limit and how many
+// jobs it has waiting, while another client still gets in.
+TEST_F(JobManagerTest, OneClientCannotFillTheQueue) {
+  JobManagerOptions options;
+  options.max_running_jobs = 1;
+  options.max_queued_jobs = 10;
+  options.max_queued_jobs_per_client = 2;
+  JobManager m(*store_, tasks_, backends([](FakeBackend& b) { b.delay = std::chrono::milliseconds(50); }), known_keys,
+               options);
+  ASSERT_TRUE(m.start().ok());
+  // The first job may start at once; two more wait.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(m.submit(spec(1000), "client token 1").ok()) << i;
+  auto refused = m.submit(spec(1000), "client token 1");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("client token 1 already has 2 jobs waiting"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max-queued-jobs-per-client"));
+  EXPECT_TRUE(m.submit(spec(1000), "client token 2").ok());
+  // A submit without a client name is held only by the service-wide limit.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(m.submit(spec(1000)).ok()) << i;
   m.shutdown();
 }
 
