@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/blocking_queue.h"
 #include "common/credentials.h"
 #include "common/wire.h"
-#include "tracker/outbox.h"
 
 namespace tunefarm {
 namespace {
@@ -59,8 +59,8 @@ class AgentStream : public AgentChannel {
     std::deque<v1::TrackerMessage> messages;
     for (bool open = true; open;) {
       auto got = outbox_.pop_all(messages, std::chrono::hours(1));
-      if (got == Outbox<v1::TrackerMessage>::Pop::kTimeout) continue;
-      if (got == Outbox<v1::TrackerMessage>::Pop::kClosed) break;
+      if (got == BlockingQueue<v1::TrackerMessage>::Pop::kTimeout) continue;
+      if (got == BlockingQueue<v1::TrackerMessage>::Pop::kClosed) break;
       open = write_burst(stream, messages);
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -81,7 +81,7 @@ class AgentStream : public AgentChannel {
   }
 
   grpc::ServerContext* context_;
-  Outbox<v1::TrackerMessage> outbox_;
+  BlockingQueue<v1::TrackerMessage> outbox_;
   std::mutex mu_;
   bool ended_ = false;
   bool cancel_ = false;
@@ -92,10 +92,10 @@ class TunerStream : public TunerChannel {
  public:
   void send_result(v1::MeasureResponse response) override { outbox_.push(std::move(response)); }
   void finish() override { outbox_.close(); }
-  Outbox<v1::MeasureResponse>& outbox() { return outbox_; }
+  BlockingQueue<v1::MeasureResponse>& outbox() { return outbox_; }
 
  private:
-  Outbox<v1::MeasureResponse> outbox_;
+  BlockingQueue<v1::MeasureResponse> outbox_;
 };
 
 }  // namespace
@@ -151,9 +151,9 @@ grpc::Status TrackerService::Measure(grpc::ServerContext* context, const v1::Mea
   std::deque<v1::MeasureResponse> responses;
   for (;;) {
     auto got = channel->outbox().pop_all(responses, kCancelPoll);
-    if (got == Outbox<v1::MeasureResponse>::Pop::kClosed) return grpc::Status::OK;
-    if (got == Outbox<v1::MeasureResponse>::Pop::kItem && write_burst(writer, responses)) continue;
-    if (got == Outbox<v1::MeasureResponse>::Pop::kTimeout && !context->IsCancelled()) continue;
+    if (got == BlockingQueue<v1::MeasureResponse>::Pop::kClosed) return grpc::Status::OK;
+    if (got == BlockingQueue<v1::MeasureResponse>::Pop::kItem && write_burst(writer, responses)) continue;
+    if (got == BlockingQueue<v1::MeasureResponse>::Pop::kTimeout && !context->IsCancelled()) continue;
     broker_.cancel(*id);
     return grpc::Status(grpc::StatusCode::CANCELLED, "the tuner went away");
   }
