@@ -58,7 +58,7 @@ namespace {
 // The data directory, owned by this process, and the history in it.
 struct History {
   std::unique_ptr<DirectoryLock> lock;
-  std::unique_ptr<RecordStore> store;
+  std::unique_ptr<db::RecordStore> store;
 };
 
 StatusOr<History> open_history(const TunerdFlags& f) {
@@ -69,10 +69,10 @@ StatusOr<History> open_history(const TunerdFlags& f) {
   TF_ASSIGN_OR_RETURN(history.lock, DirectoryLock::acquire(f.data_dir));
   // Link directories of a tunerd that was killed mid-build.
   remove_stale_temp_dirs("", "tunefarm-link");
-  RecordStoreOptions options;
-  options.check = f.check_history == "full" ? RecordStoreOptions::Check::kFull : RecordStoreOptions::Check::kQuick;
+  db::RecordStoreOptions options;
+  options.check = f.check_history == "full" ? db::RecordStoreOptions::Check::kFull : db::RecordStoreOptions::Check::kQuick;
   TF_ASSIGN_OR_RETURN(history.store,
-                      RecordStore::open((std::filesystem::path(f.data_dir) / "history.db").string(), options));
+                      db::RecordStore::open((std::filesystem::path(f.data_dir) / "history.db").string(), options));
   return history;
 }
 
@@ -97,7 +97,7 @@ DaemonExit run_tunerd(TunerdFlags f) {
   f.jobs.build_mark_dir = f.data_dir;
   auto history = open_history(f);
   if (!history.ok()) return DaemonExit::environment(history.status());
-  RecordStore& store = *history->store;
+  db::RecordStore& store = *history->store;
 
   StopSignals signals;
   auto tracker = tracker_channel(f, *tracker_credentials);

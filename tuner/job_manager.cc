@@ -75,7 +75,7 @@ struct JobManager::Running {
   bool shutting_down = false;
 };
 
-JobManager::JobManager(RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
+JobManager::JobManager(db::RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
                        JobManagerOptions options)
     : store_(store),
       tasks_(tasks),
@@ -357,12 +357,12 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   // Resume: what this job already measured counts and is not measured again.
   int resumed = 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    RecordFilter filter;
+    db::RecordFilter filter;
     filter.job_id = job_id;
     TF_ASSIGN_OR_RETURN(filter.workload, from_proto(spec.tasks(i).workload()));
     std::vector<TrialResult> earlier;
     for (int64_t offset = 0;;) {
-      TF_ASSIGN_OR_RETURN(RecordPage page, store_.list_records(filter, 1000, offset));
+      TF_ASSIGN_OR_RETURN(db::RecordPage page, store_.list_records(filter, 1000, offset));
       for (const v1::Record& r : page.records) {
         auto point = tasks[i]->point_of(from_proto(r.config()));
         if (!point.ok()) {
@@ -390,12 +390,12 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   // Transfer learning: the recent history of this target and device key, from other jobs, trains
   // each task's cost model before its first batch.
   if (options.strategy == Strategy::kXgbSa) {
-    RecordFilter filter;
+    db::RecordFilter filter;
     filter.target = target;
     filter.device_key = spec.device_key();
-    TF_ASSIGN_OR_RETURN(RecordPage head, store_.list_records(filter, 1, 0));
+    TF_ASSIGN_OR_RETURN(db::RecordPage head, store_.list_records(filter, 1, 0));
     int64_t offset = std::max<int64_t>(0, head.total - options_.warm_start_records);
-    TF_ASSIGN_OR_RETURN(RecordPage recent, store_.list_records(filter, options_.warm_start_records, offset));
+    TF_ASSIGN_OR_RETURN(db::RecordPage recent, store_.list_records(filter, options_.warm_start_records, offset));
     for (size_t i = 0; i < tasks.size(); ++i) {
       std::string template_name = tasks[i]->config_at(tasks[i]->space().point_at(0)).template_name;
       std::vector<HistoryRecord> history;

@@ -70,7 +70,7 @@ struct JobUpdate {
 
 class JobManager {
  public:
-  JobManager(RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
+  JobManager(db::RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
              JobManagerOptions options = {});
   // Stops running jobs without ending them: they resume at the next start().
   ~JobManager();
@@ -113,7 +113,7 @@ class JobManager {
   // false when tunerd stops meanwhile.
   bool wait_for_history(const std::string& job_id, v1::Job& job, Running& running);
 
-  RecordStore& store_;
+  db::RecordStore& store_;
   TaskFactory& tasks_;
   BackendFactory backends_;
   DeviceKeyCheck device_check_;

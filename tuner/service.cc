@@ -32,8 +32,8 @@ grpc::Status check_job_id(const std::string& id) {
   return grpc::Status::OK;
 }
 
-StatusOr<RecordFilter> filter_of(const v1::Workload* workload, const std::string& job_id) {
-  RecordFilter f;
+StatusOr<db::RecordFilter> filter_of(const v1::Workload* workload, const std::string& job_id) {
+  db::RecordFilter f;
   if (workload) {
     TF_ASSIGN_OR_RETURN(Workload w, from_proto(*workload));
     f.workload = std::move(w);

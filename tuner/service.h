@@ -1,5 +1,5 @@
 // tunerd's gRPC service: one method per RPC of tuner.proto, each validating its request, calling
-// the JobManager or the RecordStore, and mapping the result to a response or a status.
+// the JobManager or the db::RecordStore, and mapping the result to a response or a status.
 #pragma once
 
 #include <atomic>
@@ -33,7 +33,7 @@ const std::map<std::string, Access, std::less<>>& tuner_access();
 
 class TunerService final : public v1::Tuner::Service {
  public:
-  TunerService(JobManager& jobs, RecordStore& store, AccessTokens tokens = {})
+  TunerService(JobManager& jobs, db::RecordStore& store, AccessTokens tokens = {})
       : jobs_(jobs), store_(store), tokens_(std::move(tokens)) {}
 
   // Ends open WatchJob streams (for shutdown).
@@ -67,7 +67,7 @@ class TunerService final : public v1::Tuner::Service {
   std::string client_of(const grpc::ServerContext* context) const;
 
   JobManager& jobs_;
-  RecordStore& store_;
+  db::RecordStore& store_;
   AccessTokens tokens_;
   std::atomic<bool> stopping_{false};
 };

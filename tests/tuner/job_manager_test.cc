@@ -35,7 +35,7 @@ class JobManagerTest : public ::testing::Test {
     dir_ = std::filesystem::path(::testing::TempDir()) /
            ("jobs-" + std::to_string(::getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
-    auto store = RecordStore::open((dir_ / "history.db").string());
+    auto store = db::RecordStore::open((dir_ / "history.db").string());
     ASSERT_TRUE(store.ok()) << store.status().to_string();
     store_ = std::move(*store);
   }
@@ -88,7 +88,7 @@ class JobManagerTest : public ::testing::Test {
   std::set<std::string> distinct_configs(const std::string& job_id) {
     auto n = store_->count_measured_configs(job_id);
     EXPECT_TRUE(n.ok());
-    RecordFilter f;
+    db::RecordFilter f;
     f.job_id = job_id;
     auto page = store_->list_records(f, 100000);
     std::set<std::string> out;
@@ -124,7 +124,7 @@ class JobManagerTest : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
-  std::unique_ptr<RecordStore> store_;
+  std::unique_ptr<db::RecordStore> store_;
   FakeTasks tasks_;
   std::mutex mu_;
   std::vector<std::unique_ptr<FakeTask>> owned_tasks_;
@@ -147,7 +147,7 @@ TEST_F(JobManagerTest, AJobRunsToItsBudgetAndRecordsEveryResult) {
   auto best = store_->query_best(*parse_workload("matmul:M=8,N=8,K=8"), *parse_target("llvm"), "local-cpu", 1);
   ASSERT_TRUE(best.ok());
   ASSERT_EQ(best->size(), 1u);
-  RecordFilter f;
+  db::RecordFilter f;
   f.job_id = job->id();
   double fastest = 0;
   for (const auto& r : store_->list_records(f, 1000)->records) fastest = std::max(fastest, r.gflops());
@@ -322,7 +322,7 @@ TEST_F(JobManagerTest, AMultiTaskJobAtDefaultSettingsGivesEveryTaskTrials) {
   ASSERT_EQ(done.progress().tasks_size(), 3);
   for (const auto& t : done.progress().tasks()) EXPECT_GT(t.trials_done(), 0) << t.workload().ShortDebugString();
   EXPECT_EQ(done.progress().trials_done(), 48);
-  RecordFilter f;
+  db::RecordFilter f;
   f.job_id = job->id();
   auto page = store_->list_records(f, 1000);
   ASSERT_TRUE(page.ok());
@@ -384,7 +384,7 @@ TEST_F(JobManagerTest, DeviceLostCandidatesCostNoTrials) {
   ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
   EXPECT_EQ(done.progress().trials_done(), 32);
   EXPECT_EQ(distinct_configs(job->id()).size(), 32u);
-  RecordFilter f;
+  db::RecordFilter f;
   f.job_id = job->id();
   auto page = store_->list_records(f, 1000);
   ASSERT_TRUE(page.ok());
