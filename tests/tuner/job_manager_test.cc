@@ -446,6 +446,54 @@ TEST(BuildGuard, MarksAJobOnlyWhileItsCandidatesBuild) {
   std::filesystem::remove_all(dir);
 }
 
+// A backend whose batch breaks after some results: the job ends FAILED with the backend's reason
+// (not left RUNNING), and every result that came back before the break is in the history.
+TEST_F(JobManagerTest, ABatchDroppedMidwayFailsTheJobAndKeepsWhatWasMeasured) {
+  std::atomic<int64_t> delivered{0};
+  JobManager m(*store_, tasks_, backends([&](FakeBackend& b) {
+                 b.drop_after = 5;
+                 b.after_result = [&](int64_t) { ++delivered; };
+               }),
+               known_keys);
+  ASSERT_TRUE(m.start().ok());
+  auto job = m.submit(spec(64));
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  v1::Job done = wait_until_ended(m, job->id());
+  EXPECT_EQ(done.state(), v1::FAILED);
+  EXPECT_THAT(done.error(), HasSubstr("the stream to the tracker broke mid-batch"));
+  db::RecordFilter filter;
+  filter.job_id = job->id();
+  auto recorded = store_->list_records(filter);
+  ASSERT_TRUE(recorded.ok()) << recorded.status().to_string();
+  EXPECT_GT(delivered.load(), 0);
+  // Every result the backend answered is kept (builds that failed are recorded besides).
+  int64_t measured = 0;
+  for (const auto& r : recorded->records)
+    if (r.result().error() != v1::INVALID_CONFIG && r.result().error() != v1::COMPILE_ERROR) ++measured;
+  EXPECT_EQ(measured, delivered.load());
+  auto stored = store_->get_job(job->id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state(), v1::FAILED);
+}
+
+// A backend that fails every call (the tracker is gone): the job ends FAILED saying why, with
+// nothing recorded, and is not left RUNNING.
+TEST_F(JobManagerTest, ADeadBackendFailsTheJobSayingWhy) {
+  JobManager m(*store_, tasks_, backends([](FakeBackend& b) { b.dead = true; }), known_keys);
+  ASSERT_TRUE(m.start().ok());
+  auto job = m.submit(spec(32));
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  v1::Job done = wait_until_ended(m, job->id());
+  EXPECT_EQ(done.state(), v1::FAILED);
+  EXPECT_THAT(done.error(), HasSubstr("cannot reach the tracker at 127.0.0.1:9190"));
+  auto stored = store_->get_job(job->id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state(), v1::FAILED);
+  auto running = m.list({v1::RUNNING}, 0);
+  ASSERT_TRUE(running.ok());
+  EXPECT_TRUE(running->empty());
+}
+
 // A flood of submits is refused past the queue's limit with a reason, instead of queuing years of work.
 TEST_F(JobManagerTest, SubmitsPastTheQueueLimitAreRefused) {
   JobManagerOptions options;
