@@ -181,9 +181,9 @@ int main(int argc, char** argv) {
   if (::mkdtemp(pattern.data()) == nullptr) return fail(unavailable("cannot create a directory under " + scratch_parent));
   scratch.path = pattern;
   std::string path = (scratch.path / "history.db").string();
-  auto opened = RecordStore::open(path);
+  auto opened = db::RecordStore::open(path);
   if (!opened.ok()) return fail(opened.status());
-  RecordStore& store = **opened;
+  db::RecordStore& store = **opened;
 
   fmt::print("db_bench on {}\n", machine());
   fmt::print("history: {} records over {} workloads x {} targets x 2 device keys, batches of {}\n\n", records,

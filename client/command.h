@@ -11,7 +11,8 @@
 
 namespace grpc {
 class Channel;
-}
+class ChannelCredentials;
+}  // namespace grpc
 
 namespace tunefarm::client {
 
@@ -37,6 +38,9 @@ void add_devices_commands(CLI::App& app, const GlobalFlags& flags, Commands& com
 void add_jobs_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 void add_records_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 void add_models_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
+
+// Set once by main() after parsing: how dial() secures channels, and which token each address gets.
+void configure_dialing(std::shared_ptr<grpc::ChannelCredentials> security, const GlobalFlags& flags);
 
 // A channel to `address` for one short command; calls to the tunerd named by --server carry the
 // token given with --token or $TUNEFARM_TOKEN.

@@ -1,73 +1,14 @@
-// tune-client: the command line for people and scripts (README.md, "Command line").
+// tune-client: the command line for people and scripts (README.md, "Command line"). Commands live
+// in one file per group (client/command.h); channels and tokens in client/dial.cc.
 #include <algorithm>
-#include <map>
-
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/support/client_interceptor.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include "client/command.h"
 #include "common/credentials.h"
 #include "common/flags.h"
 #include "common/logging.h"
-
-namespace tunefarm::client {
-namespace {
-
-// One process runs one command, so main() sets these once after parsing: which token goes to
-// which address (tunerd's and the tracker's are different secrets).
-std::map<std::string, std::string> tokens_by_address;
-std::shared_ptr<grpc::ChannelCredentials> channel_security;
-
-// Adds the bearer token to every call's initial metadata. An interceptor rather than call
-// credentials, which gRPC sends only over TLS channels.
-class BearerToken : public grpc::experimental::Interceptor {
- public:
-  explicit BearerToken(const std::string& token) : header_("Bearer " + token) {}
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA))
-      methods->GetSendInitialMetadata()->insert({"authorization", header_});
-    methods->Proceed();
-  }
-
- private:
-  std::string header_;
-};
-
-class BearerTokenFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
- public:
-  explicit BearerTokenFactory(std::string token) : token_(std::move(token)) {}
-  grpc::experimental::Interceptor* CreateClientInterceptor(grpc::experimental::ClientRpcInfo*) override {
-    return new BearerToken(token_);
-  }
-
- private:
-  std::string token_;
-};
-
-}  // namespace
-
-std::shared_ptr<grpc::Channel> dial(const std::string& address) {
-  auto security = channel_security ? channel_security : grpc::InsecureChannelCredentials();
-  auto token = tokens_by_address.find(address);
-  if (token == tokens_by_address.end() || token->second.empty()) return grpc::CreateChannel(address, security);
-  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<BearerTokenFactory>(token->second));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(address, security, grpc::ChannelArguments(),
-                                                                 std::move(interceptors));
-}
-
-bool json_errors = false;
-
-int fail(const std::string& message) {
-  fmt::print(stderr, "tune-client: {}\n", message);
-  // A script that asked for JSON reads its stdout: the failure comes as a JSON object there too.
-  if (json_errors) fmt::print("{}\n", nlohmann::json{{"error", message}}.dump());
-  return 1;
-}
 
 namespace {
 
@@ -84,8 +25,6 @@ std::string command_word(const CLI::App& app, int argc, char** argv) {
 }
 
 }  // namespace
-
-}  // namespace tunefarm::client
 
 int main(int argc, char** argv) {
   using namespace tunefarm;
@@ -109,7 +48,7 @@ int main(int argc, char** argv) {
   client::add_models_commands(app, flags, commands);
   client::add_devices_commands(app, flags, commands);
   for (int i = 1; i < argc; ++i) client::json_errors |= std::string_view(argv[i]) == "--json";
-  if (std::string word = client::command_word(app, argc, argv); !word.empty()) {
+  if (std::string word = command_word(app, argc, argv); !word.empty()) {
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
     if (std::find(names.begin(), names.end(), word) == names.end())
@@ -121,9 +60,7 @@ int main(int argc, char** argv) {
     return client::fail(s.message());
   auto security = channel_credentials(tls);
   if (!security.ok()) return client::fail(security.status().message());
-  client::channel_security = *security;
-  client::tokens_by_address[flags.tracker] = flags.tracker_token;
-  client::tokens_by_address[flags.server] = flags.token;
+  client::configure_dialing(*security, flags);
   for (auto& command : commands)
     if (command.app->parsed()) return command.run();
   return client::fail("no command given (see --help)");

@@ -7,8 +7,18 @@
 
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
 
 namespace tunefarm::client {
+
+bool json_errors = false;
+
+int fail(const std::string& message) {
+  fmt::print(stderr, "tune-client: {}\n", message);
+  // A script that asked for JSON reads its stdout: the failure comes as a JSON object there too.
+  if (json_errors) fmt::print("{}\n", nlohmann::json{{"error", message}}.dump());
+  return 1;
+}
 
 int rpc_failure(const std::string& address, const std::string& what, const grpc::Status& status) {
   std::string reason = status.error_code() == grpc::StatusCode::UNAVAILABLE

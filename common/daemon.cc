@@ -16,8 +16,20 @@
 #include <spdlog/spdlog.h>
 
 #include "common/address.h"
+#include "common/credentials.h"
+#include "common/logging.h"
 
 namespace tunefarm {
+
+int run_daemon(std::string_view program, const std::string& log_level, const std::function<DaemonExit()>& daemon) {
+  DaemonExit exit;
+  if (Status s = setup_logging(program, log_level); !s.ok())
+    exit = DaemonExit::configuration(s);
+  else
+    exit = daemon();
+  if (exit.code != 0) fmt::print(stderr, "{}: {}\n", program, exit.message);
+  return exit.code;
+}
 
 Status check_exposure(const Exposure& e) {
   if (is_loopback_address(e.listen) || (e.tls && e.tokens)) return Status::ok_status();
@@ -28,6 +40,12 @@ Status check_exposure(const Exposure& e) {
   spdlog::warn("INSECURE: serving {} beyond loopback{}{} (--insecure): {}", e.listen, e.tls ? "" : " WITHOUT TLS",
                e.tokens ? "" : " WITHOUT tokens", e.risk);
   return Status::ok_status();
+}
+
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> serving_credentials(const Exposure& exposure,
+                                                                        const TlsServerFiles& tls) {
+  TF_RETURN_IF_ERROR(check_exposure(exposure));
+  return server_credentials(tls);
 }
 
 StopSignals::StopSignals() {

@@ -3,6 +3,7 @@
 // signals that stop it. trackerd and tunerd call these; their mains only wire the pieces.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,6 +20,25 @@ class ServerCredentials;
 
 namespace tunefarm {
 
+struct TlsServerFiles;
+
+// How a daemon's start or run ends, as its exit code says: 0, 2 when its configuration is wrong
+// (flags, files, the exposure rule: the operator must change something before trying again), 1 when
+// its environment refused it (a taken port, a locked data directory, a history that cannot be
+// opened: trying again later may work).
+struct DaemonExit {
+  int code = 0;
+  std::string message;
+  static DaemonExit ok() { return {}; }
+  static DaemonExit configuration(const Status& why) { return {2, why.message()}; }
+  static DaemonExit environment(const Status& why) { return {1, why.message()}; }
+};
+
+// A daemon's main after parsing its flags: sets up logging as `program`, runs `daemon` (which
+// returns when the daemon stops) and prints a failure as "program: message" to stderr. Returns the
+// exit code.
+int run_daemon(std::string_view program, const std::string& log_level, const std::function<DaemonExit()>& daemon);
+
 // What a daemon has of the protections that make serving beyond loopback safe.
 struct Exposure {
   std::string listen;
@@ -33,6 +53,11 @@ struct Exposure {
 // Refuses a non-loopback address without TLS and tokens unless insecure (the Status says which
 // flags are missing); warns in the log when insecure lets it through.
 Status check_exposure(const Exposure& exposure);
+
+// The credentials a daemon serves with, after check_exposure: a failure of either is a
+// configuration error.
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> serving_credentials(const Exposure& exposure,
+                                                                        const TlsServerFiles& tls);
 
 // Blocks SIGTERM and SIGINT in this thread and every thread started after it, so that wait()
 // receives them instead of a random thread: construct it before starting any thread. Also ignores

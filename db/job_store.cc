@@ -12,11 +12,8 @@
 #include "db/sqlite.h"
 #include "db/writer.h"
 
-namespace tunefarm {
+namespace tunefarm::db {
 namespace {
-
-using db::Connection;
-using db::Statement;
 
 constexpr int kDefaultJobLimit = 100;
 
@@ -191,4 +188,4 @@ StatusOr<std::vector<v1::Job>> RecordStore::list_jobs(const std::vector<v1::JobS
   return jobs;
 }
 
-}  // namespace tunefarm
+}  // namespace tunefarm::db

@@ -22,13 +22,8 @@
 #include "db/sqlite.h"
 #include "db/writer.h"
 
-namespace tunefarm {
+namespace tunefarm::db {
 namespace {
-
-using db::Connection;
-using db::kSelectRecord;
-using db::RecordRow;
-using db::Statement;
 
 // One SQLite call waits this long for a lock; retry_while_busy() covers the rest of the budget.
 constexpr std::chrono::milliseconds kCallBusyTimeout{1000};
@@ -64,7 +59,7 @@ StatusOr<v1::Record> read_record(const Statement& stmt) {
   row.agent_id = stmt.column_text(15);
   row.attempts = stmt.column_int(16);
   row.remeasure_round = stmt.column_int(17);
-  return db::from_row(row, stmt.column_int(0));
+  return from_row(row, stmt.column_int(0));
 }
 
 // The WHERE clause of a record filter, with its parameters in order.
@@ -91,7 +86,7 @@ FilterSql filter_sql(const RecordFilter& filter) {
 StatusOr<std::vector<RecordRow>> to_rows(const std::vector<v1::Record>& records) {
   std::vector<RecordRow> rows;
   rows.reserve(records.size());
-  db::RowEncoder encoder;
+  RowEncoder encoder;
   for (size_t i = 0; i < records.size(); ++i) {
     auto row = encoder.to_row(records[i]);
     if (!row.ok()) return row.status().with_context(fmt::format("record {} of {}", i + 1, records.size()));
@@ -121,7 +116,7 @@ StatusOr<int64_t> intern(Connection& connection, std::string_view table, const s
 }
 
 // The writer operation that stores `rows`; answers how many were new.
-db::Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordRow>> rows) {
+Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordRow>> rows) {
   return [rows](Connection& connection) -> StatusOr<int64_t> {
     std::unordered_map<std::string, int64_t> workload_ids;
     std::unordered_map<std::string, int64_t> target_ids;
@@ -230,7 +225,7 @@ Status check_limits(int64_t limit, int64_t offset) {
 
 }  // namespace
 
-RecordStore::RecordStore(std::string path, RecordStoreOptions options, std::unique_ptr<db::Writer> writer)
+RecordStore::RecordStore(std::string path, RecordStoreOptions options, std::unique_ptr<Writer> writer)
     : path_(std::move(path)), options_(options), writer_(std::move(writer)) {}
 
 RecordStore::~RecordStore() = default;
@@ -240,7 +235,7 @@ StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path
   auto busy_timeout = std::min(options.busy_budget, kCallBusyTimeout);
   TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
   TF_RETURN_IF_ERROR(check_pages(*connection, path, options.check));
-  Status status = db::retry_while_busy(
+  Status status = retry_while_busy(
       [&]() -> Status {
         {
           TF_ASSIGN_OR_RETURN(Statement stmt, connection->prepare("PRAGMA journal_mode = WAL"));
@@ -258,11 +253,11 @@ StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path
         // holds them keeps inserts from re-reading the file, and checkpointing less often writes
         // each hot page back once for many transactions.
         TF_RETURN_IF_ERROR(connection->exec(kWriterCache));
-        return db::migrate(*connection, db::migrations());
+        return migrate(*connection, migrations());
       },
       options.busy_budget, path);
   TF_RETURN_IF_ERROR(status);
-  auto writer = std::make_unique<db::Writer>(std::move(connection), options.busy_budget);
+  auto writer = std::make_unique<Writer>(std::move(connection), options.busy_budget);
   return std::unique_ptr<RecordStore>(new RecordStore(path, options, std::move(writer)));
 }
 
@@ -281,7 +276,7 @@ Status RecordStore::with_reader(const std::function<Status(Connection&)>& read) 
     connection = std::move(opened).value();
     if (Status s = connection->exec(kReaderCache); !s.ok()) return s;
   }
-  Status status = db::retry_while_busy(
+  Status status = retry_while_busy(
       [&]() -> Status {
         // One read transaction: every statement of `read` sees the same snapshot.
         TF_RETURN_IF_ERROR(connection->exec("BEGIN"));
@@ -326,8 +321,8 @@ StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& worklo
   // its fastest one: the candidates are the configs of the fastest measurements. A config whose
   // fastest measurement is not among them is slower than enough others to stay out of the top k.
   const int64_t candidates = std::min<int64_t>(int64_t{kMaxTopK} * 4, std::max(64, 16 * top_k));
-  std::string best_sql = db::best_query_sql(!device_key.empty());
-  std::string config_sql = db::config_measurements_sql();
+  std::string best_sql = best_query_sql(!device_key.empty());
+  std::string config_sql = config_measurements_sql();
   std::string workload_text = workload.to_string();
   std::string target_text = target.to_string();
   struct Figure {
@@ -497,7 +492,7 @@ StatusOr<ImportStats> RecordStore::import_jsonl(std::istream& in, std::string_vi
     if (in.bad()) return unavailable(fmt::format("{}: reading failed after some lines", source));
     return Status();
   };
-  db::RowEncoder encoder;
+  RowEncoder encoder;
   auto parse = [&](int64_t number, std::string_view line) -> StatusOr<RecordRow> {
     auto record = record_from_json_line(line);
     // The record's own limits first: they are cheap, and they bound what the check must read.
@@ -537,4 +532,4 @@ StatusOr<ImportStats> RecordStore::import_jsonl(std::istream& in, std::string_vi
   return stats;
 }
 
-}  // namespace tunefarm
+}  // namespace tunefarm::db

@@ -30,12 +30,10 @@
 #include "common/workload.h"
 #include "tunefarm/v1/tuner.pb.h"
 
-namespace tunefarm {
+namespace tunefarm::db {
 
-namespace db {
 class Connection;
 class Writer;
-}  // namespace db
 
 struct RecordStoreOptions {
   // How long an operation waits out a lock held by another process before failing with
@@ -134,17 +132,17 @@ class RecordStore {
   StatusOr<std::vector<v1::Job>> list_jobs(const std::vector<v1::JobState>& states, int limit = 0);
 
  private:
-  RecordStore(std::string path, RecordStoreOptions options, std::unique_ptr<db::Writer> writer);
+  RecordStore(std::string path, RecordStoreOptions options, std::unique_ptr<Writer> writer);
 
   // Runs `read` in one read transaction on a reader connection, retrying while the database is
   // busy; `read` must start from scratch each time it is called.
-  Status with_reader(const std::function<Status(db::Connection&)>& read);
+  Status with_reader(const std::function<Status(Connection&)>& read);
 
   std::string path_;
   RecordStoreOptions options_;
-  std::unique_ptr<db::Writer> writer_;
+  std::unique_ptr<Writer> writer_;
   std::mutex readers_mutex_;
-  std::vector<std::unique_ptr<db::Connection>> idle_readers_;
+  std::vector<std::unique_ptr<Connection>> idle_readers_;
 };
 
-}  // namespace tunefarm
+}  // namespace tunefarm::db

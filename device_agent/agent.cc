@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <deque>
 #include <fstream>
 #include <thread>
 
@@ -78,43 +77,6 @@ class DeviceAgent::Session {
   bool closed_ = false;
 };
 
-// Leased batches on their way to the measurement thread, each with the session it came in.
-class DeviceAgent::WorkQueue {
- public:
-  struct Item {
-    v1::LeasedBatch batch;
-    std::shared_ptr<Session> session;
-  };
-
-  void push(Item item) {
-    std::lock_guard<std::mutex> lock(mu_);
-    items_.push_back(std::move(item));
-    ready_.notify_one();
-  }
-
-  void close() {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-    ready_.notify_all();
-  }
-
-  // False once closed.
-  bool pop(Item& item) {
-    std::unique_lock<std::mutex> lock(mu_);
-    ready_.wait(lock, [this] { return closed_ || !items_.empty(); });
-    if (closed_) return false;
-    item = std::move(items_.front());
-    items_.pop_front();
-    return true;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::deque<Item> items_;
-  bool closed_ = false;
-};
-
 std::string default_agent_id() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0 || !*host) std::snprintf(host, sizeof host, "agent");
@@ -160,7 +122,7 @@ void DeviceAgent::stop() {
 }
 
 Status DeviceAgent::run() {
-  work_ = std::make_unique<WorkQueue>();
+  work_ = std::make_unique<BlockingQueue<Work>>();
   std::thread measurer([this] { measure_loop(); });
   Status outcome = Status();
   auto backoff = options_.min_backoff;
@@ -187,14 +149,15 @@ Status DeviceAgent::run() {
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
-  work_->close();
+  // Batches still queued belong to sessions that have ended: the tracker requeues them.
+  work_->close(BlockingQueue<Work>::Close::kDiscard);
   measurer.join();
   return outcome;
 }
 
 void DeviceAgent::measure_loop() {
-  WorkQueue::Item item;
-  while (work_->pop(item)) {
+  Work item;
+  while (work_->pop(item) == BlockingQueue<Work>::Pop::kItem) {
     // Batches of a session that has ended were requeued by the tracker already.
     if (item.session->closed()) continue;
     {
@@ -204,7 +167,7 @@ void DeviceAgent::measure_loop() {
     run_batch(item.batch, *item.session);
     std::lock_guard<std::mutex> lock(lease_mu_);
     current_lease_.clear();
-    item = WorkQueue::Item();
+    item = Work();
   }
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/blocking_queue.h"
 #include "common/status.h"
 #include "tunefarm/v1/tracker.pb.h"
 
@@ -58,7 +59,11 @@ class DeviceAgent {
   // One session: hello, then serve until the stream ends; the status says how it ended.
   Status serve_once();
   class Session;
-  class WorkQueue;
+  // A leased batch on its way to the measurement thread, with the session it came in.
+  struct Work {
+    v1::LeasedBatch batch;
+    std::shared_ptr<Session> session;
+  };
   // The measurement thread: one for the agent's life, so that a session ending in the middle of
   // a long candidate does not hold up the next hello.
   void measure_loop();
@@ -68,7 +73,7 @@ class DeviceAgent {
   v1::Capabilities capabilities_;
   CandidateMeasurer measure_;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<WorkQueue> work_;
+  std::unique_ptr<BlockingQueue<Work>> work_;
   std::mutex lease_mu_;
   std::string current_lease_;  // The lease being measured, for heartbeats.
   std::atomic<bool> stopping_{false};

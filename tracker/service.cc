@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/blocking_queue.h"
 #include "common/credentials.h"
 #include "common/wire.h"
-#include "tracker/outbox.h"
 
 namespace tunefarm {
 namespace {
@@ -59,8 +59,8 @@ class AgentStream : public AgentChannel {
     std::deque<v1::TrackerMessage> messages;
     for (bool open = true; open;) {
       auto got = outbox_.pop_all(messages, std::chrono::hours(1));
-      if (got == Outbox<v1::TrackerMessage>::Pop::kTimeout) continue;
-      if (got == Outbox<v1::TrackerMessage>::Pop::kClosed) break;
+      if (got == BlockingQueue<v1::TrackerMessage>::Pop::kTimeout) continue;
+      if (got == BlockingQueue<v1::TrackerMessage>::Pop::kClosed) break;
       open = write_burst(stream, messages);
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -81,7 +81,7 @@ class AgentStream : public AgentChannel {
   }
 
   grpc::ServerContext* context_;
-  Outbox<v1::TrackerMessage> outbox_;
+  BlockingQueue<v1::TrackerMessage> outbox_;
   std::mutex mu_;
   bool ended_ = false;
   bool cancel_ = false;
@@ -92,16 +92,17 @@ class TunerStream : public TunerChannel {
  public:
   void send_result(v1::MeasureResponse response) override { outbox_.push(std::move(response)); }
   void finish() override { outbox_.close(); }
-  Outbox<v1::MeasureResponse>& outbox() { return outbox_; }
+  BlockingQueue<v1::MeasureResponse>& outbox() { return outbox_; }
 
  private:
-  Outbox<v1::MeasureResponse> outbox_;
+  BlockingQueue<v1::MeasureResponse> outbox_;
 };
 
 }  // namespace
 
 grpc::Status TrackerService::AgentSession(grpc::ServerContext* context,
                                           grpc::ServerReaderWriter<v1::TrackerMessage, v1::AgentMessage>* stream) {
+  if (auto s = authorize(context, "AgentSession"); !s.ok()) return s;
   v1::AgentMessage first;
   // A first message that does not parse also ends up here: the synchronous API reports both alike.
   if (!stream->Read(&first))
@@ -143,21 +144,37 @@ grpc::Status TrackerService::AgentSession(grpc::ServerContext* context,
 
 grpc::Status TrackerService::Measure(grpc::ServerContext* context, const v1::MeasureRequest* request,
                                      grpc::ServerWriter<v1::MeasureResponse>* writer) {
+  if (auto s = authorize(context, "Measure"); !s.ok()) return s;
   auto channel = std::make_shared<TunerStream>();
   auto id = broker_.submit(*request, channel);
   if (!id.ok()) return to_grpc(id.status());
   std::deque<v1::MeasureResponse> responses;
   for (;;) {
     auto got = channel->outbox().pop_all(responses, kCancelPoll);
-    if (got == Outbox<v1::MeasureResponse>::Pop::kClosed) return grpc::Status::OK;
-    if (got == Outbox<v1::MeasureResponse>::Pop::kItem && write_burst(writer, responses)) continue;
-    if (got == Outbox<v1::MeasureResponse>::Pop::kTimeout && !context->IsCancelled()) continue;
+    if (got == BlockingQueue<v1::MeasureResponse>::Pop::kClosed) return grpc::Status::OK;
+    if (got == BlockingQueue<v1::MeasureResponse>::Pop::kItem && write_burst(writer, responses)) continue;
+    if (got == BlockingQueue<v1::MeasureResponse>::Pop::kTimeout && !context->IsCancelled()) continue;
     broker_.cancel(*id);
     return grpc::Status(grpc::StatusCode::CANCELLED, "the tuner went away");
   }
 }
 
-grpc::Status TrackerService::authorize_listing(const grpc::ServerContext* context) const {
+const std::map<std::string, TrackerCaller, std::less<>>& tracker_access() {
+  static const std::map<std::string, TrackerCaller, std::less<>> table = {
+      {"AgentSession", TrackerCaller::kAgent},
+      {"Measure", TrackerCaller::kTuner},
+      {"ListDevices", TrackerCaller::kReader},
+      {"QueueStatus", TrackerCaller::kReader},
+  };
+  return table;
+}
+
+grpc::Status TrackerService::authorize(const grpc::ServerContext* context, std::string_view rpc) const {
+  auto caller = tracker_access().find(rpc);
+  if (caller == tracker_access().end())
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, fmt::format("{} has no access rule in trackerd", rpc));
+  // The Broker checks the token the hello or the request carries.
+  if (caller->second != TrackerCaller::kReader) return grpc::Status::OK;
   const BrokerOptions& options = broker_.options();
   if (options.tuner_token.empty() && options.reader_tokens.empty()) return grpc::Status::OK;
   std::string_view presented;
@@ -172,7 +189,7 @@ grpc::Status TrackerService::authorize_listing(const grpc::ServerContext* contex
 
 grpc::Status TrackerService::ListDevices(grpc::ServerContext* context, const v1::ListDevicesRequest* request,
                                          v1::ListDevicesResponse* response) {
-  if (auto s = authorize_listing(context); !s.ok()) return s;
+  if (auto s = authorize(context, "ListDevices"); !s.ok()) return s;
   if (Status s = validate_key_filter(request->device_key()); !s.ok()) return to_grpc(s);
   *response = broker_.list_devices(request->device_key());
   return grpc::Status::OK;
@@ -180,7 +197,7 @@ grpc::Status TrackerService::ListDevices(grpc::ServerContext* context, const v1:
 
 grpc::Status TrackerService::QueueStatus(grpc::ServerContext* context, const v1::QueueStatusRequest* request,
                                          v1::QueueStatusResponse* response) {
-  if (auto s = authorize_listing(context); !s.ok()) return s;
+  if (auto s = authorize(context, "QueueStatus"); !s.ok()) return s;
   if (Status s = validate_key_filter(request->device_key()); !s.ok()) return to_grpc(s);
   *response = broker_.queue_status(request->device_key());
   return grpc::Status::OK;

@@ -3,12 +3,26 @@
 // each hold a handler thread (the synchronous API) plus, for agents, a writer thread.
 #pragma once
 
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
 #include <grpcpp/grpcpp.h>
 
 #include "tracker/broker.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
 
 namespace tunefarm {
+
+// Who may call an RPC of the tracker. Agents and tuners present their tokens inside their messages
+// (the hello, each Measure request), where the Broker checks them; the listings present a tuner or
+// reader token in the call's metadata.
+enum class TrackerCaller { kAgent, kTuner, kReader };
+
+// Every RPC of tracker.proto with who may call it: the one place that says so (tests check that no
+// RPC is missing). A method missing here is refused.
+const std::map<std::string, TrackerCaller, std::less<>>& tracker_access();
 
 class TrackerService final : public v1::Tracker::Service {
  public:
@@ -24,7 +38,8 @@ class TrackerService final : public v1::Tracker::Service {
                            v1::QueueStatusResponse* response) override;
 
  private:
-  grpc::Status authorize_listing(const grpc::ServerContext* context) const;
+  // Applies tracker_access() to a call of `rpc`.
+  grpc::Status authorize(const grpc::ServerContext* context, std::string_view rpc) const;
 
   Broker& broker_;
 };

@@ -79,7 +79,7 @@ struct JobManager::Running {
   bool shutting_down = false;
 };
 
-JobManager::JobManager(RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
+JobManager::JobManager(db::RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
                        JobManagerOptions options)
     : store_(store),
       tasks_(tasks),
@@ -149,14 +149,29 @@ Status JobManager::start() {
       continue;
     }
     spdlog::info("job {}: resuming ({})", it->id(), v1::JobState_Name(it->state()));
-    queue_.push_back(it->id());
+    queue_.push_back({it->id(), ""});
     updates_[it->id()] = JobUpdate{*it, "resumed after a restart", 1, false};
   }
   launch_queued_locked();
   return Status();
 }
 
-StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec) {
+Status JobManager::check_queue_room_locked(const std::string& client) const {
+  if (static_cast<int>(queue_.size()) >= options_.max_queued_jobs)
+    return resource_exhausted(fmt::format("{} jobs are already waiting to run (at most {}, --max-queued-jobs); "
+                                          "submit again when some have finished, or cancel some",
+                                          queue_.size(), options_.max_queued_jobs));
+  if (client.empty()) return Status();
+  auto waiting = std::count_if(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.client == client; });
+  if (waiting >= options_.max_queued_jobs_per_client)
+    return resource_exhausted(fmt::format("{} already has {} jobs waiting to run (at most {} per client, "
+                                          "--max-queued-jobs-per-client); submit again when some have finished, "
+                                          "or cancel some",
+                                          client, waiting, options_.max_queued_jobs_per_client));
+  return Status();
+}
+
+StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec, const std::string& client) {
   TF_RETURN_IF_ERROR(validate(spec));
   TF_ASSIGN_OR_RETURN(Target target, from_proto(spec.target()));
   for (int i = 0; i < spec.tasks_size(); ++i) {
@@ -170,16 +185,13 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (static_cast<int>(queue_.size()) >= options_.max_queued_jobs)
-      return resource_exhausted(fmt::format("{} jobs are already waiting to run (at most {}); submit again when "
-                                            "some have finished, or cancel some",
-                                            queue_.size(), options_.max_queued_jobs));
+    TF_RETURN_IF_ERROR(check_queue_room_locked(client));
   }
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.create_job(spec));
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return unavailable("the tuning service is shutting down");
   updates_[job.id()] = JobUpdate{job, "queued", 1, false};
-  queue_.push_back(job.id());
+  queue_.push_back({job.id(), client});
   launch_queued_locked();
   changed_.notify_all();
   return job;
@@ -240,7 +252,7 @@ StatusOr<v1::Job> JobManager::cancel(const std::string& job_id) {
       if (it->second->loop) it->second->loop->cancel();
       return job;  // The job's thread records CANCELLED when its batch in flight ends.
     }
-    std::erase(queue_, job_id);
+    std::erase_if(queue_, [&](const Queued& q) { return q.job_id == job_id; });
   }
   TF_ASSIGN_OR_RETURN(v1::Job cancelled, store_.update_job_state(job_id, v1::CANCELLED));
   publish(job_id, cancelled, "cancelled before it started");
@@ -283,7 +295,7 @@ void JobManager::launch_queued_locked() {
 
 void JobManager::start_queued_locked() {
   while (!stopping_ && !queue_.empty() && static_cast<int>(running_.size()) < options_.max_running_jobs) {
-    std::string id = queue_.front();
+    std::string id = queue_.front().job_id;
     queue_.erase(queue_.begin());
     auto running = std::make_unique<Running>();
     Running* r = running.get();
@@ -318,6 +330,184 @@ void JobManager::run_job(const std::string& job_id) {
   changed_.notify_all();
 }
 
+namespace {
+
+// What a job already measured, before a restart: it counts and is not measured again. Answers
+// how many results were preloaded.
+StatusOr<int> resume_from_history(db::RecordStore& store, const std::string& job_id, const v1::JobSpec& spec,
+                                  const std::vector<std::unique_ptr<TuningTask>>& tasks, TuningLoop& loop) {
+  int resumed = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    db::RecordFilter filter;
+    filter.job_id = job_id;
+    TF_ASSIGN_OR_RETURN(filter.workload, from_proto(spec.tasks(i).workload()));
+    std::vector<TrialResult> earlier;
+    for (int64_t offset = 0;;) {
+      TF_ASSIGN_OR_RETURN(db::RecordPage page, store.list_records(filter, 1000, offset));
+      for (const v1::Record& r : page.records) {
+        auto point = tasks[i]->point_of(from_proto(r.config()));
+        if (!point.ok()) {
+          spdlog::warn("job {}: ignoring a recorded config that no longer fits its space: {}", job_id,
+                       point.status().message());
+          continue;
+        }
+        if (r.result().error() == v1::DEVICE_LOST) continue;  // Recorded by older versions; never measured.
+        // A re-measurement of a trial already counted; a resumed job re-measures its own best again.
+        if (r.remeasure_round() > 0) continue;
+        TrialResult t;
+        t.task = static_cast<int>(i);
+        t.point = std::move(*point);
+        t.result = r.result();
+        t.gflops = r.gflops();
+        earlier.push_back(std::move(t));
+      }
+      offset += static_cast<int64_t>(page.records.size());
+      if (page.records.empty() || offset >= page.total) break;
+    }
+    TF_RETURN_IF_ERROR(loop.preload(static_cast<int>(i), earlier));
+    resumed += static_cast<int>(earlier.size());
+  }
+  return resumed;
+}
+
+// Transfer learning: the recent history of this target and device key, from other jobs, trains
+// each task's cost model before its first batch.
+Status warm_start_from_other_jobs(db::RecordStore& store, const std::string& job_id, const Target& target,
+                                  const std::string& device_key, int warm_start_records,
+                                  const std::vector<std::unique_ptr<TuningTask>>& tasks, TuningLoop& loop) {
+  db::RecordFilter filter;
+  filter.target = target;
+  filter.device_key = device_key;
+  TF_ASSIGN_OR_RETURN(db::RecordPage head, store.list_records(filter, 1, 0));
+  int64_t offset = std::max<int64_t>(0, head.total - warm_start_records);
+  TF_ASSIGN_OR_RETURN(db::RecordPage recent, store.list_records(filter, warm_start_records, offset));
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    std::string template_name = tasks[i]->config_at(tasks[i]->space().point_at(0)).template_name;
+    std::vector<HistoryRecord> history;
+    for (const v1::Record& r : recent.records) {
+      if (r.job_id() == job_id || r.config().template_name() != template_name) continue;
+      auto w = from_proto(r.workload());
+      if (!w.ok()) continue;
+      history.push_back({w->to_string(), from_proto(r.config()), r.gflops()});
+    }
+    if (history.empty()) continue;
+    TF_RETURN_IF_ERROR(loop.warm_start(static_cast<int>(i), history));
+    spdlog::info("job {}: task {} warm-started from {} earlier records", job_id, i, history.size());
+  }
+  return Status();
+}
+
+// Where a job's results go: each into the history as a record, counted by outcome so that a job
+// whose every candidate failed can say what failed most often. Called from the loop's threads.
+class RecordSink {
+ public:
+  RecordSink(db::RecordStore& store, const std::string& job_id, const v1::JobSpec& spec,
+             const std::vector<const TuningTask*>& tasks)
+      : store_(store), job_id_(job_id), spec_(spec), tasks_(tasks) {}
+
+  void operator()(const TrialResult& t) {
+    // Nothing was measured: the history keeps measurements, and the candidate is proposed again.
+    if (t.result.error() == v1::DEVICE_LOST) return;
+    if (t.remeasure_round == 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (t.result.error() == v1::OK) {
+        ++successes_;
+      } else {
+        auto& [count, message] = failures_[t.result.error()];
+        if (count++ == 0) message = t.result.error_msg();
+      }
+    }
+    Status st = store_.add({record_of(t)});
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!st.ok() && error_.ok()) error_ = st;
+  }
+
+  // The first failed write, if any.
+  Status error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  // FAILED_PRECONDITION naming the most frequent error when results came and none succeeded.
+  Status every_candidate_failed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (successes_ > 0 || failures_.empty()) return Status();
+    auto dominant = std::max_element(failures_.begin(), failures_.end(),
+                                     [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
+    int total = 0;
+    for (const auto& [code, f] : failures_) total += f.first;
+    return failed_precondition(fmt::format("every candidate failed; most often {} ({} of {}): {}",
+                                           v1::ErrorCode_Name(static_cast<v1::ErrorCode>(dominant->first)),
+                                           dominant->second.first, total, dominant->second.second));
+  }
+
+ private:
+  v1::Record record_of(const TrialResult& t) const {
+    v1::Record rec;
+    *rec.mutable_workload() = tasks_[t.task]->workload();
+    *rec.mutable_target() = spec_.target();
+    rec.set_device_key(spec_.device_key());
+    *rec.mutable_config() = to_proto(t.config);
+    *rec.mutable_result() = t.result;
+    // mean_cost_s is left to the history, which derives it from the costs of an OK record.
+    rec.set_gflops(t.gflops);
+    rec.set_build_time_s(t.build_time_s);
+    rec.set_job_id(job_id_);
+    rec.set_remeasure_round(t.remeasure_round);
+    if (rec.result().started_at_us() == 0) rec.mutable_result()->set_started_at_us(now_us());
+    return rec;
+  }
+
+  db::RecordStore& store_;
+  const std::string& job_id_;
+  const v1::JobSpec& spec_;
+  const std::vector<const TuningTask*>& tasks_;
+  std::mutex mu_;
+  Status error_;
+  // Per error code: how often, and the first message.
+  std::map<int, std::pair<int, std::string>> failures_;
+  int successes_ = 0;
+};
+
+// The loop's progress as the job shows it; the ETA counts only trials of this run.
+v1::JobProgress job_progress(const TuningProgress& p, int trials_at_start, double elapsed_before_s) {
+  v1::JobProgress progress;
+  progress.set_trials_done(p.trials_done);
+  progress.set_trials_budget(p.trials_budget);
+  progress.set_best_gflops(p.best_gflops);
+  progress.set_current_gflops(p.last_batch_gflops);
+  for (size_t code = 0; code < p.errors_by_code.size(); ++code)
+    if (p.errors_by_code[code] > 0)
+      (*progress.mutable_errors_by_code())[v1::ErrorCode_Name(static_cast<v1::ErrorCode>(code))] = p.errors_by_code[code];
+  progress.set_elapsed_s(p.elapsed_s);
+  int new_trials = p.trials_done - trials_at_start;
+  double this_run_s = p.elapsed_s - elapsed_before_s;
+  progress.set_eta_s(new_trials > 0 ? this_run_s / new_trials * (p.trials_budget - p.trials_done) : -1);
+  return progress;
+}
+
+// A finished job's progress: each task's winner, and the job's best as its best task's winner, by
+// the same figure as `best` (common/figure.h).
+v1::JobProgress final_progress(v1::JobProgress progress, const TuningOutcome& outcome,
+                               const std::vector<const TuningTask*>& tasks) {
+  progress.clear_tasks();
+  progress.set_best_gflops(0);
+  for (size_t i = 0; i < outcome.tasks.size(); ++i) {
+    const TaskOutcome& t = outcome.tasks[i];
+    progress.set_best_gflops(std::max(progress.best_gflops(), t.best_gflops));
+    auto* tp = progress.add_tasks();
+    *tp->mutable_workload() = tasks[i]->workload();
+    tp->set_trials_done(t.trials);
+    tp->set_best_gflops(t.best_gflops);
+    if (t.has_best) *tp->mutable_best_config() = to_proto(t.best_config);
+  }
+  progress.set_trials_done(outcome.trials);
+  progress.set_eta_s(0);
+  return progress;
+}
+
+}  // namespace
+
 Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.get_job(job_id));
   const v1::JobSpec& spec = job.spec();
@@ -343,65 +533,11 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     if (serving.ok()) agents = static_cast<int>(serving->size());
   }
   TuningOptions options = tuning_options(job, options_, agents);
-
   TuningLoop loop(task_ptrs, weights, *backend, options);
-
-  // Resume: what this job already measured counts and is not measured again.
-  int resumed = 0;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    RecordFilter filter;
-    filter.job_id = job_id;
-    TF_ASSIGN_OR_RETURN(filter.workload, from_proto(spec.tasks(i).workload()));
-    std::vector<TrialResult> earlier;
-    for (int64_t offset = 0;;) {
-      TF_ASSIGN_OR_RETURN(RecordPage page, store_.list_records(filter, 1000, offset));
-      for (const v1::Record& r : page.records) {
-        auto point = tasks[i]->point_of(from_proto(r.config()));
-        if (!point.ok()) {
-          spdlog::warn("job {}: ignoring a recorded config that no longer fits its space: {}", job_id,
-                       point.status().message());
-          continue;
-        }
-        if (r.result().error() == v1::DEVICE_LOST) continue;  // Recorded by older versions; never measured.
-        // A re-measurement of a trial already counted; a resumed job re-measures its own best again.
-        if (r.remeasure_round() > 0) continue;
-        TrialResult t;
-        t.task = static_cast<int>(i);
-        t.point = std::move(*point);
-        t.result = r.result();
-        t.gflops = r.gflops();
-        earlier.push_back(std::move(t));
-      }
-      offset += static_cast<int64_t>(page.records.size());
-      if (page.records.empty() || offset >= page.total) break;
-    }
-    TF_RETURN_IF_ERROR(loop.preload(static_cast<int>(i), earlier));
-    resumed += static_cast<int>(earlier.size());
-  }
-
-  // Transfer learning: the recent history of this target and device key, from other jobs, trains
-  // each task's cost model before its first batch.
-  if (options.strategy == Strategy::kXgbSa) {
-    RecordFilter filter;
-    filter.target = target;
-    filter.device_key = spec.device_key();
-    TF_ASSIGN_OR_RETURN(RecordPage head, store_.list_records(filter, 1, 0));
-    int64_t offset = std::max<int64_t>(0, head.total - options_.warm_start_records);
-    TF_ASSIGN_OR_RETURN(RecordPage recent, store_.list_records(filter, options_.warm_start_records, offset));
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      std::string template_name = tasks[i]->config_at(tasks[i]->space().point_at(0)).template_name;
-      std::vector<HistoryRecord> history;
-      for (const v1::Record& r : recent.records) {
-        if (r.job_id() == job_id || r.config().template_name() != template_name) continue;
-        auto w = from_proto(r.workload());
-        if (!w.ok()) continue;
-        history.push_back({w->to_string(), from_proto(r.config()), r.gflops()});
-      }
-      if (history.empty()) continue;
-      TF_RETURN_IF_ERROR(loop.warm_start(static_cast<int>(i), history));
-      spdlog::info("job {}: task {} warm-started from {} earlier records", job_id, i, history.size());
-    }
-  }
+  TF_ASSIGN_OR_RETURN(int resumed, resume_from_history(store_, job_id, spec, tasks, loop));
+  if (options.strategy == Strategy::kXgbSa)
+    TF_RETURN_IF_ERROR(warm_start_from_other_jobs(store_, job_id, target, spec.device_key(),
+                                                  options_.warm_start_records, tasks, loop));
 
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -412,54 +548,10 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   TF_ASSIGN_OR_RETURN(job, store_.update_job_state(job_id, v1::RUNNING));
   publish(job_id, job, resumed ? fmt::format("running; {} earlier results resumed", resumed) : "running");
 
-  Status record_error;
-  std::mutex record_mu;
-  // Per error code: how often, and the first message, for a job whose every candidate failed.
-  std::map<int, std::pair<int, std::string>> failures;
-  int successes = 0;
-  auto on_result = [&](const TrialResult& t) {
-    // Nothing was measured: the history keeps measurements, and the candidate is proposed again.
-    if (t.result.error() == v1::DEVICE_LOST) return;
-    if (t.remeasure_round == 0) {
-      std::lock_guard<std::mutex> lock(record_mu);
-      if (t.result.error() == v1::OK) {
-        ++successes;
-      } else {
-        auto& [count, message] = failures[t.result.error()];
-        if (count++ == 0) message = t.result.error_msg();
-      }
-    }
-    v1::Record rec;
-    *rec.mutable_workload() = task_ptrs[t.task]->workload();
-    *rec.mutable_target() = spec.target();
-    rec.set_device_key(spec.device_key());
-    *rec.mutable_config() = to_proto(t.config);
-    *rec.mutable_result() = t.result;
-    // mean_cost_s is left to the history, which derives it from the costs of an OK record.
-    rec.set_gflops(t.gflops);
-    rec.set_build_time_s(t.build_time_s);
-    rec.set_job_id(job_id);
-    rec.set_remeasure_round(t.remeasure_round);
-    if (rec.result().started_at_us() == 0) rec.mutable_result()->set_started_at_us(now_us());
-    Status st = store_.add({rec});
-    std::lock_guard<std::mutex> lock(record_mu);
-    if (!st.ok() && record_error.ok()) record_error = st;
-  };
-  int trials_at_start = resumed;
+  RecordSink records(store_, job_id, spec, task_ptrs);
   std::string waiting_since;
   auto on_progress = [&](const TuningProgress& p) {
-    v1::JobProgress progress;
-    progress.set_trials_done(p.trials_done);
-    progress.set_trials_budget(p.trials_budget);
-    progress.set_best_gflops(p.best_gflops);
-    progress.set_current_gflops(p.last_batch_gflops);
-    for (size_t code = 0; code < p.errors_by_code.size(); ++code)
-      if (p.errors_by_code[code] > 0)
-        (*progress.mutable_errors_by_code())[v1::ErrorCode_Name(static_cast<v1::ErrorCode>(code))] = p.errors_by_code[code];
-    progress.set_elapsed_s(p.elapsed_s);
-    int new_trials = p.trials_done - trials_at_start;
-    double this_run_s = p.elapsed_s - options.elapsed_before_s;
-    progress.set_eta_s(new_trials > 0 ? this_run_s / new_trials * (p.trials_budget - p.trials_done) : -1);
+    v1::JobProgress progress = job_progress(p, resumed, options.elapsed_before_s);
     *job.mutable_progress() = progress;
     // No new batch while the history cannot keep what it measures.
     if (!wait_for_history(job_id, job, running)) return;
@@ -477,7 +569,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     publish(job_id, job, job.activity().empty() ? p.message : job.activity());
   };
 
-  auto outcome = loop.run(on_result, on_progress);
+  auto outcome = loop.run(std::ref(records), on_progress);
   {
     std::lock_guard<std::mutex> lock(mu_);
     running.loop = nullptr;
@@ -486,7 +578,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   if (!wait_for_history(job_id, job, running)) return Status();
   TF_RETURN_IF_ERROR(store_.flush());
   if (!outcome.ok()) return outcome.status();
-  if (!record_error.ok()) return record_error.with_context("recording results");
+  if (Status st = records.error(); !st.ok()) return st.with_context("recording results");
 
   bool shutting_down, user_cancelled;
   {
@@ -495,32 +587,9 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     user_cancelled = running.user_cancelled;
   }
   if (shutting_down) return Status();  // Stays RUNNING in the database: resumed at the next start.
-  if (!user_cancelled && successes == 0 && resumed == 0 && !failures.empty()) {
-    auto dominant = std::max_element(failures.begin(), failures.end(),
-                                     [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
-    int total = 0;
-    for (const auto& [code, f] : failures) total += f.first;
-    return failed_precondition(fmt::format("every candidate failed; most often {} ({} of {}): {}",
-                                           v1::ErrorCode_Name(static_cast<v1::ErrorCode>(dominant->first)),
-                                           dominant->second.first, total, dominant->second.second));
-  }
+  if (!user_cancelled && resumed == 0) TF_RETURN_IF_ERROR(records.every_candidate_failed());
 
-  v1::JobProgress progress = job.progress();
-  progress.clear_tasks();
-  // The job's best is its best task's winner, by the same figure as `best` (common/figure.h).
-  progress.set_best_gflops(0);
-  for (size_t i = 0; i < outcome->tasks.size(); ++i) {
-    const TaskOutcome& t = outcome->tasks[i];
-    progress.set_best_gflops(std::max(progress.best_gflops(), t.best_gflops));
-    auto* tp = progress.add_tasks();
-    *tp->mutable_workload() = task_ptrs[i]->workload();
-    tp->set_trials_done(t.trials);
-    tp->set_best_gflops(t.best_gflops);
-    if (t.has_best) *tp->mutable_best_config() = to_proto(t.best_config);
-  }
-  progress.set_trials_done(outcome->trials);
-  progress.set_eta_s(0);
-  TF_RETURN_IF_ERROR(store_.update_job_progress(job_id, progress));
+  TF_RETURN_IF_ERROR(store_.update_job_progress(job_id, final_progress(job.progress(), *outcome, task_ptrs)));
   TF_ASSIGN_OR_RETURN(job, store_.update_job_state(job_id, user_cancelled ? v1::CANCELLED : v1::SUCCEEDED));
   publish(job_id, job, fmt::format("{} ({}): {} trials", user_cancelled ? "cancelled" : "done", outcome->stop_reason,
                                    outcome->trials));

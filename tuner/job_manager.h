@@ -39,6 +39,9 @@ struct JobManagerOptions {
   // Jobs that may wait in the queue; more are refused, so that a flood of submits cannot bury the
   // service's work (and its history) under jobs that would take years.
   int max_queued_jobs = 100;
+  // Jobs that one client (tuner/service.h says who that is) may have waiting, so that one client
+  // cannot fill the whole queue and lock everyone else out.
+  int max_queued_jobs_per_client = 20;
   int default_batch_size = 64;
   int build_threads = 0;           // Per job; 0: one per CPU.
   int warm_start_records = 5000;   // Recent records of the same target that train a new job's model.
@@ -67,7 +70,7 @@ struct JobUpdate {
 
 class JobManager {
  public:
-  JobManager(RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
+  JobManager(db::RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
              JobManagerOptions options = {});
   // Stops running jobs without ending them: they resume at the next start().
   ~JobManager();
@@ -77,8 +80,9 @@ class JobManager {
 
   // Validates the spec (tasks, workloads, target, device key, budgets, measure options) and queues
   // the job. INVALID_ARGUMENT names the field at fault, or the device key whose agents cannot run
-  // the target.
-  StatusOr<v1::Job> submit(const v1::JobSpec& spec);
+  // the target. `client` names who submits, for the per-client queue limit; empty: only the
+  // service-wide limit applies. RESOURCE_EXHAUSTED says which limit was reached.
+  StatusOr<v1::Job> submit(const v1::JobSpec& spec, const std::string& client = {});
   StatusOr<v1::Job> get(const std::string& job_id);
   // Cancels a queued or running job; cancelling an ended job is FAILED_PRECONDITION.
   StatusOr<v1::Job> cancel(const std::string& job_id);
@@ -100,6 +104,8 @@ class JobManager {
   // Joins ended job threads, then starts queued jobs while there is room.
   void launch_queued_locked();
   void start_queued_locked();
+  // RESOURCE_EXHAUSTED when the queue, or `client`'s share of it, is full.
+  Status check_queue_room_locked(const std::string& client) const;
   void run_job(const std::string& job_id);
   Status run_job_inner(const std::string& job_id, Running& running);
   void publish(const std::string& job_id, const v1::Job& job, std::string message);
@@ -107,7 +113,7 @@ class JobManager {
   // false when tunerd stops meanwhile.
   bool wait_for_history(const std::string& job_id, v1::Job& job, Running& running);
 
-  RecordStore& store_;
+  db::RecordStore& store_;
   TaskFactory& tasks_;
   BackendFactory backends_;
   DeviceKeyCheck device_check_;
@@ -116,7 +122,11 @@ class JobManager {
   std::mutex mu_;
   std::condition_variable changed_;
   bool stopping_ = false;
-  std::vector<std::string> queue_;                         // Job ids waiting to run, oldest first.
+  struct Queued {
+    std::string job_id;
+    std::string client;  // Empty for resumed jobs and clients without a name.
+  };
+  std::vector<Queued> queue_;                              // Jobs waiting to run, oldest first.
   std::map<std::string, std::unique_ptr<Running>> running_;
   std::map<std::string, JobUpdate> updates_;               // Latest state of jobs seen by this process.
   std::vector<std::thread> finished_threads_;

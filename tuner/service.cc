@@ -34,8 +34,8 @@ grpc::Status check_job_id(const std::string& id) {
   return grpc::Status::OK;
 }
 
-StatusOr<RecordFilter> filter_of(const v1::Workload* workload, const std::string& job_id) {
-  RecordFilter f;
+StatusOr<db::RecordFilter> filter_of(const v1::Workload* workload, const std::string& job_id) {
+  db::RecordFilter f;
   if (workload) {
     TF_ASSIGN_OR_RETURN(Workload w, from_proto(*workload));
     f.workload = std::move(w);
@@ -46,35 +46,62 @@ StatusOr<RecordFilter> filter_of(const v1::Workload* workload, const std::string
 
 }  // namespace
 
-grpc::Status TunerService::authorize(const grpc::ServerContext* context, bool changes, const char* rpc) const {
-  if (tokens_.open()) return grpc::Status::OK;
-  std::string_view token;
+const std::map<std::string, Access, std::less<>>& tuner_access() {
+  static const std::map<std::string, Access, std::less<>> table = {
+      {"SubmitJob", Access::kChange},     {"CancelJob", Access::kChange},   {"ImportRecords", Access::kChange},
+      {"GetJob", Access::kQuery},         {"WatchJob", Access::kQuery},     {"ListJobs", Access::kQuery},
+      {"QueryBest", Access::kQuery},      {"ListRecords", Access::kQuery},  {"ExportRecords", Access::kQuery},
+  };
+  return table;
+}
+
+namespace {
+
+std::string_view presented_token(const grpc::ServerContext* context) {
   auto it = context->client_metadata().find("authorization");
-  if (it != context->client_metadata().end()) token = bearer_token({it->second.data(), it->second.size()});
+  if (it == context->client_metadata().end()) return {};
+  return bearer_token({it->second.data(), it->second.size()});
+}
+
+}  // namespace
+
+grpc::Status TunerService::authorize(const grpc::ServerContext* context, std::string_view rpc) const {
+  auto access = tuner_access().find(rpc);
+  if (access == tuner_access().end())
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, fmt::format("{} has no access rule in tunerd", rpc));
+  if (tokens_.open()) return grpc::Status::OK;
+  std::string_view token = presented_token(context);
   if (token.empty())
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "this tunerd requires a token: pass --token or set TUNEFARM_TOKEN");
   if (any_secret(tokens_.client, token)) return grpc::Status::OK;
   if (any_secret(tokens_.read_only, token)) {
-    if (!changes) return grpc::Status::OK;
+    if (access->second == Access::kQuery) return grpc::Status::OK;
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         fmt::format("the token is read-only; {} needs a client token", rpc));
   }
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "the token is not one this tunerd knows");
 }
 
+std::string TunerService::client_of(const grpc::ServerContext* context) const {
+  std::string_view token = presented_token(context);
+  for (size_t i = 0; i < tokens_.client.size(); ++i)
+    if (same_secret(token, tokens_.client[i])) return fmt::format("client token {}", i + 1);
+  return {};
+}
+
 grpc::Status TunerService::SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                      v1::SubmitJobResponse* response) {
-  if (auto s = authorize(context, true, "SubmitJob"); !s.ok()) return s;
+  if (auto s = authorize(context, "SubmitJob"); !s.ok()) return s;
   if (!request->has_spec()) return invalid("the request has no job spec");
-  auto job = jobs_.submit(request->spec());
+  auto job = jobs_.submit(request->spec(), client_of(context));
   if (!job.ok()) return to_grpc(job.status());
   *response->mutable_job() = std::move(*job);
   return grpc::Status::OK;
 }
 
 grpc::Status TunerService::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request, v1::Job* response) {
-  if (auto s = authorize(context, false, "GetJob"); !s.ok()) return s;
+  if (auto s = authorize(context, "GetJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   auto job = jobs_.get(request->job_id());
   if (!job.ok()) return to_grpc(job.status());
@@ -84,7 +111,7 @@ grpc::Status TunerService::GetJob(grpc::ServerContext* context, const v1::GetJob
 
 grpc::Status TunerService::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                                     grpc::ServerWriter<v1::JobEvent>* writer) {
-  if (auto s = authorize(context, false, "WatchJob"); !s.ok()) return s;
+  if (auto s = authorize(context, "WatchJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   // The first event is the job as it stands; NOT_FOUND ends the call before anything is sent.
   auto job = jobs_.get(request->job_id());
@@ -107,7 +134,7 @@ grpc::Status TunerService::WatchJob(grpc::ServerContext* context, const v1::Watc
 
 grpc::Status TunerService::CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                                      v1::Job* response) {
-  if (auto s = authorize(context, true, "CancelJob"); !s.ok()) return s;
+  if (auto s = authorize(context, "CancelJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   auto job = jobs_.cancel(request->job_id());
   if (!job.ok()) return to_grpc(job.status());
@@ -117,7 +144,7 @@ grpc::Status TunerService::CancelJob(grpc::ServerContext* context, const v1::Can
 
 grpc::Status TunerService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                                     v1::ListJobsResponse* response) {
-  if (auto s = authorize(context, false, "ListJobs"); !s.ok()) return s;
+  if (auto s = authorize(context, "ListJobs"); !s.ok()) return s;
   std::vector<v1::JobState> states;
   for (int s : request->states()) {
     if (!v1::JobState_IsValid(s) || s == v1::JOB_STATE_UNSPECIFIED) return invalid(fmt::format("job state {} is not a state", s));
@@ -133,7 +160,7 @@ grpc::Status TunerService::ListJobs(grpc::ServerContext* context, const v1::List
 
 grpc::Status TunerService::QueryBest(grpc::ServerContext* context, const v1::QueryBestRequest* request,
                                      v1::QueryBestResponse* response) {
-  if (auto s = authorize(context, false, "QueryBest"); !s.ok()) return s;
+  if (auto s = authorize(context, "QueryBest"); !s.ok()) return s;
   if (!request->has_workload()) return invalid("the query has no workload");
   auto workload = from_proto(request->workload());
   if (!workload.ok()) return to_grpc(workload.status());
@@ -149,7 +176,7 @@ grpc::Status TunerService::QueryBest(grpc::ServerContext* context, const v1::Que
 
 grpc::Status TunerService::ListRecords(grpc::ServerContext* context, const v1::ListRecordsRequest* request,
                                        v1::ListRecordsResponse* response) {
-  if (auto s = authorize(context, false, "ListRecords"); !s.ok()) return s;
+  if (auto s = authorize(context, "ListRecords"); !s.ok()) return s;
   if (!request->job_id().empty()) {
     if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
     // "No records" must not hide a job id that does not exist.
@@ -169,7 +196,7 @@ grpc::Status TunerService::ListRecords(grpc::ServerContext* context, const v1::L
 
 grpc::Status TunerService::ExportRecords(grpc::ServerContext* context, const v1::ExportRecordsRequest* request,
                                          grpc::ServerWriter<v1::RecordChunk>* writer) {
-  if (auto s = authorize(context, false, "ExportRecords"); !s.ok()) return s;
+  if (auto s = authorize(context, "ExportRecords"); !s.ok()) return s;
   auto filter = filter_of(request->has_workload() ? &request->workload() : nullptr, "");
   if (!filter.ok()) return to_grpc(filter.status());
   std::string chunk;
@@ -192,7 +219,7 @@ grpc::Status TunerService::ExportRecords(grpc::ServerContext* context, const v1:
 
 grpc::Status TunerService::ImportRecords(grpc::ServerContext* context, grpc::ServerReader<v1::RecordChunk>* reader,
                                          v1::ImportRecordsResponse* response) {
-  if (auto s = authorize(context, true, "ImportRecords"); !s.ok()) return s;
+  if (auto s = authorize(context, "ImportRecords"); !s.ok()) return s;
   std::string all;
   v1::RecordChunk chunk;
   while (reader->Read(&chunk)) {

@@ -1,9 +1,12 @@
 // tunerd's gRPC service: one method per RPC of tuner.proto, each validating its request, calling
-// the JobManager or the RecordStore, and mapping the result to a response or a status.
+// the JobManager or the db::RecordStore, and mapping the result to a response or a status.
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "db/record_store.h"
@@ -21,9 +24,16 @@ struct AccessTokens {
   bool open() const { return client.empty() && read_only.empty(); }
 };
 
+// What an RPC does to the service, which decides the tokens that may call it.
+enum class Access { kQuery, kChange };
+
+// Every RPC of tuner.proto with what it does: the one place that says which token may call what
+// (tests check that no RPC is missing). A method missing here is refused to every token.
+const std::map<std::string, Access, std::less<>>& tuner_access();
+
 class TunerService final : public v1::Tuner::Service {
  public:
-  TunerService(JobManager& jobs, RecordStore& store, AccessTokens tokens = {})
+  TunerService(JobManager& jobs, db::RecordStore& store, AccessTokens tokens = {})
       : jobs_(jobs), store_(store), tokens_(std::move(tokens)) {}
 
   // Ends open WatchJob streams (for shutdown).
@@ -49,12 +59,17 @@ class TunerService final : public v1::Tuner::Service {
                             v1::ExtractTasksResponse* response) override;
 
  private:
-  // UNAUTHENTICATED without a known token, PERMISSION_DENIED for a read-only token on a call that
-  // changes something. `rpc` names the call in the message.
-  grpc::Status authorize(const grpc::ServerContext* context, bool changes, const char* rpc) const;
+  // Applies tuner_access() to a call of `rpc`: UNAUTHENTICATED without a known token,
+  // PERMISSION_DENIED for a read-only token on a call that changes something.
+  grpc::Status authorize(const grpc::ServerContext* context, std::string_view rpc) const;
+  // Who submits, for the per-client queue limit: the client token presented, named by its place
+  // among the client tokens ("client token 2"), never by the secret. Empty with tokens off: peers
+  // share loopback and NAT addresses, so clients cannot be told apart and only the service-wide
+  // limit applies.
+  std::string client_of(const grpc::ServerContext* context) const;
 
   JobManager& jobs_;
-  RecordStore& store_;
+  db::RecordStore& store_;
   AccessTokens tokens_;
   std::atomic<bool> stopping_{false};
 };

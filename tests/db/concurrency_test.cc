@@ -25,7 +25,7 @@ std::vector<v1::Record> batch(int first, int count, const std::string& job) {
 
 TEST(Concurrency, ReadersAndAWriterNeverSeeALockedDatabase) {
   TempDir dir;
-  auto store = RecordStore::open(dir.file("history.db")).value();
+  auto store = db::RecordStore::open(dir.file("history.db")).value();
   constexpr int kBatches = 60;
   constexpr int kBatchSize = 50;
   std::atomic<bool> writing{true};
@@ -70,11 +70,11 @@ TEST(Concurrency, ReadersAndAWriterNeverSeeALockedDatabase) {
 TEST(Concurrency, TwoStoresWritingTheSameFileBothSucceed) {
   TempDir dir;
   std::string path = dir.file("history.db");
-  auto first = RecordStore::open(path).value();
-  auto second = RecordStore::open(path).value();
+  auto first = db::RecordStore::open(path).value();
+  auto second = db::RecordStore::open(path).value();
   std::vector<std::string> failures;
   std::mutex failures_mutex;
-  auto write = [&](RecordStore& store, const std::string& job) {
+  auto write = [&](db::RecordStore& store, const std::string& job) {
     for (int b = 0; b < 40; ++b) {
       auto inserted = store.insert(batch(b * 25, 25, job));
       if (!inserted.ok()) {
@@ -95,7 +95,7 @@ TEST(Concurrency, TwoStoresWritingTheSameFileBothSucceed) {
 TEST(Concurrency, ALockHeldTooLongIsAClearErrorNotALockedDatabase) {
   TempDir dir;
   std::string path = dir.file("history.db");
-  auto store = RecordStore::open(path, {.busy_budget = std::chrono::milliseconds(400)}).value();
+  auto store = db::RecordStore::open(path, {.busy_budget = std::chrono::milliseconds(400)}).value();
   auto other = db::Connection::open(path, db::Connection::Mode::kReadWrite, std::chrono::milliseconds(100)).value();
   ASSERT_TRUE(other->exec("BEGIN EXCLUSIVE").ok());
   auto inserted = store->insert(batch(0, 3, "job-1"));

@@ -32,7 +32,7 @@ std::vector<v1::Record> batch(int first, int count, const std::string& job) {
 // A closed history of a few hundred KiB, fully checkpointed into its main file.
 std::string make_history(const TempDir& dir) {
   std::string path = dir.file("history.db");
-  auto store = RecordStore::open(path).value();
+  auto store = db::RecordStore::open(path).value();
   for (int b = 0; b < 10; ++b) EXPECT_TRUE(store->insert(batch(b * 200, 200, "job-1")).ok());
   return path;
 }
@@ -44,7 +44,7 @@ bool mentions(const Status& status, std::string_view text) {
 // A damaged file must be reported by open() or, at the latest, by the first query that reads
 // the damage — as kDataLoss naming the file.
 void expect_damage_reported(const std::string& path) {
-  auto store = RecordStore::open(path);
+  auto store = db::RecordStore::open(path);
   if (!store.ok()) {
     EXPECT_EQ(store.status().code(), StatusCode::kDataLoss) << store.status().to_string();
     EXPECT_TRUE(mentions(store.status(), path)) << store.status().message();
@@ -62,7 +62,7 @@ TEST(Fault, TruncatedFileIsAClearErrorAtOpen) {
   auto size = std::filesystem::file_size(path);
   for (auto keep : {size / 2, uintmax_t{4096}, uintmax_t{50}}) {
     std::filesystem::resize_file(path, keep);
-    auto store = RecordStore::open(path);
+    auto store = db::RecordStore::open(path);
     ASSERT_FALSE(store.ok()) << "kept " << keep << " bytes";
     EXPECT_EQ(store.status().code(), StatusCode::kDataLoss);
     EXPECT_TRUE(mentions(store.status(), "truncated")) << store.status().message();
@@ -75,7 +75,7 @@ TEST(Fault, TruncatedFileIsAClearErrorAtOpen) {
 TEST(Fault, FileTruncatedWhileOpenIsAnErrorNotACrash) {
   TempDir dir;
   std::string path = make_history(dir);
-  auto store = RecordStore::open(path).value();
+  auto store = db::RecordStore::open(path).value();
   ASSERT_TRUE(store->list_records({}, 10).ok());
   std::filesystem::resize_file(path, std::filesystem::file_size(path) / 3);
   auto page = store->list_records({}, 100000);
@@ -91,7 +91,7 @@ TEST(Fault, FileThatIsNotADatabaseIsAClearError) {
   TempDir dir;
   std::string path = dir.file("notes.db");
   std::ofstream(path) << std::string(8192, 'x');
-  auto store = RecordStore::open(path);
+  auto store = db::RecordStore::open(path);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kDataLoss);
   EXPECT_TRUE(mentions(store.status(), "not a SQLite database")) << store.status().message();
@@ -122,7 +122,7 @@ TEST(Fault, ScribbledPagesAreReportedNotCrashedOn) {
 // 4 KB of random bytes in the middle of a real history: open() refuses it (quick check and full
 // check alike), so tunerd never accepts a job whose measurements it could not store.
 TEST(Fault, ARandomBlockInTheMiddleIsRefusedAtOpen) {
-  for (auto check : {RecordStoreOptions::Check::kQuick, RecordStoreOptions::Check::kFull}) {
+  for (auto check : {db::RecordStoreOptions::Check::kQuick, db::RecordStoreOptions::Check::kFull}) {
     TempDir dir;
     std::string path = make_history(dir);
     auto size = std::filesystem::file_size(path);
@@ -134,9 +134,9 @@ TEST(Fault, ARandomBlockInTheMiddleIsRefusedAtOpen) {
       file.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));
       file.write(junk.data(), junk.size());
     }
-    RecordStoreOptions options;
+    db::RecordStoreOptions options;
     options.check = check;
-    auto store = RecordStore::open(path, options);
+    auto store = db::RecordStore::open(path, options);
     ASSERT_FALSE(store.ok()) << "a damaged history opened";
     EXPECT_EQ(store.status().code(), StatusCode::kDataLoss) << store.status().to_string();
     EXPECT_TRUE(mentions(store.status(), path)) << store.status().message();
@@ -150,7 +150,7 @@ TEST(Fault, ScribbledHeaderIsAClearError) {
     std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
     file.write("garbage garbage garbage", 23);
   }
-  auto store = RecordStore::open(path);
+  auto store = db::RecordStore::open(path);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kDataLoss);
 }
@@ -163,7 +163,7 @@ TEST(Fault, RowEditedOutsideTunefarmIsDataLossNamingTheRow) {
     ASSERT_TRUE(raw->exec("UPDATE records SET config = 'not json' WHERE id = 17").ok());
     ASSERT_TRUE(raw->exec("INSERT INTO workloads (text) VALUES ('matmul:M=banana')").ok());
   }
-  auto store = RecordStore::open(path).value();
+  auto store = db::RecordStore::open(path).value();
   auto page = store->list_records({});
   ASSERT_FALSE(page.ok());
   EXPECT_EQ(page.status().code(), StatusCode::kDataLoss);
@@ -179,7 +179,7 @@ TEST(Fault, RowEditedOutsideTunefarmIsDataLossNamingTheRow) {
 TEST(Fault, MissingDirectoryIsAClearError) {
   TempDir dir;
   std::string path = dir.file("no/such/dir/history.db");
-  auto store = RecordStore::open(path);
+  auto store = db::RecordStore::open(path);
   ASSERT_FALSE(store.ok());
   EXPECT_TRUE(mentions(store.status(), "cannot open")) << store.status().message();
   EXPECT_TRUE(mentions(store.status(), path));
@@ -187,10 +187,10 @@ TEST(Fault, MissingDirectoryIsAClearError) {
 
 TEST(Fault, GarbageImportLinesAreNamedAndNothingIsImported) {
   TempDir dir;
-  auto store = RecordStore::open(dir.file("history.db")).value();
+  auto store = db::RecordStore::open(dir.file("history.db")).value();
   std::string good = [&] {
     std::ostringstream out;
-    auto source = RecordStore::open(dir.file("source.db")).value();
+    auto source = db::RecordStore::open(dir.file("source.db")).value();
     EXPECT_TRUE(source->insert(batch(0, 3, "job-1")).ok());
     EXPECT_TRUE(source->export_jsonl({}, out).ok());
     return out.str();
@@ -241,7 +241,7 @@ TEST(Fault, WriterKilledMidBatchLeavesOnlyWholeTransactions) {
     ASSERT_GE(child, 0);
     if (child == 0) {
       ::close(pipe_fds[0]);
-      auto store = RecordStore::open(path);
+      auto store = db::RecordStore::open(path);
       if (!store.ok()) ::_exit(3);
       for (int b = 0;; ++b) {
         std::string job = fmt::format("round{}-batch{}", round, b);
@@ -269,7 +269,7 @@ TEST(Fault, WriterKilledMidBatchLeavesOnlyWholeTransactions) {
     ::close(pipe_fds[0]);
     committed_before_kill += last + 1;
 
-    auto store = RecordStore::open(path);
+    auto store = db::RecordStore::open(path);
     ASSERT_TRUE(store.ok()) << store.status().to_string();
     {
       auto raw = db::Connection::open(path, db::Connection::Mode::kReadOnly, std::chrono::milliseconds(1000)).value();
@@ -281,7 +281,7 @@ TEST(Fault, WriterKilledMidBatchLeavesOnlyWholeTransactions) {
     EXPECT_EQ(total % kBatchSize, 0) << "a transaction was torn: " << total << " records";
     EXPECT_GE(total, int64_t{committed_before_kill} * kBatchSize);
     for (int i = 0; i <= last; ++i) {
-      RecordFilter filter{.job_id = fmt::format("round{}-batch{}", round, i)};
+      db::RecordFilter filter{.job_id = fmt::format("round{}-batch{}", round, i)};
       EXPECT_EQ((*store)->list_records(filter, 1)->total, kBatchSize) << filter.job_id;
     }
   }

@@ -24,9 +24,9 @@ v1::JobSpec spec(int trials = 64) {
 
 class JobStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override { store_ = RecordStore::open(dir_.file("history.db")).value(); }
+  void SetUp() override { store_ = db::RecordStore::open(dir_.file("history.db")).value(); }
   TempDir dir_;
-  std::unique_ptr<RecordStore> store_;
+  std::unique_ptr<db::RecordStore> store_;
 };
 
 TEST_F(JobStoreTest, CreatedJobIsQueuedWithItsSpec) {
@@ -124,7 +124,7 @@ TEST_F(JobStoreTest, JobsSurviveReopening) {
   std::string id = store_->create_job(spec())->id();
   ASSERT_TRUE(store_->update_job_state(id, v1::RUNNING).ok());
   store_.reset();
-  store_ = RecordStore::open(dir_.file("history.db")).value();
+  store_ = db::RecordStore::open(dir_.file("history.db")).value();
   auto running = store_->list_jobs({v1::RUNNING});
   ASSERT_EQ(running->size(), 1u);
   EXPECT_EQ((*running)[0].id(), id);

@@ -34,7 +34,7 @@ std::vector<v1::Record> history() {
   return records;
 }
 
-std::string export_all(RecordStore& store, const RecordFilter& filter = {}) {
+std::string export_all(db::RecordStore& store, const db::RecordFilter& filter = {}) {
   std::ostringstream out;
   Status status = store.export_jsonl(filter, out);
   EXPECT_TRUE(status.ok()) << status.to_string();
@@ -44,13 +44,13 @@ std::string export_all(RecordStore& store, const RecordFilter& filter = {}) {
 class JsonLinesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    source_ = RecordStore::open(dir_.file("source.db")).value();
-    destination_ = RecordStore::open(dir_.file("destination.db")).value();
+    source_ = db::RecordStore::open(dir_.file("source.db")).value();
+    destination_ = db::RecordStore::open(dir_.file("destination.db")).value();
     ASSERT_EQ(source_->insert(history()).value(), static_cast<int64_t>(history().size()));
   }
   TempDir dir_;
-  std::unique_ptr<RecordStore> source_;
-  std::unique_ptr<RecordStore> destination_;
+  std::unique_ptr<db::RecordStore> source_;
+  std::unique_ptr<db::RecordStore> destination_;
 };
 
 TEST_F(JsonLinesTest, ExportThenImportGivesIdenticalRecordsAndBestAnswers) {
@@ -91,7 +91,7 @@ TEST_F(JsonLinesTest, ImportingTwiceSkipsWhatIsThere) {
 }
 
 TEST_F(JsonLinesTest, FilteredExportHoldsOnlyMatchingRecords) {
-  RecordFilter filter{.workload = testing::workload(kWorkloads[2]), .device_key = "x86-b"};
+  db::RecordFilter filter{.workload = testing::workload(kWorkloads[2]), .device_key = "x86-b"};
   std::istringstream in(export_all(*source_, filter));
   auto stats = destination_->import_jsonl(in, "part");
   ASSERT_TRUE(stats.ok());

@@ -16,7 +16,7 @@ using testing::TempDir;
 class RecordStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto opened = RecordStore::open(dir_.file("history.db"));
+    auto opened = db::RecordStore::open(dir_.file("history.db"));
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
     store_ = std::move(opened).value();
   }
@@ -35,7 +35,7 @@ class RecordStoreTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<RecordStore> store_;
+  std::unique_ptr<db::RecordStore> store_;
 };
 
 // What the store gives back for `record`: the record in canonical form.
@@ -158,9 +158,9 @@ TEST_F(RecordStoreTest, ListFiltersPagesAndCounts) {
   ASSERT_EQ(all->records.size(), 5u);
   EXPECT_EQ(all->records[0].config().index(), 20);
 
-  RecordFilter dense{.workload = testing::workload("dense:M=1,N=1000,K=2048")};
+  db::RecordFilter dense{.workload = testing::workload("dense:M=1,N=1000,K=2048")};
   EXPECT_EQ(store_->list_records(dense)->total, 5);
-  RecordFilter odd_b{.device_key = "odd", .job_id = "job-b"};
+  db::RecordFilter odd_b{.device_key = "odd", .job_id = "job-b"};
   auto page = store_->list_records(odd_b, 3);
   EXPECT_EQ(page->total, 7);  // 11, 13, ..., 23
   ASSERT_EQ(page->records.size(), 3u);
@@ -168,7 +168,7 @@ TEST_F(RecordStoreTest, ListFiltersPagesAndCounts) {
     EXPECT_EQ(r.device_key(), "odd");
     EXPECT_EQ(r.job_id(), "job-b");
   }
-  RecordFilter arm{.target = testing::target("llvm -mtriple=aarch64-linux-gnu")};
+  db::RecordFilter arm{.target = testing::target("llvm -mtriple=aarch64-linux-gnu")};
   EXPECT_EQ(store_->list_records(arm)->total, 0);
   EXPECT_EQ(store_->list_records({}, -1).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->list_records({}, 1, -1).status().code(), StatusCode::kInvalidArgument);
@@ -219,7 +219,7 @@ TEST_F(RecordStoreTest, RecordsSurviveReopening) {
   insert({make_record({.config = 1, .cost = 2e-3}), make_record({.config = 2, .cost = 1e-3})});
   std::string path = store_->path();
   store_.reset();
-  auto reopened = RecordStore::open(path);
+  auto reopened = db::RecordStore::open(path);
   ASSERT_TRUE(reopened.ok());
   store_ = std::move(reopened).value();
   EXPECT_EQ(best()[0].config().index(), 2);
@@ -229,7 +229,7 @@ TEST_F(RecordStoreTest, RecordsQueuedAtCloseAreCommitted) {
   ASSERT_TRUE(store_->add({make_record({.config = 1})}).ok());
   std::string path = store_->path();
   store_.reset();
-  store_ = RecordStore::open(path).value();
+  store_ = db::RecordStore::open(path).value();
   EXPECT_EQ(store_->list_records({})->total, 1);
 }
 

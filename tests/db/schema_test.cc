@@ -22,7 +22,7 @@ int64_t user_version(const std::string& path) { return raw(path)->query_int("PRA
 TEST(Schema, NewDatabaseIsAtCurrentVersionInWalMode) {
   TempDir dir;
   std::string path = dir.file("history.db");
-  ASSERT_TRUE(RecordStore::open(path).ok());
+  ASSERT_TRUE(db::RecordStore::open(path).ok());
   EXPECT_EQ(user_version(path), db::current_schema_version());
   EXPECT_EQ(db::current_schema_version(), static_cast<int>(db::migrations().size()));
   auto connection = raw(path);
@@ -49,7 +49,7 @@ TEST(Schema, OlderDatabaseIsMigratedAndKeepsItsRecords) {
                     .ok());
   }
   ASSERT_EQ(user_version(path), 1);
-  auto store = RecordStore::open(path);
+  auto store = db::RecordStore::open(path);
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   EXPECT_EQ(user_version(path), db::current_schema_version());
   auto best = (*store)->query_best(testing::workload("matmul:M=64,N=64,K=64"), testing::target("llvm"));
@@ -62,9 +62,9 @@ TEST(Schema, OlderDatabaseIsMigratedAndKeepsItsRecords) {
 TEST(Schema, NewerDatabaseIsRefusedAndLeftAsItIs) {
   TempDir dir;
   std::string path = dir.file("history.db");
-  ASSERT_TRUE(RecordStore::open(path).ok());
+  ASSERT_TRUE(db::RecordStore::open(path).ok());
   ASSERT_TRUE(raw(path)->exec("PRAGMA user_version = 99").ok());
-  auto store = RecordStore::open(path);
+  auto store = db::RecordStore::open(path);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(store.status().message().find("schema version 99"), std::string::npos) << store.status().message();
@@ -76,7 +76,7 @@ TEST(Schema, DatabaseOfAnotherProgramIsLeftAlone) {
   TempDir dir;
   std::string path = dir.file("other.db");
   ASSERT_TRUE(raw(path)->exec("CREATE TABLE photos (id INTEGER PRIMARY KEY)").ok());
-  auto store = RecordStore::open(path);
+  auto store = db::RecordStore::open(path);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(store.status().message().find("another program"), std::string::npos) << store.status().message();
@@ -126,7 +126,7 @@ TEST(Schema, MigrationsOutOfOrderAreRefused) {
 TEST(Schema, BestQueriesReadAPartialIndexWithoutSorting) {
   TempDir dir;
   std::string path = dir.file("history.db");
-  ASSERT_TRUE(RecordStore::open(path).ok());
+  ASSERT_TRUE(db::RecordStore::open(path).ok());
   auto connection = raw(path);
   for (bool by_device : {true, false}) {
     auto plan = connection->prepare("EXPLAIN QUERY PLAN " + db::best_query_sql(by_device)).value();

@@ -29,7 +29,7 @@ class RefusingTasks : public TaskFactory {
 
 struct Service {
   std::string dir;
-  std::unique_ptr<RecordStore> store;
+  std::unique_ptr<db::RecordStore> store;
   RefusingTasks tasks;
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<TunerService> service;
@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   service = new Service;
   service->dir = (std::filesystem::temp_directory_path() / ("tunefarm-tuner-fuzz-" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(service->dir);
-  auto store = RecordStore::open(service->dir + "/history.db");
+  auto store = db::RecordStore::open(service->dir + "/history.db");
   if (!store.ok()) std::abort();
   service->store = std::move(*store);
   service->jobs = std::make_unique<JobManager>(

@@ -88,7 +88,11 @@ class FakeBackend : public MeasureBackend {
                  std::span<const v1::Artifact> candidates, const ResultFn& on_result) override {
     std::lock_guard<std::mutex> lock(mu_);
     saw_reference_ |= reference != nullptr;
+    ++calls_;
+    if (dead) return Status(StatusCode::kUnavailable, "cannot reach the tracker at 127.0.0.1:9190");
     for (size_t i = 0; i < candidates.size(); ++i) {
+      if (drop_after > 0 && static_cast<int>(i) == drop_after)
+        return Status(StatusCode::kUnavailable, "the stream to the tracker broke mid-batch");
       if (delay.count() > 0) std::this_thread::sleep_for(delay);
       if (cancelled_.load()) return Status(StatusCode::kCancelled, "withdrawn");
       v1::MeasureResult r;
@@ -129,11 +133,16 @@ class FakeBackend : public MeasureBackend {
   std::set<int64_t> lucky_;  // Measured 10x too fast the first time only.
   std::function<void(int64_t results_so_far)> after_result;
   int64_t results_ = 0;
+  int calls_ = 0;
   bool saw_reference_ = false;
   // Failure modes: every result fails with this code; the first `lose_first` candidates come back
   // DEVICE_LOST (no agent ran them); each result takes `delay` (a cancel stops the batch between).
   std::optional<v1::ErrorCode> fail_all;
   int lose_first = 0;
+  // A dropped batch: measure() answers the first `drop_after` candidates of each batch, then fails
+  // with UNAVAILABLE (0: never). A dead backend: every measure() fails at once.
+  int drop_after = 0;
+  bool dead = false;
   std::chrono::milliseconds delay{0};
   std::atomic<bool> cancelled_{false};
 

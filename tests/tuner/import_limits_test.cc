@@ -24,7 +24,7 @@ class ImportLimits : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::path(::testing::TempDir()) / ("import-limits-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
-    store_ = std::move(RecordStore::open((dir_ / "history.db").string()).value());
+    store_ = std::move(db::RecordStore::open((dir_ / "history.db").string()).value());
   }
   void TearDown() override {
     store_.reset();
@@ -59,7 +59,7 @@ class ImportLimits : public ::testing::Test {
     EXPECT_EQ(page->records.size(), 0u) << "nothing may be imported";
   }
   std::filesystem::path dir_;
-  std::unique_ptr<RecordStore> store_;
+  std::unique_ptr<db::RecordStore> store_;
 };
 
 TEST_F(ImportLimits, AGoodRecordImports) { EXPECT_TRUE(import_after_a_good_one(record_to_json_line(good())).ok()); }

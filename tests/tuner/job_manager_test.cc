@@ -35,7 +35,7 @@ class JobManagerTest : public ::testing::Test {
     dir_ = std::filesystem::path(::testing::TempDir()) /
            ("jobs-" + std::to_string(::getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
-    auto store = RecordStore::open((dir_ / "history.db").string());
+    auto store = db::RecordStore::open((dir_ / "history.db").string());
     ASSERT_TRUE(store.ok()) << store.status().to_string();
     store_ = std::move(*store);
   }
@@ -88,7 +88,7 @@ class JobManagerTest : public ::testing::Test {
   std::set<std::string> distinct_configs(const std::string& job_id) {
     auto n = store_->count_measured_configs(job_id);
     EXPECT_TRUE(n.ok());
-    RecordFilter f;
+    db::RecordFilter f;
     f.job_id = job_id;
     auto page = store_->list_records(f, 100000);
     std::set<std::string> out;
@@ -124,7 +124,7 @@ class JobManagerTest : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
-  std::unique_ptr<RecordStore> store_;
+  std::unique_ptr<db::RecordStore> store_;
   FakeTasks tasks_;
   std::mutex mu_;
   std::vector<std::unique_ptr<FakeTask>> owned_tasks_;
@@ -147,7 +147,7 @@ TEST_F(JobManagerTest, AJobRunsToItsBudgetAndRecordsEveryResult) {
   auto best = store_->query_best(*parse_workload("matmul:M=8,N=8,K=8"), *parse_target("llvm"), "local-cpu", 1);
   ASSERT_TRUE(best.ok());
   ASSERT_EQ(best->size(), 1u);
-  RecordFilter f;
+  db::RecordFilter f;
   f.job_id = job->id();
   double fastest = 0;
   for (const auto& r : store_->list_records(f, 1000)->records) fastest = std::max(fastest, r.gflops());
@@ -339,7 +339,7 @@ TEST_F(JobManagerTest, AMultiTaskJobAtDefaultSettingsGivesEveryTaskTrials) {
   ASSERT_EQ(done.progress().tasks_size(), 3);
   for (const auto& t : done.progress().tasks()) EXPECT_GT(t.trials_done(), 0) << t.workload().ShortDebugString();
   EXPECT_EQ(done.progress().trials_done(), 48);
-  RecordFilter f;
+  db::RecordFilter f;
   f.job_id = job->id();
   auto page = store_->list_records(f, 1000);
   ASSERT_TRUE(page.ok());
@@ -409,7 +409,7 @@ TEST_F(JobManagerTest, DeviceLostCandidatesCostNoTrials) {
   ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error();
   EXPECT_EQ(done.progress().trials_done(), 32);
   EXPECT_EQ(distinct_configs(job->id()).size(), 32u);
-  RecordFilter f;
+  db::RecordFilter f;
   f.job_id = job->id();
   auto page = store_->list_records(f, 1000);
   ASSERT_TRUE(page.ok());
@@ -471,6 +471,54 @@ TEST(BuildGuard, MarksAJobOnlyWhileItsCandidatesBuild) {
   std::filesystem::remove_all(dir);
 }
 
+// A backend whose batch breaks after some results: the job ends FAILED with the backend's reason
+// (not left RUNNING), and every result that came back before the break is in the history.
+TEST_F(JobManagerTest, ABatchDroppedMidwayFailsTheJobAndKeepsWhatWasMeasured) {
+  std::atomic<int64_t> delivered{0};
+  JobManager m(*store_, tasks_, backends([&](FakeBackend& b) {
+                 b.drop_after = 5;
+                 b.after_result = [&](int64_t) { ++delivered; };
+               }),
+               known_keys);
+  ASSERT_TRUE(m.start().ok());
+  auto job = m.submit(spec(64));
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  v1::Job done = wait_until_ended(m, job->id());
+  EXPECT_EQ(done.state(), v1::FAILED);
+  EXPECT_THAT(done.error(), HasSubstr("the stream to the tracker broke mid-batch"));
+  db::RecordFilter filter;
+  filter.job_id = job->id();
+  auto recorded = store_->list_records(filter);
+  ASSERT_TRUE(recorded.ok()) << recorded.status().to_string();
+  EXPECT_GT(delivered.load(), 0);
+  // Every result the backend answered is kept (builds that failed are recorded besides).
+  int64_t measured = 0;
+  for (const auto& r : recorded->records)
+    if (r.result().error() != v1::INVALID_CONFIG && r.result().error() != v1::COMPILE_ERROR) ++measured;
+  EXPECT_EQ(measured, delivered.load());
+  auto stored = store_->get_job(job->id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state(), v1::FAILED);
+}
+
+// A backend that fails every call (the tracker is gone): the job ends FAILED saying why, with
+// nothing recorded, and is not left RUNNING.
+TEST_F(JobManagerTest, ADeadBackendFailsTheJobSayingWhy) {
+  JobManager m(*store_, tasks_, backends([](FakeBackend& b) { b.dead = true; }), known_keys);
+  ASSERT_TRUE(m.start().ok());
+  auto job = m.submit(spec(32));
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  v1::Job done = wait_until_ended(m, job->id());
+  EXPECT_EQ(done.state(), v1::FAILED);
+  EXPECT_THAT(done.error(), HasSubstr("cannot reach the tracker at 127.0.0.1:9190"));
+  auto stored = store_->get_job(job->id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state(), v1::FAILED);
+  auto running = m.list({v1::RUNNING}, 0);
+  ASSERT_TRUE(running.ok());
+  EXPECT_TRUE(running->empty());
+}
+
 // A flood of submits is refused past the queue's limit with a reason, instead of queuing years of work.
 TEST_F(JobManagerTest, SubmitsPastTheQueueLimitAreRefused) {
   JobManagerOptions options;
@@ -489,6 +537,30 @@ TEST_F(JobManagerTest, SubmitsPastTheQueueLimitAreRefused) {
   EXPECT_LE(accepted, 4);
   EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.message(), HasSubstr("jobs are already waiting to run"));
+  EXPECT_THAT(refused.message(), HasSubstr("--max-queued-jobs"));
+  m.shutdown();
+}
+
+// One client cannot fill the queue: past its own share it is refused, naming the limit and how many
+// jobs it has waiting, while another client still gets in.
+TEST_F(JobManagerTest, OneClientCannotFillTheQueue) {
+  JobManagerOptions options;
+  options.max_running_jobs = 1;
+  options.max_queued_jobs = 10;
+  options.max_queued_jobs_per_client = 2;
+  JobManager m(*store_, tasks_, backends([](FakeBackend& b) { b.delay = std::chrono::milliseconds(50); }), known_keys,
+               options);
+  ASSERT_TRUE(m.start().ok());
+  // The first job may start at once; two more wait.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(m.submit(spec(1000), "client token 1").ok()) << i;
+  auto refused = m.submit(spec(1000), "client token 1");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("client token 1 already has 2 jobs waiting"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max-queued-jobs-per-client"));
+  EXPECT_TRUE(m.submit(spec(1000), "client token 2").ok());
+  // A submit without a client name is held only by the service-wide limit.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(m.submit(spec(1000)).ok()) << i;
   m.shutdown();
 }
 

@@ -1,18 +1,22 @@
-// A queue between the broker (which must never block) and the one thread that writes a gRPC
-// stream: push never waits; pop waits for an item, for close, or for a time limit.
+// A queue between threads where push never waits and pop waits for an item, for close, or for a
+// time limit. Two ways to close: drain (items already queued are still handed out, as the tracker
+// wants for the last messages of a stream) and discard (pop stops at once, as the agent wants for
+// batches the tracker takes back anyway). Pushes after either close are dropped.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 
 namespace tunefarm {
 
 template <typename T>
-class Outbox {
+class BlockingQueue {
  public:
   enum class Pop { kItem, kClosed, kTimeout };
+  enum class Close { kDrain, kDiscard };
 
   void push(T item) {
     {
@@ -23,11 +27,11 @@ class Outbox {
     ready_.notify_one();
   }
 
-  // Items already queued are still handed out; later pushes are dropped.
-  void close() {
+  void close(Close how = Close::kDrain) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       closed_ = true;
+      if (how == Close::kDiscard) items_.clear();
     }
     ready_.notify_all();
   }
@@ -35,15 +39,16 @@ class Outbox {
   // Takes everything queued at once, so that a writer can coalesce a burst into one flush.
   Pop pop_all(std::deque<T>& items, std::chrono::milliseconds wait) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!ready_.wait_for(lock, wait, [this] { return !items_.empty() || closed_; })) return Pop::kTimeout;
+    if (!wait_locked(lock, wait)) return Pop::kTimeout;
     if (items_.empty()) return Pop::kClosed;
     items.swap(items_);
     return Pop::kItem;
   }
 
-  Pop pop(T& item, std::chrono::milliseconds wait) {
+  // Waits without a time limit when `wait` is empty.
+  Pop pop(T& item, std::optional<std::chrono::milliseconds> wait = std::nullopt) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!ready_.wait_for(lock, wait, [this] { return !items_.empty() || closed_; })) return Pop::kTimeout;
+    if (!wait_locked(lock, wait)) return Pop::kTimeout;
     if (items_.empty()) return Pop::kClosed;
     item = std::move(items_.front());
     items_.pop_front();
@@ -51,6 +56,15 @@ class Outbox {
   }
 
  private:
+  bool wait_locked(std::unique_lock<std::mutex>& lock, std::optional<std::chrono::milliseconds> wait) {
+    auto ready = [this] { return !items_.empty() || closed_; };
+    if (!wait) {
+      ready_.wait(lock, ready);
+      return true;
+    }
+    return ready_.wait_for(lock, *wait, ready);
+  }
+
   std::mutex mu_;
   std::condition_variable ready_;
   std::deque<T> items_;

@@ -1,0 +1,61 @@
+#include "device_agent/daemon.h"
+
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "common/flags.h"
+
+namespace tunefarm {
+
+void add_agent_flags(CLI::App& app, AgentFlags& f) {
+  app.add_option("--tracker", f.agent.tracker, "Tracker address to dial")->capture_default_str();
+  app.add_option("--key", f.agent.device_key, "Device key this board serves")->capture_default_str();
+  app.add_option("--id", f.agent.agent_id, "Agent id, unique per tracker (default: hostname-pid)");
+  add_secret_option(app, "token", f.agent.token, "TUNEFARM_AGENT_TOKEN", "Agent token, when the tracker requires one");
+  app.add_option("--scratch-dir", f.measurer.scratch_root,
+                 "Where the private scratch directory goes (default: $TMPDIR or /tmp)");
+  app.add_option("--tls-ca", f.tls.ca, "PEM CA to check a TLS tracker by (dials plaintext without)");
+  app.add_option("--tls-cert", f.tls.cert, "PEM client certificate, for a tracker that requires one (mutual TLS)");
+  app.add_option("--tls-key", f.tls.key, "PEM private key of --tls-cert");
+  app.add_option("--memory-limit-mb", f.memory_limit_mb,
+                 "Address-space cap of the measurement sandbox (default: 3/4 of this machine's memory, "
+                 "none on a board with a GPU; 0: none)");
+  app.add_option("--cpu-seconds-per-candidate", f.measurer.cpu_seconds_per_candidate,
+                 "CPU time one candidate may use (default: its timeout times the cores)");
+  app.add_option("--max-artifact-mb", f.max_artifact_mb, "Largest artifact this agent loads")->capture_default_str();
+}
+
+DaemonExit run_device_agent(AgentFlags f) {
+  auto credentials = channel_credentials(f.tls);
+  if (!credentials.ok()) return DaemonExit::configuration(credentials.status());
+  f.agent.credentials = *credentials;
+
+  StopSignals signals;
+  v1::Capabilities capabilities = local_capabilities();
+  // The CUDA driver reserves far more address space than any cap that still stops a runaway CPU
+  // kernel, so a board with a GPU gets none unless one is asked for.
+  if (f.memory_limit_mb < 0 && !capabilities.gpu_name().empty()) f.memory_limit_mb = 0;
+  f.measurer.memory_limit_bytes = f.memory_limit_mb < 0 ? -1 : f.memory_limit_mb << 20;
+  f.measurer.max_artifact_bytes = f.max_artifact_mb << 20;
+  auto measurer = Measurer::create(f.measurer);
+  if (!measurer.ok()) return DaemonExit::environment(measurer.status());
+  if (Status s = (*measurer)->self_test(); !s.ok()) return DaemonExit::environment(s);
+  auto measure = [m = measurer->get()](const v1::LeasedBatch& batch, const v1::Candidate& candidate) {
+    return m->measure(batch.workload(), batch.options(), batch.has_reference() ? &batch.reference() : nullptr,
+                      candidate.artifact());
+  };
+  DeviceAgent agent(f.agent, capabilities, measure);
+  // Detached: when the tracker refuses the agent, run() returns while this thread still waits.
+  std::thread([&agent, signals]() mutable {
+    int sig = signals.wait();
+    spdlog::info("signal {}: stopping", sig);
+    agent.stop();
+  }).detach();
+  Status s = agent.run();
+  if (s.ok()) return DaemonExit::ok();
+  if (s.code() == StatusCode::kFailedPrecondition) return DaemonExit::environment(s);
+  return {1, "the tracker refused this agent: " + s.to_string()};
+}
+
+}  // namespace tunefarm

@@ -1,0 +1,29 @@
+// device-agent as a program: its flags and the wiring of the sandboxed Measurer and the session
+// with the tracker, so that agent_main.cc only parses and runs. Signals are common/daemon.h's.
+#pragma once
+
+#include <cstdint>
+
+#include <CLI/CLI.hpp>
+
+#include "common/credentials.h"
+#include "common/daemon.h"
+#include "device_agent/agent.h"
+#include "measure/measure.h"
+
+namespace tunefarm {
+
+struct AgentFlags {
+  AgentOptions agent;
+  MeasurerOptions measurer;
+  TlsClientFiles tls;
+  int64_t memory_limit_mb = -1;  // -1: the default of add_agent_flags' help
+  uint64_t max_artifact_mb = kDefaultMaxArtifactBytes >> 20;
+};
+
+void add_agent_flags(CLI::App& app, AgentFlags& flags);
+
+// Serves the tracker until SIGTERM or SIGINT, or until the tracker refuses this agent for good.
+DaemonExit run_device_agent(AgentFlags flags);
+
+}  // namespace tunefarm

@@ -1,0 +1,110 @@
+#include "tracker/daemon.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "common/flags.h"
+#include "tracker/service.h"
+
+namespace tunefarm {
+
+void add_trackerd_flags(CLI::App& app, TrackerdFlags& f) {
+  BrokerOptions& o = f.broker;
+  app.add_option("--listen", f.listen, "Address to serve on")->capture_default_str();
+  add_secret_option(app, "agent-token", o.agent_token, "TUNEFARM_AGENT_TOKEN", "Token agents must present in their hello");
+  add_secret_option(app, "tuner-token", o.tuner_token, "TUNEFARM_TUNER_TOKEN",
+                    "Token tuners must present with each Measure request");
+  add_secret_option(app, "reader-token", o.reader_tokens, "TUNEFARM_READER_TOKEN",
+                    "Token that may only list the farm's devices and queues (repeatable)");
+  app.add_option("--tls-cert", f.tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
+  app.add_option("--tls-key", f.tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", f.tls.client_ca,
+                 "PEM CA that agents' and tuners' client certificates must chain to (mutual TLS)");
+  app.add_flag("--insecure", f.insecure, "Allow a non-loopback address without TLS and tokens");
+  app.add_option("--max-artifact-bytes", o.max_artifact_bytes, "Largest artifact a request may carry")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--max-lease-candidates", o.max_lease_candidates, "Largest chunk of a request leased to one agent")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--min-lease-candidates", o.min_lease_candidates,
+                 "Smallest chunk leased to one agent while a request has that many pending")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--max-attempts", o.max_attempts, "Agents a candidate may be lost on before DEVICE_LOST")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--heartbeat-timeout-ms", f.heartbeat_timeout_ms, "Silence after which an agent is dropped")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--no-agent-timeout-s", f.no_agent_timeout_s, "How long requests wait for a device key with no agent")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--drain-timeout-s", f.drain_timeout_s, "On SIGTERM, how long to let leased work finish")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+}
+
+namespace {
+
+// Expires leases and heartbeats while the tracker serves.
+class Ticker {
+ public:
+  explicit Ticker(Broker& broker)
+      : thread_([this, &broker] {
+          while (!stopping_.load()) {
+            broker.tick();
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        }) {}
+  ~Ticker() {
+    stopping_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+void drain(Broker& broker, double timeout_s) {
+  broker.begin_drain();
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (!broker.idle() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  broker.fail_all("the tracker shut down before an agent answered");
+  broker.close_all_sessions(unavailable("the tracker is shutting down"));
+}
+
+}  // namespace
+
+DaemonExit run_trackerd(TrackerdFlags f) {
+  BrokerOptions& options = f.broker;
+  Exposure exposure{f.listen, f.tls.enabled(), !options.agent_token.empty() && !options.tuner_token.empty(),
+                    f.insecure, "--tls-cert, --tls-key", "--agent-token, --tuner-token",
+                    "whoever can reach it may send code to the boards or read what they are sent"};
+  auto credentials = serving_credentials(exposure, f.tls);
+  if (!credentials.ok()) return DaemonExit::configuration(credentials.status());
+  options.heartbeat_timeout = std::chrono::milliseconds(f.heartbeat_timeout_ms);
+  options.heartbeat_interval = std::max(std::chrono::milliseconds(50), options.heartbeat_timeout / 5);
+  options.no_agent_timeout = std::chrono::seconds(f.no_agent_timeout_s);
+
+  StopSignals signals;
+  Broker broker(options);
+  TrackerService service(broker);
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(kMaxTrackerMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxTrackerMessageBytes);
+  builder.RegisterService(&service);
+  auto server = start_server(builder, f.listen, *credentials);
+  if (!server.ok()) return DaemonExit::environment(server.status());
+  spdlog::info("listening on {}", f.listen);
+  {
+    Ticker ticker(broker);
+    int sig = signals.wait();
+    spdlog::info("signal {}: draining (up to {} s)", sig, f.drain_timeout_s);
+    drain(broker, f.drain_timeout_s);
+    (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  spdlog::info("stopped");
+  return DaemonExit::ok();
+}
+
+}  // namespace tunefarm

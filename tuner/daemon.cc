@@ -1,0 +1,135 @@
+#include "tuner/daemon.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "common/flags.h"
+#include "common/temp_dir.h"
+#include "tuner/compiler_task.h"
+#include "tuner/tracker_backend.h"
+
+namespace tunefarm {
+
+void add_tunerd_flags(CLI::App& app, TunerdFlags& f) {
+  app.add_option("--listen", f.listen, "Address to serve on")->capture_default_str();
+  app.add_option("--tracker", f.tracker, "The tracker's address")->capture_default_str();
+  app.add_option("--data-dir", f.data_dir, "Directory of the history database (created if missing)")
+      ->capture_default_str();
+  add_secret_option(app, "tracker-token", f.tracker_token, "TUNEFARM_TRACKER_TOKEN",
+                    "Token to present to the tracker with each batch");
+  add_secret_option(app, "client-token", f.tokens.client, "TUNEFARM_CLIENT_TOKEN",
+                    "Token that may submit, cancel and import (repeatable)");
+  add_secret_option(app, "read-only-token", f.tokens.read_only, "TUNEFARM_READ_ONLY_TOKEN",
+                    "Token that may only query jobs and records (repeatable)");
+  app.add_option("--max-jobs", f.jobs.max_running_jobs, "Jobs that run at once; more wait in the queue")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--max-queued-jobs", f.jobs.max_queued_jobs, "Jobs that may wait to run; more are refused")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--max-queued-jobs-per-client", f.jobs.max_queued_jobs_per_client,
+                 "Jobs that one client token may have waiting; more are refused (with tokens off, only "
+                 "--max-queued-jobs applies)")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--build-threads", f.jobs.build_threads, "Compiler threads per job (0: one per CPU)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--features", f.features,
+                 "What the cost model sees of a candidate: knob (its knob values) or loop (its loop nest; "
+                 "slower to plan)")
+      ->capture_default_str()->check(CLI::IsMember({"loop", "knob"}));
+  app.add_option("--cost-model", f.objective,
+                 "How the cost model learns: rank (pairwise ranking, as AutoTVM) or regression (of normalised "
+                 "throughput)")
+      ->capture_default_str()->check(CLI::IsMember({"rank", "regression"}));
+  app.add_option("--check-history", f.check_history,
+                 "How the history database is checked at start: quick (every page) or full (indexes too; slower)")
+      ->capture_default_str()->check(CLI::IsMember({"quick", "full"}));
+  app.add_option("--tls-cert", f.tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
+  app.add_option("--tls-key", f.tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tracker-ca", f.tracker_tls.ca, "PEM CA to check a TLS tracker by (dials plaintext without)");
+  app.add_option("--tracker-cert", f.tracker_tls.cert, "PEM client certificate for a tracker that requires one");
+  app.add_option("--tracker-key", f.tracker_tls.key, "PEM private key of --tracker-cert");
+  app.add_flag("--insecure", f.insecure, "Allow a non-loopback address without TLS and tokens");
+}
+
+namespace {
+
+// The data directory, owned by this process, and the history in it.
+struct History {
+  std::unique_ptr<DirectoryLock> lock;
+  std::unique_ptr<db::RecordStore> store;
+};
+
+StatusOr<History> open_history(const TunerdFlags& f) {
+  std::error_code ec;
+  std::filesystem::create_directories(f.data_dir, ec);
+  if (ec) return unavailable(fmt::format("cannot create data directory {}: {}", f.data_dir, ec.message()));
+  History history;
+  TF_ASSIGN_OR_RETURN(history.lock, DirectoryLock::acquire(f.data_dir));
+  // Link directories of a tunerd that was killed mid-build.
+  remove_stale_temp_dirs("", "tunefarm-link");
+  db::RecordStoreOptions options;
+  options.check = f.check_history == "full" ? db::RecordStoreOptions::Check::kFull : db::RecordStoreOptions::Check::kQuick;
+  TF_ASSIGN_OR_RETURN(history.store,
+                      db::RecordStore::open((std::filesystem::path(f.data_dir) / "history.db").string(), options));
+  return history;
+}
+
+std::shared_ptr<grpc::Channel> tracker_channel(const TunerdFlags& f,
+                                               const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(256 << 20);
+  return grpc::CreateCustomChannel(f.tracker, credentials, args);
+}
+
+}  // namespace
+
+DaemonExit run_tunerd(TunerdFlags f) {
+  Exposure exposure{f.listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key", "--client-token",
+                    "whoever can reach it may submit jobs and read the history"};
+  auto credentials = serving_credentials(exposure, f.tls);
+  if (!credentials.ok()) return DaemonExit::configuration(credentials.status());
+  auto tracker_credentials = channel_credentials(f.tracker_tls);
+  if (!tracker_credentials.ok()) return DaemonExit::configuration(tracker_credentials.status());
+  f.jobs.model.objective = *parse_objective(f.objective);
+  f.jobs.build_mark_dir = f.data_dir;
+  auto history = open_history(f);
+  if (!history.ok()) return DaemonExit::environment(history.status());
+  db::RecordStore& store = *history->store;
+
+  StopSignals signals;
+  auto tracker = tracker_channel(f, *tracker_credentials);
+  CompilerTaskFactory tasks(*parse_feature_kind(f.features));
+  JobManager jobs(
+      store, tasks,
+      [&](const v1::Job& job) -> StatusOr<std::unique_ptr<MeasureBackend>> {
+        TrackerBackendOptions o;
+        o.token = f.tracker_token;
+        o.device_key = job.spec().device_key();
+        o.job_id = job.id();
+        o.priority = job.spec().priority();
+        return std::unique_ptr<MeasureBackend>(std::make_unique<TrackerMeasureBackend>(tracker, o));
+      },
+      [&](const std::string& key) { return check_device_key(tracker, key, f.tracker_token); }, f.jobs);
+  TunerService service(jobs, store, f.tokens);
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.RegisterService(&service);
+  auto server = start_server(builder, f.listen, *credentials);
+  if (!server.ok()) return DaemonExit::environment(server.status());
+  if (Status s = jobs.start(); !s.ok()) return DaemonExit::environment(s.with_context("cannot resume jobs"));
+  spdlog::info("listening on {}; history in {}; tracker at {}", f.listen, store.path(), f.tracker);
+
+  int sig = signals.wait();
+  spdlog::info("signal {}: stopping (running jobs resume at the next start)", sig);
+  service.stop_watches();
+  jobs.shutdown();
+  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (Status s = store.flush(); !s.ok()) spdlog::error("history: {}", s.message());
+  spdlog::info("stopped");
+  return DaemonExit::ok();
+}
+
+}  // namespace tunefarm

@@ -1,0 +1,37 @@
+// tunerd as a program: its flags and the wiring of the history, the job manager, the tracker
+// backend and the gRPC service, so that tunerd_main.cc only parses and runs. The exposure rule,
+// signals, listening and the data-directory lock are common/daemon.h's.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "common/credentials.h"
+#include "common/daemon.h"
+#include "tuner/job_manager.h"
+#include "tuner/service.h"
+
+namespace tunefarm {
+
+struct TunerdFlags {
+  std::string listen = "127.0.0.1:9191";
+  std::string tracker = "127.0.0.1:9190";
+  std::string data_dir = "tunefarm-data";
+  std::string tracker_token;
+  bool insecure = false;
+  AccessTokens tokens;
+  JobManagerOptions jobs;
+  std::string features = "knob";
+  std::string objective = "rank";
+  std::string check_history = "quick";
+  TlsServerFiles tls;
+  TlsClientFiles tracker_tls;
+};
+
+void add_tunerd_flags(CLI::App& app, TunerdFlags& flags);
+
+// Serves until SIGTERM or SIGINT; running jobs resume at the next start.
+DaemonExit run_tunerd(TunerdFlags flags);
+
+}  // namespace tunefarm
