@@ -63,6 +63,24 @@ std::string workloads_of(const v1::Job& job) {
 
 std::string state_name(v1::JobState s) { return v1::JobState_Name(s); }
 
+// A job of several weighted tasks (a model's): the model's latency as the sum over its tasks of
+// count x time per run, with the best configs so far and with the templates' untuned defaults.
+// Empty until every task has a figure.
+std::string latency_estimate(const v1::JobProgress& p) {
+  if (p.tasks_size() < 2) return "";
+  double tuned = 0, untuned = 0;
+  bool all_defaults = true;
+  for (const v1::TaskProgress& t : p.tasks()) {
+    if (t.best_gflops() <= 0 || t.flops() <= 0) return "";
+    double weight = t.weight() > 0 ? t.weight() : 1;
+    tuned += weight * t.flops() / (t.best_gflops() * 1e9);
+    if (t.default_gflops() > 0) untuned += weight * t.flops() / (t.default_gflops() * 1e9);
+    else all_defaults = false;
+  }
+  return fmt::format("  model ~{:.3f} ms{}", tuned * 1e3,
+                     all_defaults ? fmt::format(" (untuned {:.3f} ms)", untuned * 1e3) : "");
+}
+
 std::string progress_line(const v1::Job& job) {
   const v1::JobProgress& p = job.progress();
   int budget = p.trials_budget() > 0 ? p.trials_budget() : job.spec().trials();
@@ -74,7 +92,8 @@ std::string progress_line(const v1::Job& job) {
   return fmt::format("[{}{}] {}/{} trials  best {:.1f} GFLOP/s  last batch {:.1f}  errors {}  elapsed {}  eta {}",
                      std::string(filled, '#'), std::string(width - filled, '.'), p.trials_done(), budget,
                      p.best_gflops(), p.current_gflops(), errors, format_duration(p.elapsed_s()),
-                     p.eta_s() < 0 || p.trials_done() == 0 ? "?" : format_duration(p.eta_s()));
+                     p.eta_s() < 0 || p.trials_done() == 0 ? "?" : format_duration(p.eta_s())) +
+         latency_estimate(p);
 }
 
 void print_job(const v1::Job& job) {

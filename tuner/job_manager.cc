@@ -470,8 +470,22 @@ class RecordSink {
 };
 
 // The loop's progress as the job shows it; the ETA counts only trials of this run.
-v1::JobProgress job_progress(const TuningProgress& p, int trials_at_start, double elapsed_before_s) {
+// Each task's standing: what `watch` shows per task, and what a model's latency estimate (the sum
+// over tasks of weight x FLOPs / speed) is computed from.
+void set_task_progress(v1::TaskProgress& tp, const TuningTask& task, double weight, const TaskProgress& p) {
+  *tp.mutable_workload() = task.workload();
+  tp.set_trials_done(p.trials);
+  tp.set_best_gflops(p.best_gflops);
+  tp.set_default_gflops(p.default_gflops);
+  tp.set_weight(weight);
+  tp.set_flops(task.flops());
+}
+
+v1::JobProgress job_progress(const TuningProgress& p, int trials_at_start, double elapsed_before_s,
+                             const std::vector<const TuningTask*>& tasks, const std::vector<double>& weights) {
   v1::JobProgress progress;
+  for (size_t i = 0; i < p.tasks.size() && i < tasks.size(); ++i)
+    set_task_progress(*progress.add_tasks(), *tasks[i], weights[i], p.tasks[i]);
   progress.set_trials_done(p.trials_done);
   progress.set_trials_budget(p.trials_budget);
   progress.set_best_gflops(p.best_gflops);
@@ -489,16 +503,18 @@ v1::JobProgress job_progress(const TuningProgress& p, int trials_at_start, doubl
 // A finished job's progress: each task's winner, and the job's best as its best task's winner, by
 // the same figure as `best` (common/figure.h).
 v1::JobProgress final_progress(v1::JobProgress progress, const TuningOutcome& outcome,
-                               const std::vector<const TuningTask*>& tasks) {
+                               const std::vector<const TuningTask*>& tasks, const std::vector<double>& weights) {
+  // The default's figure comes from the last report; the winners from the outcome.
+  std::vector<double> defaults(outcome.tasks.size(), 0.0);
+  for (int i = 0; i < progress.tasks_size() && i < static_cast<int>(defaults.size()); ++i)
+    defaults[i] = progress.tasks(i).default_gflops();
   progress.clear_tasks();
   progress.set_best_gflops(0);
   for (size_t i = 0; i < outcome.tasks.size(); ++i) {
     const TaskOutcome& t = outcome.tasks[i];
     progress.set_best_gflops(std::max(progress.best_gflops(), t.best_gflops));
     auto* tp = progress.add_tasks();
-    *tp->mutable_workload() = tasks[i]->workload();
-    tp->set_trials_done(t.trials);
-    tp->set_best_gflops(t.best_gflops);
+    set_task_progress(*tp, *tasks[i], weights[i], {t.trials, t.best_gflops, defaults[i]});
     if (t.has_best) *tp->mutable_best_config() = to_proto(t.best_config);
   }
   progress.set_trials_done(outcome.trials);
@@ -551,7 +567,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   RecordSink records(store_, job_id, spec, task_ptrs);
   std::string waiting_since;
   auto on_progress = [&](const TuningProgress& p) {
-    v1::JobProgress progress = job_progress(p, resumed, options.elapsed_before_s);
+    v1::JobProgress progress = job_progress(p, resumed, options.elapsed_before_s, task_ptrs, weights);
     *job.mutable_progress() = progress;
     // No new batch while the history cannot keep what it measures.
     if (!wait_for_history(job_id, job, running)) return;
@@ -589,7 +605,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   if (shutting_down) return Status();  // Stays RUNNING in the database: resumed at the next start.
   if (!user_cancelled && resumed == 0) TF_RETURN_IF_ERROR(records.every_candidate_failed());
 
-  TF_RETURN_IF_ERROR(store_.update_job_progress(job_id, final_progress(job.progress(), *outcome, task_ptrs)));
+  TF_RETURN_IF_ERROR(store_.update_job_progress(job_id, final_progress(job.progress(), *outcome, task_ptrs, weights)));
   TF_ASSIGN_OR_RETURN(job, store_.update_job_state(job_id, user_cancelled ? v1::CANCELLED : v1::SUCCEEDED));
   publish(job_id, job, fmt::format("{} ({}): {} trials", user_cancelled ? "cancelled" : "done", outcome->stop_reason,
                                    outcome->trials));

@@ -19,6 +19,10 @@ namespace {
 
 constexpr int kMaxTopK = 100;
 constexpr int kMaxListLimit = 10000;
+constexpr int64_t kDefaultListLimit = 1000;
+// A ListRecords answer stays well under gRPC's default 4 MiB receive limit; the rest is paged.
+constexpr size_t kMaxListBytes = size_t{2} << 20;
+constexpr int64_t kListPage = 256;
 constexpr size_t kExportChunkBytes = 1 << 20;
 constexpr size_t kMaxImportBytes = size_t{1} << 30;
 
@@ -49,6 +53,8 @@ StatusOr<db::RecordFilter> filter_of(const v1::Workload* workload, const std::st
 const std::map<std::string, Access, std::less<>>& tuner_access() {
   static const std::map<std::string, Access, std::less<>> table = {
       {"SubmitJob", Access::kChange},     {"CancelJob", Access::kChange},   {"ImportRecords", Access::kChange},
+      // Reading a model of up to a gigabyte is work on tunerd's behalf, done to submit it.
+      {"ExtractTasks", Access::kChange},
       {"GetJob", Access::kQuery},         {"WatchJob", Access::kQuery},     {"ListJobs", Access::kQuery},
       {"QueryBest", Access::kQuery},      {"ListRecords", Access::kQuery},  {"ExportRecords", Access::kQuery},
   };
@@ -179,18 +185,39 @@ grpc::Status TunerService::ListRecords(grpc::ServerContext* context, const v1::L
   if (auto s = authorize(context, "ListRecords"); !s.ok()) return s;
   if (!request->job_id().empty()) {
     if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
-    // "No records" must not hide a job id that does not exist.
-    if (auto job = store_.get_job(request->job_id()); !job.ok()) return to_grpc(job.status());
   }
   if (request->limit() < 0 || request->limit() > kMaxListLimit)
     return invalid(fmt::format("limit {} must be between 0 (default) and {}", request->limit(), kMaxListLimit));
   if (request->offset() < 0) return invalid(fmt::format("offset {} must not be negative", request->offset()));
   auto filter = filter_of(request->has_workload() ? &request->workload() : nullptr, request->job_id());
   if (!filter.ok()) return to_grpc(filter.status());
-  auto page = store_.list_records(*filter, request->limit(), request->offset());
-  if (!page.ok()) return to_grpc(page.status());
-  for (auto& r : page->records) *response->add_records() = std::move(r);
-  response->set_total(page->total);
+  // Read in pages and stop at the byte budget: a record may hold kilobytes (an error message, many
+  // costs), and an answer is built in memory on both sides.
+  int64_t wanted = request->limit() > 0 ? request->limit() : kDefaultListLimit;
+  int64_t offset = request->offset();
+  size_t bytes = 0;
+  for (int64_t left = wanted; left > 0;) {
+    auto page = store_.list_records(*filter, std::min<int64_t>(left, kListPage), offset);
+    if (!page.ok()) return to_grpc(page.status());
+    response->set_total(page->total);
+    for (auto& r : page->records) {
+      size_t size = r.ByteSizeLong() + 8;  // With the field's tag and length.
+      if (response->records_size() > 0 && bytes + size > kMaxListBytes) {
+        response->set_next_offset(offset);
+        return grpc::Status::OK;
+      }
+      bytes += size;
+      *response->add_records() = std::move(r);
+      ++offset;
+      --left;
+    }
+    if (page->records.empty() || offset >= page->total) break;
+  }
+  // "No records" must not hide a job id that does not exist (imported records keep the job ids
+  // of the installation they came from, so a job with records is listed either way).
+  if (response->total() == 0 && !request->job_id().empty()) {
+    if (auto job = store_.get_job(request->job_id()); !job.ok()) return to_grpc(job.status());
+  }
   return grpc::Status::OK;
 }
 
@@ -239,7 +266,7 @@ grpc::Status TunerService::ImportRecords(grpc::ServerContext* context, grpc::Ser
 
 grpc::Status TunerService::ExtractTasks(grpc::ServerContext* context, grpc::ServerReader<v1::ModelChunk>* reader,
                                         v1::ExtractTasksResponse* response) {
-  if (auto s = authorize(context, false, "ExtractTasks"); !s.ok()) return s;
+  if (auto s = authorize(context, "ExtractTasks"); !s.ok()) return s;
   std::string onnx, file_name;
   std::map<std::string, std::vector<int64_t>> shapes;
   v1::ModelChunk chunk;

@@ -122,6 +122,12 @@ class Tunerd {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
+size_t records_of_remeasure(const Tunerd& tunerd, const std::string& job_id) {
+  size_t n = 0;
+  for (const auto& r : tunerd.records(job_id)) n += r.remeasure_round() > 0;
+  return n;
+}
+
 std::set<std::string> distinct_configs(const std::vector<v1::Record>& records) {
   std::set<std::string> out;
   for (const auto& r : records) out.insert(from_proto(r.config()).to_json());
@@ -315,8 +321,70 @@ TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
   auto best = tunerd.best(from_proto(job.progress().tasks(0).workload())->to_string());
   ASSERT_EQ(best.size(), 1u);
   EXPECT_EQ(best[0].job_id(), job.id());
+  // Each task weighs as often as it occurs, and the job estimates the model's latency from its
+  // tasks, tuned and with the untuned defaults measured in their first rounds.
+  EXPECT_EQ(job.progress().tasks(0).weight(), 1);
+  double weights = 0;
+  for (const auto& t : job.progress().tasks()) {
+    weights += t.weight();
+    EXPECT_GT(t.flops(), 0);
+    EXPECT_GT(t.default_gflops(), 0) << t.workload().ShortDebugString();
+  }
+  EXPECT_EQ(weights, 18);
+  out = tune_client({"--server", tunerd.address(), "status", job.id()}, &rc);
+  EXPECT_THAT(out, ::testing::ContainsRegex("model ~[0-9.]+ ms \\(untuned [0-9.]+ ms\\)"));
 }
 #endif
+
+// A listing of large records is paged to stay under 2 MiB an answer (the read-only token may list
+// everything, and a record may hold a 4 KiB error message); `records` pages through all of them.
+TEST_F(ServiceTest, RecordListingsArePagedByBytes) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  auto job = tunerd.submit("matmul:M=16,N=16,K=16", 8, 8);
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  ASSERT_EQ(tunerd.watch(job->id()).state(), v1::SUCCEEDED) << tunerd.log();
+  v1::Record base = tunerd.records(job->id()).front();
+  std::string file = data_dir("large.jsonl");
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < 1500; ++i) {
+      v1::Record r = base;
+      r.set_job_id("job-large");
+      r.mutable_result()->set_started_at_us(1'700'000'000'000'000 + i);
+      r.mutable_result()->set_error(v1::RUNTIME_ERROR);
+      r.mutable_result()->clear_costs();
+      r.mutable_result()->set_error_msg(std::string(4000, 'x'));
+      r.set_mean_cost_s(0);
+      r.set_gflops(0);
+      out << record_to_json_line(r) << "\n";
+    }
+  }
+  int rc = 0;
+  std::string out = tune_client({"--server", tunerd.address(), "import", file}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::set<int64_t> seen;
+  int64_t offset = 0;
+  int pages = 0;
+  for (;;) {
+    grpc::ClientContext context;
+    v1::ListRecordsRequest request;
+    request.set_limit(10000);
+    request.set_offset(offset);
+    v1::ListRecordsResponse response;
+    ASSERT_TRUE(tunerd.stub()->ListRecords(&context, request, &response).ok());
+    EXPECT_LT(response.ByteSizeLong(), size_t{2} << 20);
+    ++pages;
+    for (const auto& r : response.records()) EXPECT_TRUE(seen.insert(r.result().started_at_us()).second);
+    if (response.next_offset() == 0) break;
+    EXPECT_EQ(response.next_offset(), offset + response.records_size());
+    offset = response.next_offset();
+  }
+  EXPECT_GT(pages, 2);
+  EXPECT_EQ(seen.size(), 1500u + 8u + records_of_remeasure(tunerd, job->id()));
+  out = tune_client({"--server", tunerd.address(), "records", "--job", "job-large", "--limit", "1200", "--json"}, &rc);
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(nlohmann::json::parse(out)["records"].size(), 1200u);
+}
 
 TEST_F(ServiceTest, TwoClientsSubmittingAtOnceBothFinish) {
   Tunerd tunerd(farm_, data_dir("data"));
