@@ -6,6 +6,7 @@
 
 #include "compiler/build.h"
 #include "model/passes/fold_batch_norm.h"
+#include "model/passes/fold_constants.h"
 #include "model/passes/fuse_patterns.h"
 #include "model/passes/group_epilogues.h"
 
@@ -126,6 +127,8 @@ StatusOr<Workload> workload_of(const Graph& graph, const Node& node) {
 StatusOr<TaskTable> extract_tasks(Graph& graph) {
   TaskTable table;
   for (const Node& node : graph.nodes) table.tunable_nodes += is_tunable(node.op);
+  // Counted before the passes: the table accounts for every tunable node of the file.
+  TF_RETURN_IF_ERROR(fold_constants(graph).status());
   TF_RETURN_IF_ERROR(fold_batch_norm(graph).status());
   TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
   TF_RETURN_IF_ERROR(group_epilogues(graph).status());

@@ -31,8 +31,8 @@ struct TaskTable {
 // The workload one tunable node computes, or an error naming the node and what is not supported.
 StatusOr<Workload> workload_of(const Graph& graph, const Node& node);
 
-// Runs the passes (BatchNormalization folding, LayerNorm and GELU recognition, epilogue grouping)
-// and extracts the tasks.
+// Runs the passes (constant folding, BatchNormalization folding, LayerNorm and GELU recognition,
+// epilogue grouping) and extracts the tasks.
 StatusOr<TaskTable> extract_tasks(Graph& graph);
 
 }  // namespace tunefarm::model

@@ -11,6 +11,7 @@ Shape/Gather/Concat chains, LayerNorm decomposed into ReduceMean/Sub/Pow/Sqrt/Di
 Erf, and a symbolic batch dimension on the input.
 
 Usage: make_models.py OUT_DIR [--small-only]
+(bert_layer_opset17 is the same layer as exporters write it at opset 17.)
 """
 import argparse
 import os
@@ -24,7 +25,10 @@ OPSET = 13
 
 
 class Builder:
-    def __init__(self, seed):
+    def __init__(self, seed, opset=OPSET, constant_nodes=False):
+        self.opset = opset
+        # Constants as Constant nodes instead of initializers, as some exporters write them.
+        self.constant_nodes = constant_nodes
         self.rng = np.random.default_rng(seed)
         self.nodes = []
         self.initializers = []
@@ -36,7 +40,12 @@ class Builder:
 
     def const(self, array, prefix="w"):
         name = self.name(prefix)
-        self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
+        tensor = numpy_helper.from_array(np.asarray(array), name)
+        # Weights stay initializers (Constant nodes are for the small float constants).
+        if not self.constant_nodes or tensor.data_type != TensorProto.FLOAT or tensor.dims and np.prod(tensor.dims) > 4096:
+            self.initializers.append(tensor)
+        else:
+            self.nodes.append(helper.make_node("Constant", [], [name], name=self.name("Constant"), value=tensor))
         return name
 
     def weight(self, shape, fan_in):
@@ -71,12 +80,20 @@ class Builder:
 
     # --- Transformer ----------------------------------------------------------------------
     def linear(self, x, fin, fout):
-        # PyTorch writes nn.Linear as MatMul with the weight transposed to [in, out], then Add.
-        w = self.weight((fin, fout), fin)
+        # PyTorch writes nn.Linear as MatMul with the weight transposed to [in, out], then Add; at
+        # opset 17 this script keeps the weight as [out, in] behind a Transpose node instead.
+        if self.opset >= 17:
+            w = self.node("Transpose", [self.weight((fout, fin), fin)], perm=[1, 0])
+        else:
+            w = self.weight((fin, fout), fin)
         b = self.const((0.02 * self.rng.standard_normal(fout)).astype(np.float32), "bias")
         return self.node("Add", [self.node("MatMul", [x, w]), b])
 
     def layer_norm(self, x, hidden):
+        if self.opset >= 17:
+            return self.node("LayerNormalization", [x, self.const(np.ones(hidden, np.float32), "ln_gamma"),
+                                                    self.const(np.zeros(hidden, np.float32), "ln_beta")],
+                             axis=-1, epsilon=1e-12)
         mean = self.node("ReduceMean", [x], axes=[-1])
         d = self.node("Sub", [x, mean])
         var = self.node("ReduceMean", [self.node("Pow", [d, self.const(np.float32(2.0), "two")])], axes=[-1])
@@ -104,7 +121,7 @@ class Builder:
 
     def model(self, name, inputs, outputs):
         graph = helper.make_graph(self.nodes, name, inputs, outputs, self.initializers)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tunefarm-models")
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)], producer_name="tunefarm-models")
         model.ir_version = 8
         onnx.checker.check_model(model)
         return model
@@ -163,8 +180,8 @@ def mobilenet_v2(small):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, classes])])
 
 
-def bert_layer(small):
-    b = Builder(128)
+def bert_layer(small, opset=OPSET):
+    b = Builder(128, opset=opset, constant_nodes=opset >= 17)
     seq, hidden, heads, ffn = (16, 64, 2, 128) if small else (128, 768, 12, 3072)
     head_dim = hidden // heads
     x = "hidden_states"
@@ -181,12 +198,15 @@ def bert_layer(small):
     attn = b.layer_norm(b.node("Add", [b.linear(context, hidden, hidden), x]), hidden)
     inter = b.gelu(b.linear(attn, hidden, ffn))
     out = b.layer_norm(b.node("Add", [b.linear(inter, ffn, hidden), attn]), hidden)
-    return b.model("bert_layer" + ("_small" if small else ""),
+    return b.model("bert_layer" + ("_opset17" if opset >= 17 else "") + ("_small" if small else ""),
                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", seq, hidden])],
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["batch", seq, hidden])])
 
 
-MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "bert_layer": bert_layer}
+MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "bert_layer": bert_layer,
+          # The same layer as exporters write it at opset 17: LayerNormalization as one operator,
+          # constants as Constant nodes, linear weights behind Transpose nodes.
+          "bert_layer_opset17": lambda small: bert_layer(small, opset=17)}
 
 
 def main():

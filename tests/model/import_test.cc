@@ -91,6 +91,16 @@ TEST(OnnxImport, AnUnknownOperatorIsNamedWithItsNode) {
   EXPECT_EQ(g.status().message().find('\n'), std::string::npos);
 }
 
+TEST(OnnxImport, ShapesBeyondTheWorkloadLimitsAreRefused) {
+  ModelBuilder m;
+  m.input("x", {1, 3, 2000000, 1});
+  m.node("Relu", {"x"}, "y", "r");
+  m.output("y", {1, 3, 2000000, 1});
+  auto g = import_onnx(m.bytes(), "huge.onnx");
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), HasSubstr("input 'x' has shape [1, 3, 2000000, 1]"));
+}
+
 TEST(OnnxImport, InconsistentShapesAreRefused) {
   ModelBuilder m;
   m.input("a", {2, 3});

@@ -120,6 +120,29 @@ TEST(ModelTasks, ConvolutionsAndDenseLayersCarryTheirShapesAndEpilogues) {
   for (const char* piece : {"ReduceMean", "Pow", "Sqrt", "Erf"}) EXPECT_EQ(tasks->untuned_ops.count(piece), 0u) << piece;
 }
 
+// The same layer as exporters write it at opset 17 (LayerNormalization as one operator, small
+// constants as Constant nodes, weights behind Transpose nodes) gives the same tasks.
+TEST(ModelTasks, AnOpset17ExportGivesTheSameTasks) {
+  ImportOptions options;
+  options.input_shapes["hidden_states"] = {1, 16, 64};
+  std::map<std::string, int> counts[2];
+  std::map<std::string, int> untuned[2];
+  int i = 0;
+  for (const char* file : {"bert_layer_small.onnx", "bert_layer_opset17_small.onnx"}) {
+    auto graph = import_onnx_file(test_model(file), options);
+    ASSERT_TRUE(graph.ok()) << file << ": " << graph.status().to_string();
+    auto table = extract_tasks(*graph);
+    ASSERT_TRUE(table.ok()) << file << ": " << table.status().to_string();
+    for (const Task& t : table->tasks) counts[i][t.workload.to_string()] = t.count;
+    untuned[i] = table->untuned_ops;
+    ++i;
+  }
+  EXPECT_EQ(counts[0], counts[1]);
+  EXPECT_EQ(untuned[1]["LayerNormalization"], 2);
+  EXPECT_EQ(untuned[1].count("Transpose") ? untuned[1]["Transpose"] : 0, untuned[0]["Transpose"])
+      << "the weights' Transpose nodes fold into constants";
+}
+
 TEST(ModelTasks, BatchNormalizationFoldsIntoTheConvolutionWeights) {
   ModelBuilder m;
   m.input("x", {1, 2, 4, 4});
