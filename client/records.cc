@@ -75,10 +75,20 @@ int run_records(const GlobalFlags& global, const RecordsFlags& flags) {
   request.set_job_id(flags.job);
   request.set_limit(flags.limit);
   request.set_offset(flags.offset);
+  // tunerd bounds each answer in bytes: the records asked for come in as many pages as they take,
+  // gathered here into one answer.
   v1::ListRecordsResponse response;
-  grpc::Status status =
-      call_tuner(global, &v1::Tuner::Stub::ListRecords, request, &response, std::chrono::seconds(30));
-  if (!status.ok()) return rpc_failure(global.server, "records", status);
+  for (;;) {
+    v1::ListRecordsResponse page;
+    grpc::Status status =
+        call_tuner(global, &v1::Tuner::Stub::ListRecords, request, &page, std::chrono::seconds(30));
+    if (!status.ok()) return rpc_failure(global.server, "records", status);
+    response.set_total(page.total());
+    for (auto& r : *page.mutable_records()) *response.add_records() = std::move(r);
+    if (page.next_offset() == 0 || page.records().empty() || page.records_size() >= request.limit()) break;
+    request.set_offset(page.next_offset());
+    request.set_limit(request.limit() - page.records_size());
+  }
   if (flags.json) {
     fmt::print("{}\n", to_json(response));
     return 0;
@@ -181,7 +191,8 @@ void add_records_commands(CLI::App& app, const GlobalFlags& global, Commands& co
   CLI::App* r = app.add_subcommand("records", "List measurements, oldest first");
   r->add_option("--workload", records->workload, "Only this workload");
   r->add_option("--job", records->job, "Only this job");
-  r->add_option("--limit", records->limit, "At most this many")->capture_default_str();
+  // At least one: 0 would leave the count to tunerd's default, which paging could not follow.
+  r->add_option("--limit", records->limit, "At most this many")->capture_default_str()->check(CLI::PositiveNumber);
   r->add_option("--offset", records->offset, "Skip this many");
   r->add_flag("--json", records->json, "Print JSON");
   commands.push_back({r, [&global, records] { return run_records(global, *records); }});

@@ -158,10 +158,11 @@ grpc::Status TunerService::ListRecords(grpc::ServerContext* context, const v1::L
   if (request->offset() < 0) return invalid(fmt::format("offset {} must not be negative", request->offset()));
   auto filter = filter_of(request->has_workload() ? &request->workload() : nullptr, request->job_id());
   if (!filter.ok()) return to_grpc(filter.status());
-  auto page = store_.list_records(*filter, request->limit(), request->offset());
+  auto page = store_.list_records(*filter, request->limit(), request->offset(), kMaxListRecordsBytes);
   if (!page.ok()) return to_grpc(page.status());
   for (auto& r : page->records) *response->add_records() = std::move(r);
   response->set_total(page->total);
+  response->set_next_offset(page->next_offset);
   return grpc::Status::OK;
 }
 
