@@ -166,6 +166,20 @@ TEST_F(SandboxTest, ACandidateCannotPoisonLaterCorrectnessChecks) {
   EXPECT_EQ(measure(kernel_artifact("matmul_wrong")).error(), v1::WRONG_ANSWER);
 }
 
+// Every candidate runs in a fresh directory, and nothing a candidate leaves in the worker's scratch
+// (in its own directory, in $TMPDIR, above it, locked with mode 000) is there for the next one,
+// whether its worker survives it or dies in it.
+TEST_F(SandboxTest, ACandidateFindsNothingAnEarlierOneLeft) {
+  EXPECT_EQ(measure(kernel_artifact("litter"), unchecked()).error(), v1::OK);
+  EXPECT_TRUE(std::filesystem::is_empty(measurer_->scratch_dir())) << "the worker cleans up after each candidate";
+  v1::MeasureResult r = measure(kernel_artifact("litter_check"), unchecked());
+  EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+  EXPECT_EQ(measure(kernel_artifact("litter_crash"), unchecked()).error(), v1::RUNTIME_ERROR);
+  r = measure(kernel_artifact("litter_check"), unchecked());
+  EXPECT_EQ(r.error(), v1::OK) << "after a worker that died: " << r.error_msg();
+  expect_next_one_ok();
+}
+
 // A kernel built for another architecture (an aarch64 target sent to an x86 board) is a LOAD_ERROR
 // that says so, not dlopen's "cannot open shared object file".
 TEST_F(SandboxTest, AnArtifactForAnotherArchitectureSaysWhichOne) {
