@@ -192,7 +192,9 @@ void add_records_commands(CLI::App& app, const GlobalFlags& global, Commands& co
   r->add_option("--workload", records->workload, "Only this workload");
   r->add_option("--job", records->job, "Only this job");
   // At least one: 0 would leave the count to tunerd's default, which paging could not follow.
-  r->add_option("--limit", records->limit, "At most this many")->capture_default_str()->check(CLI::PositiveNumber);
+  r->add_option("--limit", records->limit, "At most this many (tunerd sends them in pages)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
   r->add_option("--offset", records->offset, "Skip this many");
   r->add_flag("--json", records->json, "Print JSON");
   commands.push_back({r, [&global, records] { return run_records(global, *records); }});
