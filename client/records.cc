@@ -73,19 +73,21 @@ int run_records(const GlobalFlags& global, const RecordsFlags& flags) {
     *request.mutable_workload() = to_proto(*w);
   }
   request.set_job_id(flags.job);
+  request.set_limit(flags.limit);
   request.set_offset(flags.offset);
-  // tunerd answers at most a couple of MiB at a time: ask again from where it stopped.
+  // tunerd bounds each answer in bytes: the records asked for come in as many pages as they take,
+  // gathered here into one answer.
   v1::ListRecordsResponse response;
   for (;;) {
-    request.set_limit(flags.limit - response.records_size());
     v1::ListRecordsResponse page;
     grpc::Status status =
         call_tuner(global, &v1::Tuner::Stub::ListRecords, request, &page, std::chrono::seconds(30));
     if (!status.ok()) return rpc_failure(global.server, "records", status);
     response.set_total(page.total());
     for (auto& r : *page.mutable_records()) *response.add_records() = std::move(r);
-    if (page.next_offset() <= request.offset() || response.records_size() >= flags.limit) break;
+    if (page.next_offset() == 0 || page.records().empty() || page.records_size() >= request.limit()) break;
     request.set_offset(page.next_offset());
+    request.set_limit(request.limit() - page.records_size());
   }
   if (flags.json) {
     fmt::print("{}\n", to_json(response));
@@ -189,7 +191,10 @@ void add_records_commands(CLI::App& app, const GlobalFlags& global, Commands& co
   CLI::App* r = app.add_subcommand("records", "List measurements, oldest first");
   r->add_option("--workload", records->workload, "Only this workload");
   r->add_option("--job", records->job, "Only this job");
-  r->add_option("--limit", records->limit, "At most this many")->capture_default_str()->check(CLI::Range(1, 10000));
+  // At least one: 0 would leave the count to tunerd's default, which paging could not follow.
+  r->add_option("--limit", records->limit, "At most this many (tunerd sends them in pages)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
   r->add_option("--offset", records->offset, "Skip this many");
   r->add_flag("--json", records->json, "Print JSON");
   commands.push_back({r, [&global, records] { return run_records(global, *records); }});

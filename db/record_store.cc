@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <spdlog/spdlog.h>
 
 #include "common/figure.h"
@@ -213,6 +214,13 @@ Status check_pages(Connection& connection, const std::string& path, RecordStoreO
   return problems.empty() ? Status() : damaged(problems);
 }
 
+// A message's size as an element of a repeated field: its tag (one byte for field numbers below
+// 16), its length and its bytes.
+size_t repeated_field_bytes(const google::protobuf::Message& message) {
+  size_t size = message.ByteSizeLong();
+  return 1 + google::protobuf::io::CodedOutputStream::VarintSize64(size) + size;
+}
+
 Status check_limits(int64_t limit, int64_t offset) {
   if (limit < 0) return invalid_argument(fmt::format("limit {} is negative", limit));
   if (limit > kMaxListLimit) {
@@ -383,7 +391,8 @@ StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& worklo
   return best;
 }
 
-StatusOr<RecordPage> RecordStore::list_records(const RecordFilter& filter, int64_t limit, int64_t offset) {
+StatusOr<RecordPage> RecordStore::list_records(const RecordFilter& filter, int64_t limit, int64_t offset,
+                                               size_t max_bytes) {
   TF_RETURN_IF_ERROR(check_limits(limit, offset));
   if (limit == 0) limit = kDefaultListLimit;
   FilterSql where = filter_sql(filter);
@@ -402,10 +411,16 @@ StatusOr<RecordPage> RecordStore::list_records(const RecordFilter& filter, int64
     for (size_t i = 0; i < where.params.size(); ++i) stmt.bind(static_cast<int>(i + 1), where.params[i]);
     stmt.bind(next, limit);
     stmt.bind(next + 1, offset);
+    size_t bytes = 0;
     for (;;) {
       TF_ASSIGN_OR_RETURN(bool row, stmt.step());
       if (!row) return Status();
       TF_ASSIGN_OR_RETURN(v1::Record record, read_record(stmt));
+      bytes += repeated_field_bytes(record);
+      if (max_bytes > 0 && bytes > max_bytes && !page.records.empty()) {
+        page.next_offset = offset + static_cast<int64_t>(page.records.size());
+        return Status();
+      }
       page.records.push_back(std::move(record));
     }
   }));

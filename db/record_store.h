@@ -57,6 +57,9 @@ struct RecordFilter {
 struct RecordPage {
   std::vector<v1::Record> records;  // Oldest first.
   int64_t total = 0;                // Matching records in all, regardless of limit and offset.
+  // Nonzero when the byte bound cut the page short of its limit: the offset of the first matching
+  // record left out.
+  int64_t next_offset = 0;
 };
 
 struct ImportStats {
@@ -97,7 +100,11 @@ class RecordStore {
   StatusOr<std::vector<v1::Record>> query_best(const Workload& workload, const Target& target,
                                                std::string_view device_key = {}, int top_k = 1);
   // Matching records, oldest first; `limit` 0 means 1000, at most 100000 (export reads more).
-  StatusOr<RecordPage> list_records(const RecordFilter& filter, int64_t limit = 0, int64_t offset = 0);
+  // `max_bytes` > 0 also bounds the page by the records' size as a repeated protobuf field
+  // encodes them: the page ends before the record that would pass it, but holds at least one, so
+  // that paging always moves on. Records past the bound are not read at all.
+  StatusOr<RecordPage> list_records(const RecordFilter& filter, int64_t limit = 0, int64_t offset = 0,
+                                    size_t max_bytes = 0);
   // The distinct configs (stable JSON) that job `job_id` has recorded for `workload`, successful or
   // not, in the order they were first recorded. This is what a resumed job must not measure again.
   StatusOr<std::vector<std::string>> measured_configs(std::string_view job_id, const Workload& workload);

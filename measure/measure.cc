@@ -23,6 +23,7 @@
 #include "common/temp_dir.h"
 #include "measure/measure_options.h"
 #include "measure/sandbox.h"
+#include "measure/scratch.h"
 #include "measure/worker_channel.h"
 #include "tunefarm/v1/tracker.pb.h"
 
@@ -162,6 +163,10 @@ std::vector<char*> worker_environment() {
 }  // namespace
 
 Status Measurer::start_worker() {
+  // A worker that was killed mid-candidate could not remove what that candidate left.
+  if (Status s = clear_scratch(scratch_dir_); !s.ok())
+    return s.with_context(
+        fmt::format("cannot give the next worker an empty scratch directory {} (check its permissions)", scratch_dir_));
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
     return unavailable(fmt::format("cannot create the worker channel: {}", std::strerror(errno)));

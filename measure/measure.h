@@ -1,6 +1,7 @@
 // The one implementation of measuring an artifact, shared by the device agent and the tuner's
-// local runner. A Measurer owns a long-lived sandbox process (tunefarm-measure-worker) that loads
-// each candidate from a private scratch directory; a candidate that crashes or hangs costs that
+// local runner. A Measurer owns a long-lived sandbox process (tunefarm-measure-worker) that runs
+// each candidate in a fresh scratch directory of its own, emptied after it (measure/scratch.h),
+// so that no candidate sees what an earlier one left; a candidate that crashes or hangs costs that
 // process (it is killed and started again for the next candidate) and comes back as a result with
 // RUNTIME_ERROR or RUN_TIMEOUT. The worker is started with posix_spawn, so a Measurer may live in
 // a process that already runs gRPC threads.

@@ -3,7 +3,7 @@
 // time per candidate), without a network (its own network namespace where the kernel allows one,
 // and always a seccomp filter that denies creating sockets, executing programs, starting processes
 // other than threads and signalling other processes), and may write only inside its scratch
-// directory and read only that, the system's libraries and its own /proc entry (Landlock, where
+// directory (which holds the current candidate's directory and nothing else) and read only that, the system's libraries and its own /proc entry (Landlock, where
 // the kernel has it; the agent reports at start when it does not).
 #pragma once
 

@@ -1,9 +1,15 @@
 #include "measure/worker.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <filesystem>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -13,6 +19,7 @@
 #include "measure/cpu_runner.h"
 #include "measure/cuda_runner.h"
 #include "measure/measure_options.h"
+#include "measure/scratch.h"
 #include "measure/timer.h"
 #include "measure/worker_channel.h"
 
@@ -32,16 +39,37 @@ MeasureWorker::MeasureWorker(std::string scratch_dir, uint64_t cpu_seconds, CpuL
     : scratch_(std::move(scratch_dir)), cpu_seconds_(cpu_seconds), limit_cpu_(std::move(limit_cpu)) {}
 
 v1::MeasureResult MeasureWorker::handle(const v1::LeasedBatch& request) {
-  v1::MeasureResult result = measure(request);
-  // Nothing a candidate leaves in the scratch directory (its working and temporary directory, the
-  // only place it may write) reaches the next candidate.
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(scratch_, ec))
-    std::filesystem::remove_all(entry.path(), ec);
+  auto dir = make_candidate_scratch(scratch_, next_request_++);
+  if (!dir.ok()) return failure(v1::UNKNOWN, dir.status().message());
+  candidate_dir_ = *dir;
+  // The kernel's working directory and temporary files are its own directory, for this request
+  // only: the worker's come back after it.
+  int previous_cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  const char* tmpdir = getenv("TMPDIR");
+  std::optional<std::string> previous_tmpdir = tmpdir ? std::optional<std::string>(tmpdir) : std::nullopt;
+  v1::MeasureResult result;
+  if (previous_cwd < 0 || chdir(dir->c_str()) != 0) {
+    result = failure(v1::UNKNOWN, fmt::format("cannot enter the candidate's scratch directory '{}': {}", *dir,
+                                              std::strerror(errno)));
+  } else {
+    setenv("TMPDIR", dir->c_str(), 1);
+    result = handle_in_scratch(request);
+  }
+  if (previous_cwd >= 0) {
+    // Never stay in a directory that is about to be removed.
+    if (fchdir(previous_cwd) != 0 && chdir("/") != 0) std::abort();
+    close(previous_cwd);
+  }
+  if (previous_tmpdir) setenv("TMPDIR", previous_tmpdir->c_str(), 1);
+  else unsetenv("TMPDIR");
+  // Whatever the candidate left, in its directory or elsewhere in the worker's scratch, goes before
+  // the next one runs. A RUNTIME_ERROR makes the measurer start a new worker, and it clears first.
+  if (Status cleared = clear_scratch(scratch_); !cleared.ok())
+    return failure(v1::RUNTIME_ERROR, "the candidate left files the worker cannot remove: " + cleared.message());
   return result;
 }
 
-v1::MeasureResult MeasureWorker::measure(const v1::LeasedBatch& request) {
+v1::MeasureResult MeasureWorker::handle_in_scratch(const v1::LeasedBatch& request) {
   v1::MeasureOptions options = with_defaults(request.options());
   double cpu_budget = cpu_seconds_ > 0 ? static_cast<double>(cpu_seconds_)
                                        : options.timeout_s() * std::max(1u, std::thread::hardware_concurrency()) + 1;
@@ -91,7 +119,7 @@ StatusOr<std::unique_ptr<BoundKernel>> MeasureWorker::bind(const v1::Artifact& a
   switch (artifact.format()) {
     case v1::Artifact::SHARED_OBJECT: {
       // A fresh name for every load: dlopen would hand back an already loaded object of the same path.
-      std::string path = fmt::format("{}/kernel-{}.so", scratch_, next_file_++);
+      std::string path = fmt::format("{}/kernel-{}.so", candidate_dir_, next_file_++);
       {
         std::ofstream out(path, std::ios::binary);
         out.write(artifact.data().data(), static_cast<std::streamsize>(artifact.data().size()));

@@ -24,12 +24,14 @@ class MeasureWorker {
   // (measure/sandbox.h), which would also bind a test process that drives the class.
   using CpuLimit = std::function<Status(double seconds)>;
 
-  // `scratch_dir` receives the artifacts to load. `cpu_seconds` per request, 0: its timeout times
-  // the cores, plus one.
+  // Every request runs in a fresh directory inside `scratch_dir` (measure/scratch.h), which also
+  // receives the artifacts to load. `cpu_seconds` per request, 0: its timeout times the cores,
+  // plus one.
   MeasureWorker(std::string scratch_dir, uint64_t cpu_seconds, CpuLimit limit_cpu);
 
   // One request (a LeasedBatch with one candidate, or none to prepare the reference alone) and
-  // its reply; every failure is a result with its error code.
+  // its reply; every failure is a result with its error code. A candidate that leaves files the
+  // worker cannot remove is a RUNTIME_ERROR.
   v1::MeasureResult handle(const v1::LeasedBatch& request);
 
   // Answers requests on `fd` (worker_channel.h) until the other side closes it or a reply cannot
@@ -37,8 +39,7 @@ class MeasureWorker {
   void serve(int fd);
 
  private:
-  // handle() without the clean-up of the scratch directory.
-  v1::MeasureResult measure(const v1::LeasedBatch& request);
+  v1::MeasureResult handle_in_scratch(const v1::LeasedBatch& request);
   StatusOr<std::unique_ptr<BoundKernel>> bind(const v1::Artifact& artifact, std::vector<HostTensor>& tensors);
   StatusOr<const std::vector<std::string>*> reference_outputs(const v1::LeasedBatch& request,
                                                               const v1::MeasureOptions& options);
@@ -46,6 +47,8 @@ class MeasureWorker {
   std::string scratch_;
   uint64_t cpu_seconds_;
   CpuLimit limit_cpu_;
+  std::string candidate_dir_;  // The current request's directory.
+  uint64_t next_request_ = 0;
   uint64_t next_file_ = 0;
   // Reference outputs by reference_cache_key.
   std::map<std::string, std::vector<std::string>> cache_;

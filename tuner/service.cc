@@ -19,10 +19,6 @@ namespace {
 
 constexpr int kMaxTopK = 100;
 constexpr int kMaxListLimit = 10000;
-constexpr int64_t kDefaultListLimit = 1000;
-// A ListRecords answer stays well under gRPC's default 4 MiB receive limit; the rest is paged.
-constexpr size_t kMaxListBytes = size_t{2} << 20;
-constexpr int64_t kListPage = 256;
 constexpr size_t kExportChunkBytes = 1 << 20;
 constexpr size_t kMaxImportBytes = size_t{1} << 30;
 
@@ -191,28 +187,11 @@ grpc::Status TunerService::ListRecords(grpc::ServerContext* context, const v1::L
   if (request->offset() < 0) return invalid(fmt::format("offset {} must not be negative", request->offset()));
   auto filter = filter_of(request->has_workload() ? &request->workload() : nullptr, request->job_id());
   if (!filter.ok()) return to_grpc(filter.status());
-  // Read in pages and stop at the byte budget: a record may hold kilobytes (an error message, many
-  // costs), and an answer is built in memory on both sides.
-  int64_t wanted = request->limit() > 0 ? request->limit() : kDefaultListLimit;
-  int64_t offset = request->offset();
-  size_t bytes = 0;
-  for (int64_t left = wanted; left > 0;) {
-    auto page = store_.list_records(*filter, std::min<int64_t>(left, kListPage), offset);
-    if (!page.ok()) return to_grpc(page.status());
-    response->set_total(page->total);
-    for (auto& r : page->records) {
-      size_t size = r.ByteSizeLong() + 8;  // With the field's tag and length.
-      if (response->records_size() > 0 && bytes + size > kMaxListBytes) {
-        response->set_next_offset(offset);
-        return grpc::Status::OK;
-      }
-      bytes += size;
-      *response->add_records() = std::move(r);
-      ++offset;
-      --left;
-    }
-    if (page->records.empty() || offset >= page->total) break;
-  }
+  auto page = store_.list_records(*filter, request->limit(), request->offset(), kMaxListRecordsBytes);
+  if (!page.ok()) return to_grpc(page.status());
+  for (auto& r : page->records) *response->add_records() = std::move(r);
+  response->set_total(page->total);
+  response->set_next_offset(page->next_offset);
   // "No records" must not hide a job id that does not exist (imported records keep the job ids
   // of the installation they came from, so a job with records is listed either way).
   if (response->total() == 0 && !request->job_id().empty()) {

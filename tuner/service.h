@@ -33,6 +33,10 @@ const std::map<std::string, Access, std::less<>>& tuner_access();
 
 class TunerService final : public v1::Tuner::Service {
  public:
+  // The most bytes of records one ListRecords answer holds: half of gRPC's default 4 MiB receive
+  // limit, so that any client reads any page; more records are paged (next_offset).
+  static constexpr size_t kMaxListRecordsBytes = size_t{2} << 20;
+
   TunerService(JobManager& jobs, db::RecordStore& store, AccessTokens tokens = {})
       : jobs_(jobs), store_(store), tokens_(std::move(tokens)) {}
 

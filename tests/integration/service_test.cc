@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -439,6 +440,56 @@ TEST_F(ServiceTest, ExportThenImportIntoAFreshDatabaseGivesTheSameBestAnswers) {
       EXPECT_EQ(a[i].result().costs_size(), b[i].result().costs_size());
     }
   }
+}
+
+// tunerd answers ListRecords in pages of at most 2 MiB; `records --limit N` asks again until it
+// has N, and shows each record once, in order, whether printed for people or as JSON.
+TEST_F(ServiceTest, RecordsPagesThroughAnswersLargerThanOneResponse) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  // As large as an importable line lets a record be: the longest error message and thousands of
+  // costs. Record i started at i + 1, which says which record a listing holds.
+  constexpr int kRecords = 200;
+  auto config = parse_config_json(
+      R"({"template":"matmul.cpu.packed","knobs":{"tile_m":[-1,2,5],"tile_n":[-1,2,48],"unroll_k":1,)"
+      R"("order":[0,1,2,3],"pack_b":1,"parallel":"none"}})");
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  v1::Record record;
+  *record.mutable_workload() = to_proto(*parse_workload("matmul:M=256,N=256,K=256"));
+  *record.mutable_target() = to_proto(*parse_target("llvm"));
+  record.set_device_key("local-cpu");
+  record.set_job_id("job-imported");
+  *record.mutable_config() = to_proto(*config);
+  record.mutable_result()->set_error_msg(std::string(4096, 'e'));
+  for (int c = 0; c < 4000; ++c) record.mutable_result()->add_costs(1e-3 + c * 1e-9);
+  record.mutable_result()->set_agent_id("agent-1");
+  std::string file = data_dir("large.jsonl");
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < kRecords; ++i) {
+      record.mutable_result()->set_started_at_us(i + 1);
+      record.mutable_result()->set_finished_at_us(i + 2);
+      std::string line = record_to_json_line(record);
+      ASSERT_LE(line.size(), kMaxRecordLineBytes);
+      out << line << '\n';
+    }
+  }
+  ASSERT_GT(record.ByteSizeLong() * kRecords, size_t{6} << 20) << "the listing must take several pages";
+  int rc = 0;
+  std::string out = tune_client({"--server", tunerd.address(), "import", file}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+
+  out = tune_client({"--server", tunerd.address(), "records", "--limit", "150", "--offset", "20"}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, ::testing::StartsWith(fmt::format("150 of {} records\n", kRecords)));
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 151) << out.substr(0, 2000);
+
+  out = tune_client({"--server", tunerd.address(), "records", "--limit", "150", "--offset", "20", "--json"}, &rc);
+  ASSERT_EQ(rc, 0) << out.substr(0, 2000);
+  v1::ListRecordsResponse listed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &listed).ok()) << out.substr(0, 2000);
+  EXPECT_EQ(listed.total(), kRecords);
+  ASSERT_EQ(listed.records_size(), 150);
+  for (int i = 0; i < listed.records_size(); ++i) EXPECT_EQ(listed.records(i).result().started_at_us(), 20 + i + 1);
 }
 
 // Targets that once made LLVM abort tunerd (and every restart after it) are refused at submit,

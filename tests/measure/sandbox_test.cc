@@ -166,12 +166,17 @@ TEST_F(SandboxTest, ACandidateCannotPoisonLaterCorrectnessChecks) {
   EXPECT_EQ(measure(kernel_artifact("matmul_wrong")).error(), v1::WRONG_ANSWER);
 }
 
-// Each candidate starts from an empty scratch directory: what one leaves there (or in TMPDIR) is
-// gone before the next one runs.
+// Every candidate runs in a fresh directory, and nothing a candidate leaves in the worker's scratch
+// (in its own directory, in $TMPDIR, above it, locked with mode 000) is there for the next one,
+// whether its worker survives it or dies in it.
 TEST_F(SandboxTest, ACandidateFindsNothingAnEarlierOneLeft) {
-  EXPECT_EQ(measure(kernel_artifact("leaver"), unchecked()).error(), v1::OK);
-  v1::MeasureResult r = measure(kernel_artifact("finder"), unchecked());
-  EXPECT_EQ(r.error(), v1::OK) << "the second candidate found the first one's file: " << r.error_msg();
+  EXPECT_EQ(measure(kernel_artifact("litter"), unchecked()).error(), v1::OK);
+  EXPECT_TRUE(std::filesystem::is_empty(measurer_->scratch_dir())) << "the worker cleans up after each candidate";
+  v1::MeasureResult r = measure(kernel_artifact("litter_check"), unchecked());
+  EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+  EXPECT_EQ(measure(kernel_artifact("litter_crash"), unchecked()).error(), v1::RUNTIME_ERROR);
+  r = measure(kernel_artifact("litter_check"), unchecked());
+  EXPECT_EQ(r.error(), v1::OK) << "after a worker that died: " << r.error_msg();
   expect_next_one_ok();
 }
 
