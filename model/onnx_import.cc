@@ -153,6 +153,26 @@ Attribute read_attribute(const onnx::AttributeProto& a) {
   return out;
 }
 
+// Attributes ONNX's shape inference divides by or allocates from without checking them first (a
+// stride of 0 is a SIGFPE inside the library): refused here, naming the node, before it runs.
+Status check_window_attributes(const onnx::GraphProto& graph) {
+  static const std::set<std::string> kWindowOps = {"Conv",  "ConvTranspose", "ConvInteger", "QLinearConv",
+                                                   "MaxPool", "AveragePool", "LpPool",      "MaxUnpool"};
+  for (const auto& n : graph.node()) {
+    if (!kWindowOps.count(n.op_type())) continue;
+    for (const auto& a : n.attribute()) {
+      bool positive = a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape";
+      bool non_negative = a.name() == "pads" || a.name() == "output_padding";
+      for (int64_t v : a.ints())
+        if ((positive && (v < 1 || v > kMaxDimension)) || (non_negative && (v < 0 || v > kMaxDimension)))
+          return invalid_argument(fmt::format("node '{}' ({}): attribute {} holds {}", n.name(), n.op_type(), a.name(), v));
+      if (a.name() == "group" && (a.i() < 1 || a.i() > kMaxDimension))
+        return invalid_argument(fmt::format("node '{}' ({}): group {} must be positive", n.name(), n.op_type(), a.i()));
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, const ImportOptions& options) {
@@ -174,6 +194,7 @@ StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, con
     return fail("not a valid ONNX model: " + one_line(e.what()));
   }
   TF_RETURN_IF_ERROR(fix_input_shapes(*proto.mutable_graph(), options).with_context(std::string(source)));
+  TF_RETURN_IF_ERROR(check_window_attributes(proto.graph()).with_context(std::string(source)));
   // Inference, then folding of the shape computations it made known, until nothing folds: each
   // round resolves one more link of a Shape -> Gather -> Concat -> Reshape chain at least.
   for (int round = 0;; ++round) {
