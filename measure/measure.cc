@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/helper_program.h"
 #include "common/temp_dir.h"
 #include "measure/measure_options.h"
 #include "measure/sandbox.h"
@@ -62,22 +63,7 @@ std::string mib(uint64_t bytes) { return fmt::format("{} MiB", bytes >> 20); }
 
 }  // namespace
 
-StatusOr<std::string> find_measure_worker() {
-  std::vector<std::filesystem::path> tried;
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) tried.push_back(self.parent_path() / kWorkerName);
-  if (const char* dir = std::getenv("TUNEFARM_BIN_DIR"); dir && *dir) tried.push_back(std::filesystem::path(dir) / kWorkerName);
-  // Test programs live in build/tests, beside build/bin.
-  if (!ec) tried.push_back(self.parent_path().parent_path() / "bin" / kWorkerName);
-  std::string looked;
-  for (const auto& path : tried) {
-    if (access(path.c_str(), X_OK) == 0) return path.string();
-    looked += (looked.empty() ? "" : ", ") + path.string();
-  }
-  return not_found(fmt::format("cannot find {} (looked in: {}); build it or set TUNEFARM_BIN_DIR", kWorkerName,
-                               looked.empty() ? "nowhere" : looked));
-}
+StatusOr<std::string> find_measure_worker() { return find_helper_program(kWorkerName); }
 
 StatusOr<std::unique_ptr<Measurer>> Measurer::create(MeasurerOptions options) {
   if (options.worker_path.empty()) {

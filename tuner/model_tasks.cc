@@ -1,5 +1,11 @@
 #include "tuner/model_tasks.h"
 
+#include <cstring>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/helper_program.h"
 #include "common/wire.h"
 #include "model/onnx_import.h"
 #include "model/tasks.h"
@@ -27,6 +33,36 @@ StatusOr<v1::ExtractTasksResponse> extract_model_tasks(std::string_view onnx, co
   out.set_total_flops(table.total_flops);
   out.set_model_name(file_name);
   return out;
+}
+
+StatusOr<v1::ExtractTasksResponse> extract_model_tasks_isolated(
+    std::string_view onnx, const std::string& file_name,
+    const std::map<std::string, std::vector<int64_t>>& input_shapes, const ModelImportOptions& options) {
+  std::string program = options.program;
+  if (program.empty()) {
+    TF_ASSIGN_OR_RETURN(program, find_helper_program("tunefarm-model-import"));
+  }
+  std::vector<std::string> argv = {program, "--name", file_name, "--memory-limit-mb",
+                                   std::to_string(options.memory_limit_mb), "--cpu-seconds",
+                                   std::to_string(std::max<int64_t>(1, options.timeout.count() / 1000))};
+  for (const auto& [name, dims] : input_shapes) {
+    argv.push_back("--input-shape");
+    argv.push_back(fmt::format("{}={}", name, fmt::join(dims, ",")));
+  }
+  TF_ASSIGN_OR_RETURN(HelperRun run, run_helper(argv, onnx, options.timeout));
+  std::string what = file_name.empty() ? "the model" : file_name;
+  std::string err = run.err.substr(0, run.err.find('\n'));
+  if (run.timed_out)
+    return invalid_argument(fmt::format("{}: importing it took longer than {} s", what, options.timeout.count() / 1000));
+  if (run.signal != 0)
+    return invalid_argument(fmt::format("{}: the model crashed the ONNX importer ({}); it is malformed{}", what,
+                                        strsignal(run.signal), err.empty() ? "" : ": " + err));
+  if (run.exit_code == 2) return invalid_argument(err.empty() ? what + ": the model was refused" : err);
+  v1::ExtractTasksResponse response;
+  if (run.exit_code != 0 || !response.ParseFromString(run.out))
+    return internal_error(fmt::format("{}: the model importer failed (exit status {}){}", what, run.exit_code,
+                                      err.empty() ? "" : ": " + err));
+  return response;
 }
 
 }  // namespace tunefarm

@@ -261,7 +261,8 @@ grpc::Status TunerService::ExtractTasks(grpc::ServerContext* context, grpc::Serv
     }
     onnx += chunk.onnx();
   }
-  auto tasks = extract_model_tasks(onnx, file_name, shapes);
+  // In a process of its own: a model that crashes the ONNX library must not take tunerd with it.
+  auto tasks = extract_model_tasks_isolated(onnx, file_name, shapes);
   if (!tasks.ok()) return to_grpc(tasks.status());
   *response = std::move(*tasks);
   return grpc::Status::OK;
