@@ -30,6 +30,7 @@
 
 #include "common/stats.h"
 #include "common/wire.h"
+#include "common/workload.h"
 #include "compiler/build.h"
 #include "compiler/runtime/kernel_runtime.h"
 #include "measure/tolerance.h"
@@ -144,8 +145,8 @@ ConvShape conv_shape(const Workload& w) {
   s.K = s.depthwise ? s.C : w.param("K");
   s.R = w.param("R"), s.S = w.param("S");
   s.stride = w.param("stride"), s.pad = w.param("pad"), s.dil = w.param("dilation");
-  s.P = (s.H + 2 * s.pad - s.dil * (s.R - 1) - 1) / s.stride + 1;
-  s.Q = (s.W + 2 * s.pad - s.dil * (s.S - 1) - 1) / s.stride + 1;
+  s.P = conv_output_extent(s.H, s.R, s.stride, s.pad, s.dil);
+  s.Q = conv_output_extent(s.W, s.S, s.stride, s.pad, s.dil);
   return s;
 }
 

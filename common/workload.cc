@@ -118,7 +118,7 @@ Status check_shapes(const Workload& w) {
     return invalid_argument(fmt::format(
         "kernel {}x{} (dilated) is larger than the padded input {}x{}: the output would be empty", eff_r, eff_s,
         H + 2 * pad, W + 2 * pad));
-  int64_t P = (H + 2 * pad - eff_r) / stride + 1, Q = (W + 2 * pad - eff_s) / stride + 1;
+  int64_t P = conv_output_extent(H, R, stride, pad, dil), Q = conv_output_extent(W, S, stride, pad, dil);
   TF_RETURN_IF_ERROR(check_elems("input", {N, C, H, W}));
   TF_RETURN_IF_ERROR(check_elems("weight", {K, op == "depthwise_conv2d_nchw" ? 1 : C, R, S}));
   return check_elems("output", {N, K, P, Q});

@@ -58,6 +58,12 @@ StatusOr<std::vector<Workload>> read_workload_file(const std::string& path);
 // convolution sum fewer; this is the most any element sums.
 int64_t reduction_length(const Workload& workload);
 
+// The output extent of a convolution along one dimension: the positions of a kernel of `kernel`
+// taps, `dilation` apart, over `input` elements padded by `pad` on both sides, every `stride`.
+inline int64_t conv_output_extent(int64_t input, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
+  return (input + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
 // Names of the operators the parser knows, sorted.
 std::vector<std::string> known_ops();
 

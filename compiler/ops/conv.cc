@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "common/workload.h"
 #include "compiler/lower/lower.h"
 #include "compiler/ops/op.h"
 #include "compiler/schedule/schedule.h"
@@ -39,8 +40,8 @@ Conv conv_of(const Workload& w) {
   c.K = c.depthwise ? c.C : w.param("K");
   c.R = w.param("R"), c.S = w.param("S");
   c.stride = w.param("stride"), c.pad = w.param("pad"), c.dil = w.param("dilation");
-  c.P = (c.H + 2 * c.pad - c.dil * (c.R - 1) - 1) / c.stride + 1;
-  c.Q = (c.W + 2 * c.pad - c.dil * (c.S - 1) - 1) / c.stride + 1;
+  c.P = conv_output_extent(c.H, c.R, c.stride, c.pad, c.dil);
+  c.Q = conv_output_extent(c.W, c.S, c.stride, c.pad, c.dil);
   return c;
 }
 

@@ -36,8 +36,8 @@ void expect_tasks_match_the_model(const std::string& file, int expected_nodes, c
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     const Value* out = graph->find(node.outputs[0]);
     ASSERT_NE(out, nullptr);
-    int64_t extent = (w->param("H") + 2 * w->param("pad") - w->param("dilation") * (w->param("R") - 1) - 1) /
-                         w->param("stride") + 1;
+    int64_t extent = conv_output_extent(w->param("H"), w->param("R"), w->param("stride"), w->param("pad"),
+                                        w->param("dilation"));
     EXPECT_EQ(out->shape[2], extent) << node.name << " " << w->to_string();
     EXPECT_EQ(out->shape[1], w->op == "conv2d_nchw" ? w->param("K") : w->param("C")) << node.name;
   }
