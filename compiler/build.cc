@@ -66,33 +66,39 @@ Status run_reference(const Workload& workload, const std::vector<const float*>& 
   return Status();
 }
 
+// The pipeline every kernel goes through, in this order:
+//   1. schedule         the template applies the config (ops/), or the operator's reference
+//                       schedule: a te schedule and the kernel's arguments;
+//   2. loop nest        bound inference, the annotated loop nest, storage flattening (lower/);
+//   3. finishing passes tail handling, unrolling, vectorization, simplification (lower/);
+//   4. features         read from the annotated loop nest of stage 2, for the cost model;
+//   5. code generation  LLVM: an object linked into a shared object, or PTX (codegen/).
 namespace {
 
-StatusOr<ir::LoweredFunc> candidate_loops(const Workload& workload, const Target& target, const Config& config) {
+// 1. Schedule.
+StatusOr<ops::Scheduled> candidate_schedule(const Workload& workload, const Target& target, const Config& config) {
   TF_ASSIGN_OR_RETURN(const ops::Template* t, lookup_template(workload, target, config.template_name));
   ops::ConfigSpace space = t->space(workload);
   TF_RETURN_IF_ERROR(space.check(config).with_context("config for " + t->name));
   TF_ASSIGN_OR_RETURN(Config full, space.complete(config));
-  auto f = t->build(workload, full, kKernelEntry);
-  if (!f.ok()) return f.status().with_context(fmt::format("{} with {}", t->name, config.to_json()));
-  return f;
+  auto scheduled = t->schedule(workload, full);
+  if (!scheduled.ok()) return scheduled.status().with_context(fmt::format("{} with {}", t->name, config.to_json()));
+  return scheduled;
 }
 
-}  // namespace
-
-StatusOr<ir::LoweredFunc> lower_candidate(const Workload& workload, const Target& target, const Config& config) {
-  TF_ASSIGN_OR_RETURN(ir::LoweredFunc loops, candidate_loops(workload, target, config));
-  return lower::finish_lowering(std::move(loops));
+StatusOr<ops::Scheduled> reference_schedule(const Workload& workload, const Target& target) {
+  TF_ASSIGN_OR_RETURN(const ops::OpDef* op, lookup_op(workload));
+  return ops::reference_schedule(op->compute(workload), target.kind);
 }
 
-StatusOr<std::vector<float>> candidate_features(const Workload& workload, const Target& target, const Config& config) {
-  TF_ASSIGN_OR_RETURN(ir::LoweredFunc loops, candidate_loops(workload, target, config));
-  return features::extract_features(loops);
+// 2. Loop nest.
+StatusOr<ir::LoopNest> loop_nest(const ops::Scheduled& scheduled) {
+  return lower::lower_loops(*scheduled.schedule, scheduled.args, kKernelEntry);
 }
 
-namespace {
-
-StatusOr<BuiltKernel> finish(const ir::LoweredFunc& f, const Workload& workload, const Target& target, std::string template_name) {
+// 5. Code generation.
+StatusOr<BuiltKernel> generate(const ir::LoweredFunc& f, const Workload& workload, const Target& target,
+                               std::string template_name) {
   BuiltKernel k;
   k.entry = kKernelEntry;
   k.template_name = std::move(template_name);
@@ -110,39 +116,34 @@ StatusOr<BuiltKernel> finish(const ir::LoweredFunc& f, const Workload& workload,
   return k;
 }
 
-// Every output element computed by one GPU thread: the reference schedule for CUDA targets.
-StatusOr<ir::LoweredFunc> naive_cuda(const ops::ComputeDef& def) {
-  schedule::Schedule s({def.output});
-  auto& st = s[def.output];
-  te::IterVar fused = st.axis(0);
-  for (size_t d = 1; d < def.output.shape().size(); ++d) fused = st.fuse(fused, st.axis(d));
-  auto [bx, tx] = st.split(fused, 64);
-  st.bind(bx, "blockIdx.x");
-  st.bind(tx, "threadIdx.x");
-  // Intermediate stages of the definition run per output element too.
-  for (const auto& stage : s.stages()) {
-    if (stage->op() == def.output.op || stage->op()->kind == te::OperationNode::Kind::kPlaceholder) continue;
-    stage->compute_at(st, tx);
-  }
-  return lower::lower(s, def.args(), kKernelEntry);
-}
-
 }  // namespace
 
+StatusOr<ir::LoweredFunc> lower_candidate(const Workload& workload, const Target& target, const Config& config) {
+  TF_ASSIGN_OR_RETURN(ops::Scheduled scheduled, candidate_schedule(workload, target, config));  // 1
+  TF_ASSIGN_OR_RETURN(ir::LoopNest loops, loop_nest(scheduled));                                // 2
+  return lower::finish_lowering(std::move(loops));                                             // 3
+}
+
+StatusOr<std::vector<float>> candidate_features(const Workload& workload, const Target& target, const Config& config) {
+  TF_ASSIGN_OR_RETURN(ops::Scheduled scheduled, candidate_schedule(workload, target, config));  // 1
+  TF_ASSIGN_OR_RETURN(ir::LoopNest loops, loop_nest(scheduled));                                // 2
+  return features::extract_features(loops);                                                    // 4
+}
+
 StatusOr<BuiltKernel> build_kernel(const Workload& workload, const Target& target, const Config& config) {
-  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, lower_candidate(workload, target, config));
-  return finish(f, workload, target, config.template_name);
+  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, lower_candidate(workload, target, config));  // 1-3
+  return generate(f, workload, target, config.template_name);                         // 5
 }
 
 StatusOr<ir::LoweredFunc> lower_reference(const Workload& workload, const Target& target) {
-  TF_ASSIGN_OR_RETURN(const ops::OpDef* op, lookup_op(workload));
-  ops::ComputeDef def = op->compute(workload);
-  return target.kind == Target::Kind::kCUDA ? naive_cuda(def) : ops::build_naive(def, kKernelEntry);
+  TF_ASSIGN_OR_RETURN(ops::Scheduled scheduled, reference_schedule(workload, target));  // 1
+  TF_ASSIGN_OR_RETURN(ir::LoopNest loops, loop_nest(scheduled));                        // 2
+  return lower::finish_lowering(std::move(loops));                                     // 3
 }
 
 StatusOr<BuiltKernel> build_reference_kernel(const Workload& workload, const Target& target) {
-  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, lower_reference(workload, target));
-  return finish(f, workload, target, "");
+  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, lower_reference(workload, target));  // 1-3
+  return generate(f, workload, target, "");                                   // 5
 }
 
 StatusOr<std::unique_ptr<codegen::JitKernel>> jit_kernel(const Workload& workload, const Config& config) {

@@ -90,7 +90,8 @@ int64_t stride_of(const Expr& index, const VarNode* v) {
 
 }  // namespace
 
-std::vector<float> extract_features(const LoweredFunc& loops) {
+std::vector<float> extract_features(const LoopNest& nest) {
+  const LoweredFunc& loops = nest.func;
   std::vector<float> f(kFeatureLength, 0.0f);
   Collector col;
   col.visit(loops.body);

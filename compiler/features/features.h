@@ -24,7 +24,7 @@ namespace tunefarm::features {
 
 inline constexpr int kFeatureLength = 72;
 
-std::vector<float> extract_features(const ir::LoweredFunc& loops);
+std::vector<float> extract_features(const ir::LoopNest& loops);
 
 // Names of the features, in order (for dumps and model inspection).
 std::vector<std::string> feature_names();

@@ -231,6 +231,13 @@ struct LoweredFunc {
   Stmt body;
 };
 
+// The loop nest as lowering first builds it: flattened and simplified, every loop still carrying
+// its annotation (parallel, vectorized, unrolled, bound) and its full extent. Features are read
+// from this form; the finishing passes turn it into the LoweredFunc that code generation takes.
+struct LoopNest {
+  LoweredFunc func;
+};
+
 // Constructors. Arithmetic helpers fold constants so that generated index expressions stay small.
 Var make_var(std::string name, Type t = Type::i64());
 Expr int_imm(int64_t v);

@@ -10,15 +10,16 @@
 
 namespace tunefarm::lower {
 
-StatusOr<ir::LoweredFunc> lower_loops(const schedule::Schedule& sched, const std::vector<te::Tensor>& args,
-                                      const std::string& name) {
+StatusOr<ir::LoopNest> lower_loops(const schedule::Schedule& sched, const std::vector<te::Tensor>& args,
+                                   const std::string& name) {
   TF_ASSIGN_OR_RETURN(Bounds bounds, infer_bounds(sched));
   TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, build_loop_nest(sched, bounds, args, name));
   f.body = simplify(storage_flatten(f.body));
-  return f;
+  return ir::LoopNest{std::move(f)};
 }
 
-ir::LoweredFunc finish_lowering(ir::LoweredFunc f) {
+ir::LoweredFunc finish_lowering(ir::LoopNest loops) {
+  ir::LoweredFunc f = std::move(loops.func);
   ir::Stmt s = loop_partition(f.body);
   s = unroll_loops(s);
   s = vectorize_loops(s);
@@ -28,8 +29,8 @@ ir::LoweredFunc finish_lowering(ir::LoweredFunc f) {
 
 StatusOr<ir::LoweredFunc> lower(const schedule::Schedule& sched, const std::vector<te::Tensor>& args,
                                 const std::string& name) {
-  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, lower_loops(sched, args, name));
-  return finish_lowering(std::move(f));
+  TF_ASSIGN_OR_RETURN(ir::LoopNest loops, lower_loops(sched, args, name));
+  return finish_lowering(std::move(loops));
 }
 
 }  // namespace tunefarm::lower

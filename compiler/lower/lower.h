@@ -18,8 +18,9 @@ StatusOr<ir::LoweredFunc> lower(const schedule::Schedule& sched, const std::vect
 // The first half of the pipeline: the flattened, simplified loop nest with every loop still
 // carrying its annotation (parallel, vectorized, unrolled, bound) and its full extent. Features
 // are read from this form; lower() continues from it.
-StatusOr<ir::LoweredFunc> lower_loops(const schedule::Schedule& sched, const std::vector<te::Tensor>& args,
-                                      const std::string& name);
-ir::LoweredFunc finish_lowering(ir::LoweredFunc loops);
+StatusOr<ir::LoopNest> lower_loops(const schedule::Schedule& sched, const std::vector<te::Tensor>& args,
+                                   const std::string& name);
+// The second half: tail handling, unrolling, vectorization, final simplification.
+ir::LoweredFunc finish_lowering(ir::LoopNest loops);
 
 }  // namespace tunefarm::lower

@@ -13,11 +13,11 @@
 // CUDA templates: blocks over (output row, column tile) and channel tiles, threads over columns
 // and channels, each thread accumulating kr output channels in registers.
 #include <algorithm>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "common/workload.h"
-#include "compiler/lower/lower.h"
 #include "compiler/ops/op.h"
 #include "compiler/schedule/schedule.h"
 
@@ -258,7 +258,7 @@ Config cpu_default(const std::string& name, const Conv& c) {
   return cfg;
 }
 
-StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& cfg, const std::string& entry) {
+StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& cfg) {
   Conv c = conv_of(w);
   int64_t kr = knob_list(cfg, "tile_k")[1], qr = knob_list(cfg, "tile_q")[1], pr = knob_list(cfg, "tile_p")[1];
   const auto& rorder = knob_list(cfg, "reduce_order");
@@ -266,7 +266,8 @@ StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& cfg, const 
   bool unroll_window = knob_int(cfg, "unroll_window") != 0;
   bool par = knob_str(cfg, "parallel") == "outer";
   ConvTensors t = define_conv(c, true);
-  schedule::Schedule s({t.acc});
+  auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.acc});
+  schedule::Schedule& s = *owned;
   te::Tensor acc = s.cache_write(t.acc, ir::MemScope::kLocal);
   auto& out = s[t.acc];
   te::IterVar n = out.axis(0);
@@ -320,7 +321,7 @@ StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& cfg, const 
     pd.vectorize(pd.op()->axes.back());
     if (par) pd.parallel(pd.axis(1));
   }
-  return lower::lower_loops(s, {t.input, t.weight, t.acc}, entry);
+  return Scheduled{std::move(owned), {t.input, t.weight, t.acc}};
 }
 
 // ---- CUDA template ----
@@ -349,11 +350,12 @@ Config cuda_default(const std::string& name, const Conv& c) {
   return cfg;
 }
 
-StatusOr<ir::LoweredFunc> cuda_build(const Workload& w, const Config& cfg, const std::string& entry) {
+StatusOr<Scheduled> cuda_schedule(const Workload& w, const Config& cfg) {
   Conv c = conv_of(w);
   int64_t kt = knob_list(cfg, "tile_k")[1], kr = knob_list(cfg, "tile_k")[2], qt = knob_list(cfg, "tile_q")[1];
   ConvTensors t = define_conv(c, false);
-  schedule::Schedule s({t.acc});
+  auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.acc});
+  schedule::Schedule& s = *owned;
   te::Tensor acc = s.cache_write(t.acc, ir::MemScope::kLocal);
   auto& out = s[t.acc];
   te::IterVar n = out.axis(0);
@@ -381,7 +383,7 @@ StatusOr<ir::LoweredFunc> cuda_build(const Workload& w, const Config& cfg, const
     a.unroll(order[order.size() - 3]);
     a.unroll(order[order.size() - 2]);
   }
-  return lower::lower_loops(s, {t.input, t.weight, t.acc}, entry);
+  return Scheduled{std::move(owned), {t.input, t.weight, t.acc}};
 }
 
 OpDef conv_op(const std::string& name) {
@@ -393,9 +395,9 @@ OpDef conv_op(const std::string& name) {
   op.compute = conv_compute;
   std::string cpu = name + ".cpu.direct", cuda = name + ".cuda.direct";
   op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload& w) { return cpu_space(cpu, conv_of(w)); },
-                          [cpu](const Workload& w) { return cpu_default(cpu, conv_of(w)); }, cpu_build, nullptr});
+                          [cpu](const Workload& w) { return cpu_default(cpu, conv_of(w)); }, cpu_schedule, nullptr});
   op.templates.push_back({cuda, Target::Kind::kCUDA, [cuda](const Workload& w) { return cuda_space(cuda, conv_of(w)); },
-                          [cuda](const Workload& w) { return cuda_default(cuda, conv_of(w)); }, cuda_build, nullptr});
+                          [cuda](const Workload& w) { return cuda_default(cuda, conv_of(w)); }, cuda_schedule, nullptr});
   return op;
 }
 

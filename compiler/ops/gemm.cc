@@ -17,11 +17,11 @@
 // CUDA template "<op>.cuda.tiled": blocks over output tiles, threads over sub-tiles, each thread
 // accumulating an ry × rx register tile.
 #include <algorithm>
+#include <memory>
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "compiler/lower/lower.h"
 #include "compiler/ops/op.h"
 #include "compiler/schedule/schedule.h"
 
@@ -221,7 +221,7 @@ Config cpu_default(const std::string& name, const Workload& w) {
   return c;
 }
 
-StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& c, const std::string& entry) {
+StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
   Gemm g = gemm_of(w);
   int64_t mb = knob_list(c, "tile_m")[1], mr = knob_list(c, "tile_m")[2];
   int64_t nb = knob_list(c, "tile_n")[1], nr = knob_list(c, "tile_n")[2];
@@ -231,7 +231,8 @@ StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& c, const st
   bool par = knob_str(c, "parallel") == "outer";
 
   GemmTensors t = define_gemm(g, pack ? nr : 0);
-  schedule::Schedule s({t.out});
+  auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.out});
+  schedule::Schedule& s = *owned;
   te::Tensor acc = t.acc;
   if (t.out.op == t.acc.op) acc = s.cache_write(t.out, ir::MemScope::kLocal);
   else s[t.acc].set_scope(ir::MemScope::kLocal);
@@ -268,7 +269,7 @@ StatusOr<ir::LoweredFunc> cpu_build(const Workload& w, const Config& c, const st
     p.vectorize(p.axis(off + 2));
     if (par) p.parallel(p.axis(0));
   }
-  return lower::lower_loops(s, ComputeDef{t.inputs, t.out}.args(), entry);
+  return Scheduled{std::move(owned), ComputeDef{t.inputs, t.out}.args()};
 }
 
 // ---- CUDA template ----
@@ -303,13 +304,14 @@ Config cuda_default(const std::string& name, const Workload& w) {
   return c;
 }
 
-StatusOr<ir::LoweredFunc> cuda_build(const Workload& w, const Config& c, const std::string& entry) {
+StatusOr<Scheduled> cuda_schedule(const Workload& w, const Config& c) {
   Gemm g = gemm_of(w);
   int64_t ty = knob_list(c, "tile_y")[1], ry = knob_list(c, "tile_y")[2];
   int64_t tx = knob_list(c, "tile_x")[1], rx = knob_list(c, "tile_x")[2];
   int64_t ku = knob_int(c, "unroll_k");
   GemmTensors t = define_gemm(g, 0);
-  schedule::Schedule s({t.out});
+  auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.out});
+  schedule::Schedule& s = *owned;
   te::Tensor acc = t.acc;
   if (t.out.op == t.acc.op) acc = s.cache_write(t.out, ir::MemScope::kLocal);
   else s[t.acc].set_scope(ir::MemScope::kLocal);
@@ -357,7 +359,7 @@ StatusOr<ir::LoweredFunc> cuda_build(const Workload& w, const Config& c, const s
       st.bind(ct, "threadIdx.x");
     }
   }
-  return lower::lower_loops(s, ComputeDef{t.inputs, t.out}.args(), entry);
+  return Scheduled{std::move(owned), ComputeDef{t.inputs, t.out}.args()};
 }
 
 // ---- CPU dot-product template (dense only) ----
@@ -381,7 +383,7 @@ Config dot_default(const std::string& name, const Workload&) {
   return c;
 }
 
-StatusOr<ir::LoweredFunc> dot_build(const Workload& w, const Config& c, const std::string& entry) {
+StatusOr<Scheduled> dot_schedule(const Workload& w, const Config& c) {
   Gemm g = gemm_of(w);
   int64_t v = knob_int(c, "vector"), jr = knob_list(c, "tile_n")[1];
   bool par = knob_str(c, "parallel") == "outer";
@@ -418,7 +420,8 @@ StatusOr<ir::LoweredFunc> dot_build(const Workload& w, const Config& c, const st
       return val;
     }, {"i", "j"});
   }
-  schedule::Schedule s({out});
+  auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{out});
+  schedule::Schedule& s = *owned;
   auto& o = s[out];
   auto [jo, ji] = o.split(o.axis(1), jr);
   if (par) o.parallel(jo);
@@ -440,7 +443,7 @@ StatusOr<ir::LoweredFunc> dot_build(const Workload& w, const Config& c, const st
   p.unroll(p.axis(1));
   p.vectorize(p.axis(2));
   inputs.push_back(out);
-  return lower::lower_loops(s, inputs, entry);
+  return Scheduled{std::move(owned), inputs};
 }
 
 OpDef gemm_op(const std::string& name) {
@@ -452,13 +455,13 @@ OpDef gemm_op(const std::string& name) {
   op.compute = gemm_compute;
   std::string cpu = name + ".cpu.packed", cuda = name + ".cuda.tiled";
   op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload&) { return cpu_space(cpu); },
-                          [cpu](const Workload& w) { return cpu_default(cpu, w); }, cpu_build, nullptr});
+                          [cpu](const Workload& w) { return cpu_default(cpu, w); }, cpu_schedule, nullptr});
   op.templates.push_back({cuda, Target::Kind::kCUDA, [cuda](const Workload&) { return cuda_space(cuda); },
-                          [cuda](const Workload& w) { return cuda_default(cuda, w); }, cuda_build, nullptr});
+                          [cuda](const Workload& w) { return cuda_default(cuda, w); }, cuda_schedule, nullptr});
   if (name == "dense") {
     std::string dot = name + ".cpu.dot";
     op.templates.push_back({dot, Target::Kind::kLLVM, [dot](const Workload&) { return dot_space(dot); },
-                            [dot](const Workload& w) { return dot_default(dot, w); }, dot_build,
+                            [dot](const Workload& w) { return dot_default(dot, w); }, dot_schedule,
                             [](const Workload& w) { return w.param("M") <= 4; }});
   }
   return op;

@@ -1,6 +1,5 @@
 #include "compiler/ops/op.h"
 
-#include "compiler/lower/lower.h"
 #include "compiler/schedule/schedule.h"
 
 namespace tunefarm::ops {
@@ -36,9 +35,21 @@ const Template* default_template(const OpDef& op, const Target& target, const Wo
   return first;
 }
 
-StatusOr<ir::LoweredFunc> build_naive(const ComputeDef& def, const std::string& entry) {
-  schedule::Schedule s({def.output});
-  return lower::lower(s, def.args(), entry);
+Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind) {
+  auto s = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{def.output});
+  if (kind == Target::Kind::kCUDA) {
+    auto& st = (*s)[def.output];
+    te::IterVar fused = st.axis(0);
+    for (size_t d = 1; d < def.output.shape().size(); ++d) fused = st.fuse(fused, st.axis(d));
+    auto [bx, tx] = st.split(fused, 64);
+    st.bind(bx, "blockIdx.x");
+    st.bind(tx, "threadIdx.x");
+    for (const auto& stage : s->stages()) {
+      if (stage->op() == def.output.op || stage->op()->kind == te::OperationNode::Kind::kPlaceholder) continue;
+      stage->compute_at(st, tx);
+    }
+  }
+  return Scheduled{std::move(s), def.args()};
 }
 
 }  // namespace tunefarm::ops

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "common/workload.h"
 #include "compiler/ir/ir.h"
 #include "compiler/ops/space.h"
+#include "compiler/schedule/schedule.h"
 #include "compiler/te/tensor.h"
 
 namespace tunefarm::ops {
@@ -44,14 +46,22 @@ struct ComputeDef {
   }
 };
 
+// A schedule ready to lower, with the kernel's arguments in order: what a template makes of a
+// config, and the reference schedule of an operator. The schedule is held by pointer because its
+// stages point back to it.
+struct Scheduled {
+  std::unique_ptr<schedule::Schedule> schedule;
+  std::vector<te::Tensor> args;
+};
+
 struct Template {
   std::string name;  // "<op>.<cpu|cuda>.<variant>"
   Target::Kind target_kind;
   std::function<ConfigSpace(const Workload&)> space;
   std::function<Config(const Workload&)> default_config;
-  // Applies a config that `space(w).check(config)` accepted and lowers the schedule to its
-  // annotated loop nest (lower::lower_loops); the build API finishes lowering.
-  std::function<StatusOr<ir::LoweredFunc>(const Workload&, const Config&, const std::string& entry)> build;
+  // Applies a config that `space(w).check(config)` accepted: the schedule that compiler/build.cc
+  // then lowers and compiles.
+  std::function<StatusOr<Scheduled>(const Workload&, const Config&)> schedule;
   // Whether this template is the natural default for a workload (e.g. a GEMV-shaped dense);
   // unset means "for any workload".
   std::function<bool(const Workload&)> preferred;
@@ -73,9 +83,10 @@ const Template* find_template(const OpDef& op, std::string_view name);
 // The first template for the target's kind that prefers the workload, else the first one.
 const Template* default_template(const OpDef& op, const Target& target, const Workload& workload);
 
-// Lowers `def` with the schedule every stage gets without annotations (serial loops over the
-// full tensors): slow but obviously correct; the reference kernel.
-StatusOr<ir::LoweredFunc> build_naive(const ComputeDef& def, const std::string& entry);
+// The reference kernel's schedule, slow but obviously correct: on CPUs, every stage as it comes
+// without annotations (serial loops over the full tensors); on CUDA, one thread per output element
+// computing every intermediate stage it needs.
+Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind);
 
 // The per-family definitions, collected by op_library().
 std::vector<OpDef> gemm_ops();
