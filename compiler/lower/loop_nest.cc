@@ -219,8 +219,8 @@ class NestBuilder {
       if (at != attached_.end()) {
         const auto* loop = body->as<For>();
         Stmt inner = loop->body;
-        // Shared-memory tiles are filled by the whole block: all threads wait until they are
-        // complete before reading, and until everyone is done reading before they are refilled.
+        // Shared-memory tiles are filled first, then read; lower/gpu_barriers.cc puts the block's
+        // barriers between and after.
         std::vector<Stmt> shared_fills;
         std::vector<Buffer> shared_buffers;
         for (const schedule::Stage* producer : at->second) {
@@ -230,10 +230,7 @@ class NestBuilder {
           shared_buffers.push_back(buffer_of(*producer));
         }
         if (!shared_fills.empty()) {
-          Stmt barrier = evaluate(std::make_shared<Call>(Type::i64(), "gpu.barrier", std::vector<Expr>{}));
-          shared_fills.push_back(barrier);
           shared_fills.push_back(inner);
-          shared_fills.push_back(barrier);
           inner = block(shared_fills);
           for (const Buffer& buf : shared_buffers) inner = allocate(buf, inner);
         }

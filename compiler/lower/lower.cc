@@ -1,6 +1,7 @@
 #include "compiler/lower/lower.h"
 
 #include "compiler/lower/bound_inference.h"
+#include "compiler/lower/gpu_barriers.h"
 #include "compiler/lower/loop_nest.h"
 #include "compiler/lower/loop_partition.h"
 #include "compiler/lower/simplify.h"
@@ -14,7 +15,7 @@ StatusOr<ir::LoopNest> lower_loops(const schedule::Schedule& sched, const std::v
                                    const std::string& name) {
   TF_ASSIGN_OR_RETURN(Bounds bounds, infer_bounds(sched));
   TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, build_loop_nest(sched, bounds, args, name));
-  f.body = simplify(storage_flatten(f.body));
+  f.body = simplify(insert_gpu_barriers(storage_flatten(f.body)));
   return ir::LoopNest{std::move(f)};
 }
 
