@@ -69,7 +69,8 @@ Status run_reference(const Workload& workload, const std::vector<const float*>& 
 // The pipeline every kernel goes through, in this order:
 //   1. schedule         the template applies the config (ops/), or the operator's reference
 //                       schedule: a te schedule and the kernel's arguments;
-//   2. loop nest        bound inference, the annotated loop nest, storage flattening (lower/);
+//   2. loop nest        bound inference, storage planning, the annotated loop nest, storage
+//                       flattening, GPU barriers (lower/);
 //   3. finishing passes tail handling, unrolling, vectorization, simplification (lower/);
 //   4. features         read from the annotated loop nest of stage 2, for the cost model;
 //   5. code generation  LLVM: an object linked into a shared object, or PTX (codegen/).

@@ -14,53 +14,10 @@ using namespace ir;
 
 namespace {
 
-// Below this many bytes an intermediate tensor at the root lives on the stack.
-constexpr int64_t kStackLimitBytes = 64 * 1024;
-
-struct Realized {
-  Buffer buffer;
-  std::vector<Expr> min;  // Region start per dimension, in the consumer's loop variables.
-  // Buffer dimension i holds tensor dimension order[i]: a register tile is laid out in the
-  // order of its loops, the innermost (vectorized) axis contiguous.
-  std::vector<size_t> order;
-
-  std::vector<Expr> permute(const std::vector<Expr>& idx) const {
-    std::vector<Expr> out;
-    for (size_t d : order) out.push_back(idx[d]);
-    return out;
-  }
-};
-
-// Tensor dimensions sorted by where their innermost loop sits in the stage's loop order.
-std::vector<size_t> loop_order_layout(const schedule::Stage& st) {
-  const auto& axes = st.op()->axes;
-  std::unordered_map<const te::IterVarNode*, std::vector<size_t>> roots_of;
-  for (size_t d = 0; d < axes.size(); ++d) roots_of[axes[d].get()] = {d};
-  for (const auto& rel : st.relations()) {
-    if (rel.kind == schedule::Relation::Kind::kSplit) {
-      roots_of[rel.outer.get()] = roots_of[rel.parent.get()];
-      roots_of[rel.inner.get()] = roots_of[rel.parent.get()];
-    } else {
-      auto r = roots_of[rel.outer.get()];
-      const auto& ri = roots_of[rel.inner.get()];
-      r.insert(r.end(), ri.begin(), ri.end());
-      roots_of[rel.fused.get()] = r;
-    }
-  }
-  std::vector<size_t> innermost(axes.size(), 0);
-  const auto& leaves = st.leaf_iter_vars();
-  for (size_t k = 0; k < leaves.size(); ++k)
-    for (size_t d : roots_of[leaves[k].get()]) innermost[d] = std::max(innermost[d], k);
-  std::vector<size_t> order(axes.size());
-  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return innermost[a] < innermost[b]; });
-  return order;
-}
-
 // Rewrites loads of realized tensors into their buffers, rebased to the region's start.
 class RebaseLoads : public IRMutator {
  public:
-  explicit RebaseLoads(const std::unordered_map<const BufferNode*, Realized>& realized) : realized_(realized) {}
+  explicit RebaseLoads(const std::unordered_map<const BufferNode*, PlannedBuffer>& realized) : realized_(realized) {}
 
  protected:
   Expr mutate_load(const Expr& e, const Load* op) override {
@@ -74,49 +31,13 @@ class RebaseLoads : public IRMutator {
   }
 
  private:
-  const std::unordered_map<const BufferNode*, Realized>& realized_;
+  const std::unordered_map<const BufferNode*, PlannedBuffer>& realized_;
 };
 
 class NestBuilder {
  public:
-  NestBuilder(const schedule::Schedule& sched, const Bounds& bounds) : sched_(sched), bounds_(bounds) {}
-
-  Status realize(const std::vector<te::Tensor>& args) {
-    std::unordered_set<const BufferNode*> arg_buffers;
-    for (const auto& t : args) arg_buffers.insert(t.buffer().get());
-    for (const auto& st : sched_.stages()) {
-      const auto& op = st->op();
-      bool is_arg = arg_buffers.count(op->buffer.get()) > 0;
-      if (op->kind == te::OperationNode::Kind::kPlaceholder || sched_.is_output(op.get())) {
-        if (!is_arg) return invalid_argument(fmt::format("tensor {} is an input or output but not a kernel argument", op->name));
-        continue;
-      }
-      const StageBounds& sb = bounds_.stages.at(st.get());
-      std::vector<int64_t> shape;
-      for (size_t d = 0; d < op->axes.size(); ++d) {
-        auto b = const_bounds(sb.root_extent[d], bounds_.ranges);
-        if (!b) return internal_error(fmt::format("stage {}: region of unknown size", op->name));
-        shape.push_back(std::max<int64_t>(1, b->hi));
-      }
-      MemScope scope = st->scope();
-      if (scope == MemScope::kGlobal) {
-        int64_t bytes = op->buffer->dtype.bytes();
-        for (int64_t d : shape) bytes *= d;
-        scope = st->attached() ? MemScope::kLocal : bytes <= kStackLimitBytes ? MemScope::kStack : MemScope::kWorkspace;
-      }
-      Realized r;
-      r.order = st->attached() ? loop_order_layout(*st) : std::vector<size_t>();
-      if (r.order.empty())
-        for (size_t d = 0; d < op->axes.size(); ++d) r.order.push_back(d);
-      std::vector<int64_t> laid_out;
-      for (size_t d : r.order) laid_out.push_back(shape[d]);
-      r.buffer = make_buffer(op->name, op->buffer->dtype, laid_out, scope);
-      for (size_t d = 0; d < op->axes.size(); ++d) r.min.push_back(st->attached() ? sb.root_min[d] : int_imm(0));
-      realized_[op->buffer.get()] = std::move(r);
-      if (st->attached()) attached_[st->attach_iv().get()].push_back(st.get());
-    }
-    return Status();
-  }
+  NestBuilder(const schedule::Schedule& sched, const Bounds& bounds, const StoragePlan& plan)
+      : sched_(sched), bounds_(bounds), realized_(plan.buffers), attached_(plan.attached) {}
 
   StatusOr<Stmt> build_root() {
     Stmt result;
@@ -254,16 +175,15 @@ class NestBuilder {
 
   const schedule::Schedule& sched_;
   const Bounds& bounds_;
-  std::unordered_map<const BufferNode*, Realized> realized_;
-  std::unordered_map<const te::IterVarNode*, std::vector<const schedule::Stage*>> attached_;
+  const std::unordered_map<const BufferNode*, PlannedBuffer>& realized_;
+  const std::unordered_map<const te::IterVarNode*, std::vector<const schedule::Stage*>>& attached_;
 };
 
 }  // namespace
 
-StatusOr<LoweredFunc> build_loop_nest(const schedule::Schedule& sched, const Bounds& bounds,
+StatusOr<LoweredFunc> build_loop_nest(const schedule::Schedule& sched, const Bounds& bounds, const StoragePlan& plan,
                                       const std::vector<te::Tensor>& args, const std::string& name) {
-  NestBuilder builder(sched, bounds);
-  TF_RETURN_IF_ERROR(builder.realize(args));
+  NestBuilder builder(sched, bounds, plan);
   TF_ASSIGN_OR_RETURN(Stmt body, builder.build_root());
   LoweredFunc f;
   f.name = name;

@@ -12,13 +12,14 @@
 #include "common/status.h"
 #include "compiler/ir/ir.h"
 #include "compiler/lower/bound_inference.h"
+#include "compiler/lower/storage_plan.h"
 #include "compiler/schedule/schedule.h"
 
 namespace tunefarm::lower {
 
-// `args` are the kernel's tensor arguments in order (inputs, then outputs); every placeholder and
-// output of the schedule must be among them.
-StatusOr<ir::LoweredFunc> build_loop_nest(const schedule::Schedule& sched, const Bounds& bounds,
+// `args` are the kernel's tensor arguments in order (inputs, then outputs); `plan` says where the
+// intermediate tensors live (storage_plan.h).
+StatusOr<ir::LoweredFunc> build_loop_nest(const schedule::Schedule& sched, const Bounds& bounds, const StoragePlan& plan,
                                           const std::vector<te::Tensor>& args, const std::string& name);
 
 }  // namespace tunefarm::lower

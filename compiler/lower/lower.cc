@@ -5,6 +5,7 @@
 #include "compiler/lower/loop_nest.h"
 #include "compiler/lower/loop_partition.h"
 #include "compiler/lower/simplify.h"
+#include "compiler/lower/storage_plan.h"
 #include "compiler/lower/storage_flatten.h"
 #include "compiler/lower/unroll.h"
 #include "compiler/lower/vectorize.h"
@@ -14,7 +15,8 @@ namespace tunefarm::lower {
 StatusOr<ir::LoopNest> lower_loops(const schedule::Schedule& sched, const std::vector<te::Tensor>& args,
                                    const std::string& name) {
   TF_ASSIGN_OR_RETURN(Bounds bounds, infer_bounds(sched));
-  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, build_loop_nest(sched, bounds, args, name));
+  TF_ASSIGN_OR_RETURN(StoragePlan plan, plan_storage(sched, bounds, args));
+  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, build_loop_nest(sched, bounds, plan, args, name));
   f.body = simplify(insert_gpu_barriers(storage_flatten(f.body)));
   return ir::LoopNest{std::move(f)};
 }

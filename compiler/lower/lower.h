@@ -1,6 +1,7 @@
 // Lowering: a schedule to a loop-IR function that the code generators take. lower.cc reads as
-// the pipeline: bound inference, loop-nest construction, storage flattening, simplification,
-// tail handling (loop partitioning), unrolling, vectorization, final simplification.
+// the pipeline: bound inference, storage planning, loop-nest construction, storage flattening,
+// GPU barriers, simplification; then tail handling (loop partitioning), unrolling,
+// vectorization, final simplification.
 #pragma once
 
 #include <string>

@@ -10,6 +10,13 @@ namespace {
 
 using ir::Var;
 
+// Storage planning, then the loop nest, as lower_loops does.
+StatusOr<ir::LoweredFunc> build_loop_nest(const schedule::Schedule& s, const Bounds& bounds,
+                                          const std::vector<te::Tensor>& args, const std::string& name) {
+  TF_ASSIGN_OR_RETURN(StoragePlan plan, plan_storage(s, bounds, args));
+  return lower::build_loop_nest(s, bounds, plan, args, name);
+}
+
 TEST(LoopNest, ReductionInitGoesBeforeTheOutermostReductionLoop) {
   te::Tensor a = te::placeholder("a", {4, 6});
   auto k = te::reduce_axis(6, "k");
