@@ -6,7 +6,6 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
-#include <cstring>
 #include <fstream>
 #include <set>
 
@@ -14,6 +13,7 @@
 
 #include "common/workload.h"
 #include "model/onnx_shape_folding.h"
+#include "model/onnx_tensor.h"
 
 namespace tunefarm::model {
 namespace {
@@ -24,67 +24,6 @@ std::string one_line(std::string text) {
     if (c == '\n' || c == '\r') c = ' ';
   while (!text.empty() && text.back() == ' ') text.pop_back();
   return text;
-}
-
-// Copies a tensor's data into `value`; float32 as floats, the integer types as int64.
-Status read_tensor(const onnx::TensorProto& t, Value& value) {
-  if (t.data_location() == onnx::TensorProto::EXTERNAL)
-    return invalid_argument(fmt::format("tensor '{}' keeps its data in an external file; save the model with its "
-                                        "data inside it",
-                                        t.name()));
-  value.shape.assign(t.dims().begin(), t.dims().end());
-  for (int64_t d : value.shape)
-    if (d < 0 || d > kMaxDimension)
-      return invalid_argument(fmt::format("tensor '{}' has a dimension of {}", t.name(), d));
-  int64_t n = value.elements();
-  if (n > kMaxTensorElements) return invalid_argument(fmt::format("tensor '{}' has {} elements", t.name(), n));
-  value.constant = true;
-  const std::string& raw = t.raw_data();
-  auto check_size = [&](size_t have) -> Status {
-    if (static_cast<int64_t>(have) != n)
-      return invalid_argument(fmt::format("tensor '{}' of shape {} holds {} values", t.name(), shape_string(value.shape),
-                                          have));
-    return Status();
-  };
-  switch (t.data_type()) {
-    case onnx::TensorProto::FLOAT:
-      value.is_float = true;
-      if (!raw.empty()) {
-        TF_RETURN_IF_ERROR(check_size(raw.size() / sizeof(float)));
-        value.floats.resize(n);
-        std::memcpy(value.floats.data(), raw.data(), n * sizeof(float));
-      } else {
-        TF_RETURN_IF_ERROR(check_size(t.float_data_size()));
-        value.floats.assign(t.float_data().begin(), t.float_data().end());
-      }
-      return Status();
-    case onnx::TensorProto::INT64:
-      value.is_float = false;
-      if (!raw.empty()) {
-        TF_RETURN_IF_ERROR(check_size(raw.size() / sizeof(int64_t)));
-        value.ints.resize(n);
-        std::memcpy(value.ints.data(), raw.data(), n * sizeof(int64_t));
-      } else {
-        TF_RETURN_IF_ERROR(check_size(t.int64_data_size()));
-        value.ints.assign(t.int64_data().begin(), t.int64_data().end());
-      }
-      return Status();
-    case onnx::TensorProto::INT32:
-      value.is_float = false;
-      if (!raw.empty()) {
-        TF_RETURN_IF_ERROR(check_size(raw.size() / sizeof(int32_t)));
-        std::vector<int32_t> v(n);
-        std::memcpy(v.data(), raw.data(), n * sizeof(int32_t));
-        value.ints.assign(v.begin(), v.end());
-      } else {
-        TF_RETURN_IF_ERROR(check_size(t.int32_data_size()));
-        value.ints.assign(t.int32_data().begin(), t.int32_data().end());
-      }
-      return Status();
-    default:
-      return invalid_argument(fmt::format("tensor '{}' has element type {}; tunefarm reads float32 and integer tensors",
-                                          t.name(), onnx::TensorProto::DataType_Name(t.data_type())));
-  }
 }
 
 // The static shape of a value_info; false when a dimension is symbolic or unknown.

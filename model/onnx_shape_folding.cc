@@ -1,10 +1,11 @@
 #include "model/onnx_shape_folding.h"
 
-#include <cstring>
 #include <map>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "model/onnx_tensor.h"
 
 namespace tunefarm::model {
 namespace {
@@ -16,31 +17,15 @@ struct IntTensor {
 
 bool read_ints(const onnx::TensorProto& t, IntTensor& out) {
   if (t.data_type() != onnx::TensorProto::INT64 && t.data_type() != onnx::TensorProto::INT32) return false;
-  out.dims.assign(t.dims().begin(), t.dims().end());
+  // Shape computations are short; large integer tensors are data, and are not copied here.
   int64_t n = 1;
-  for (int64_t d : out.dims) n *= d;
-  if (n > 64) return false;  // Shape computations are short; large integer tensors are data.
-  out.data.clear();
-  const std::string& raw = t.raw_data();
-  if (t.data_type() == onnx::TensorProto::INT64) {
-    if (!raw.empty()) {
-      if (raw.size() != static_cast<size_t>(n) * 8) return false;
-      out.data.resize(n);
-      std::memcpy(out.data.data(), raw.data(), raw.size());
-    } else {
-      out.data.assign(t.int64_data().begin(), t.int64_data().end());
-    }
-  } else {
-    if (!raw.empty()) {
-      if (raw.size() != static_cast<size_t>(n) * 4) return false;
-      std::vector<int32_t> v(n);
-      std::memcpy(v.data(), raw.data(), raw.size());
-      out.data.assign(v.begin(), v.end());
-    } else {
-      out.data.assign(t.int32_data().begin(), t.int32_data().end());
-    }
+  for (int64_t d : t.dims()) {
+    if (d < 0 || (n *= d) > 64) return false;
   }
-  return static_cast<int64_t>(out.data.size()) == n;
+  Value v;
+  if (!read_tensor(t, v).ok()) return false;
+  out = {std::move(v.shape), std::move(v.ints)};
+  return true;
 }
 
 int64_t attr_int(const onnx::NodeProto& n, const std::string& name, int64_t fallback) {
