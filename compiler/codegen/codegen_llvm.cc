@@ -198,7 +198,8 @@ class CodeGen {
   }
 
   llvm::Type* llvm_type(const Type& t) {
-    llvm::Type* s = t.is_float() ? b_.getFloatTy() : t.is_bool() ? b_.getInt1Ty() : b_.getInt64Ty();
+    llvm::Type* s = t.is_float() ? (t.bits == 64 ? b_.getDoubleTy() : b_.getFloatTy())
+                    : t.is_bool() ? b_.getInt1Ty() : b_.getInt64Ty();
     return t.lanes > 1 ? llvm::FixedVectorType::get(s, t.lanes) : s;
   }
 
@@ -295,7 +296,7 @@ class CodeGen {
         auto* op = e->as<IntImm>();
         return op->type.is_bool() ? b_.getInt1(op->value != 0) : b_.getInt64(op->value);
       }
-      case ExprKind::kFloatImm: return llvm::ConstantFP::get(b_.getFloatTy(), e->as<FloatImm>()->value);
+      case ExprKind::kFloatImm: return llvm::ConstantFP::get(llvm_type(e->type), e->as<FloatImm>()->value);
       case ExprKind::kVar: {
         auto it = vars_.find(e->as<VarNode>());
         if (it == vars_.end()) {
@@ -396,7 +397,10 @@ class CodeGen {
     const Type& from = op->value->type;
     const Type& to = op->type;
     llvm::Type* t = llvm_type(to);
-    if (from.is_float() && to.is_float()) return v;
+    if (from.is_float() && to.is_float()) {
+      if (from.bits == to.bits) return v;
+      return to.bits > from.bits ? b_.CreateFPExt(v, t) : b_.CreateFPTrunc(v, t);
+    }
     if (from.is_float()) return to.is_bool() ? b_.CreateFCmpONE(v, llvm::ConstantFP::get(v->getType(), 0.0)) : b_.CreateFPToSI(v, t);
     if (to.is_float()) return from.is_bool() ? b_.CreateUIToFP(v, t) : b_.CreateSIToFP(v, t);
     if (to.is_bool()) return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));

@@ -15,7 +15,7 @@ Buffer make_buffer(std::string name, Type dtype, std::vector<int64_t> shape, Mem
 
 Var make_var(std::string name, Type t) { return std::make_shared<VarNode>(std::move(name), t); }
 Expr int_imm(int64_t v) { return std::make_shared<IntImm>(v); }
-Expr float_imm(double v) { return std::make_shared<FloatImm>(v); }
+Expr float_imm(double v, Type t) { return std::make_shared<FloatImm>(v, t); }
 Expr bool_imm(bool v) { return std::make_shared<IntImm>(v ? 1 : 0, Type::boolean()); }
 
 const int64_t* as_const_int(const Expr& e) {

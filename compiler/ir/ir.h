@@ -14,7 +14,8 @@ namespace tunefarm::ir {
 
 enum class ScalarKind { kInt, kFloat, kBool, kHandle };
 
-// Integers are always 64-bit in index arithmetic; floats are 32-bit (the operators' dtype).
+// Integers are always 64-bit in index arithmetic. Floats are 32-bit (the operators' dtype), except
+// the 64-bit accumulators of the reference kernel (te/widen_reductions.h).
 struct Type {
   ScalarKind kind = ScalarKind::kInt;
   int bits = 64;
@@ -22,6 +23,7 @@ struct Type {
 
   static Type i64(int lanes = 1) { return {ScalarKind::kInt, 64, lanes}; }
   static Type f32(int lanes = 1) { return {ScalarKind::kFloat, 32, lanes}; }
+  static Type f64(int lanes = 1) { return {ScalarKind::kFloat, 64, lanes}; }
   static Type boolean(int lanes = 1) { return {ScalarKind::kBool, 1, lanes}; }
   Type with_lanes(int n) const { return {kind, bits, n}; }
   Type element() const { return with_lanes(1); }
@@ -75,7 +77,7 @@ struct IntImm : ExprNode {
 struct FloatImm : ExprNode {
   static constexpr ExprKind kKind = ExprKind::kFloatImm;
   double value;
-  explicit FloatImm(double v) : ExprNode(kKind, Type::f32()), value(v) {}
+  explicit FloatImm(double v, Type t = Type::f32()) : ExprNode(kKind, t), value(v) {}
 };
 // Variables compare by identity: two VarNodes with the same name are different variables.
 struct VarNode : ExprNode {
@@ -241,7 +243,7 @@ struct LoopNest {
 // Constructors. Arithmetic helpers fold constants so that generated index expressions stay small.
 Var make_var(std::string name, Type t = Type::i64());
 Expr int_imm(int64_t v);
-Expr float_imm(double v);
+Expr float_imm(double v, Type t = Type::f32());
 Expr bool_imm(bool v);
 Expr binary(BinaryOp op, Expr a, Expr b);
 Expr add(Expr a, Expr b);

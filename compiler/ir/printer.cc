@@ -33,7 +33,7 @@ const char* compare_symbol(CompareOp op) {
 }
 
 std::string type_name(const Type& t) {
-  std::string base = t.is_float() ? "float32" : t.is_bool() ? "bool" : "int64";
+  std::string base = t.is_float() ? (t.bits == 64 ? "float64" : "float32") : t.is_bool() ? "bool" : "int64";
   return base + type_suffix(t);
 }
 
@@ -115,7 +115,7 @@ std::string to_string(const Expr& e) {
       if (op->type.is_bool()) return op->value ? "true" : "false";
       return std::to_string(op->value);
     }
-    case ExprKind::kFloatImm: return fmt::format("{}f", e->as<FloatImm>()->value);
+    case ExprKind::kFloatImm: return fmt::format("{}{}", e->as<FloatImm>()->value, e->type.bits == 64 ? "" : "f");
     case ExprKind::kVar: return e->as<VarNode>()->name;
     case ExprKind::kBinary: {
       auto* op = e->as<Binary>();

@@ -1,5 +1,7 @@
 #include "compiler/lower/interval.h"
 
+#include "compiler/ir/visitor.h"
+
 namespace tunefarm::lower {
 
 using namespace ir;
@@ -33,7 +35,9 @@ std::optional<Interval> eval_interval(const Expr& e, const IntervalMap& vars) {
     case BinaryOp::kMod: {
       const int64_t* c = as_const_int(b->b);
       if (!c || *c <= 0) return std::nullopt;
-      if (x->min == x->max) return Interval::point(mod(x->min, b->b));
+      // A single value (e.g. a fused index at fixed block and thread) stays one: the element a
+      // GPU thread computes is one element, not a whole row.
+      if (equal(x->min, x->max)) return Interval::point(mod(x->min, b->b));
       return Interval{int_imm(0), int_imm(*c - 1)};
     }
     case BinaryOp::kMin: return Interval{min(x->min, y->min), min(x->max, y->max)};

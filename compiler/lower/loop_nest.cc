@@ -114,7 +114,7 @@ class NestBuilder {
       Expr acc = load(out, out_idx);
       Expr combined = red->op == ReduceOp::kSum ? add(acc, red->source) : max(acc, red->source);
       provide = store(out, combined, out_idx);
-      Expr identity = red->op == ReduceOp::kSum ? float_imm(0.0) : float_imm(-std::numeric_limits<float>::infinity());
+      Expr identity = float_imm(red->op == ReduceOp::kSum ? 0.0 : -std::numeric_limits<double>::infinity(), out->dtype);
       init = guard(store(out, identity, out_idx), true);
     } else {
       provide = store(out, body_expr, out_idx);

@@ -117,11 +117,11 @@ class Simplifier : public IRMutator {
         auto* fb = b->as<FloatImm>();
         if (fa && fb) {
           switch (op->op) {
-            case BinaryOp::kAdd: return float_imm(fa->value + fb->value);
-            case BinaryOp::kSub: return float_imm(fa->value - fb->value);
-            case BinaryOp::kMul: return float_imm(fa->value * fb->value);
-            case BinaryOp::kMin: return float_imm(std::min(fa->value, fb->value));
-            case BinaryOp::kMax: return float_imm(std::max(fa->value, fb->value));
+            case BinaryOp::kAdd: return float_imm(fa->value + fb->value, e->type);
+            case BinaryOp::kSub: return float_imm(fa->value - fb->value, e->type);
+            case BinaryOp::kMul: return float_imm(fa->value * fb->value, e->type);
+            case BinaryOp::kMin: return float_imm(std::min(fa->value, fb->value), e->type);
+            case BinaryOp::kMax: return float_imm(std::max(fa->value, fb->value), e->type);
             default: break;
           }
         }

@@ -1,6 +1,7 @@
 #include "compiler/ops/op.h"
 
 #include "compiler/schedule/schedule.h"
+#include "compiler/te/widen_reductions.h"
 
 namespace tunefarm::ops {
 
@@ -36,20 +37,22 @@ const Template* default_template(const OpDef& op, const Target& target, const Wo
 }
 
 Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind) {
-  auto s = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{def.output});
+  std::vector<te::Tensor> args = te::widen_reductions(def.args(), ir::Type::f64());
+  const te::Tensor& output = args.back();
+  auto s = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{output});
   if (kind == Target::Kind::kCUDA) {
-    auto& st = (*s)[def.output];
+    auto& st = (*s)[output];
     te::IterVar fused = st.axis(0);
-    for (size_t d = 1; d < def.output.shape().size(); ++d) fused = st.fuse(fused, st.axis(d));
+    for (size_t d = 1; d < output.shape().size(); ++d) fused = st.fuse(fused, st.axis(d));
     auto [bx, tx] = st.split(fused, 64);
     st.bind(bx, "blockIdx.x");
     st.bind(tx, "threadIdx.x");
     for (const auto& stage : s->stages()) {
-      if (stage->op() == def.output.op || stage->op()->kind == te::OperationNode::Kind::kPlaceholder) continue;
+      if (stage->op() == output.op || stage->op()->kind == te::OperationNode::Kind::kPlaceholder) continue;
       stage->compute_at(st, tx);
     }
   }
-  return Scheduled{std::move(s), def.args()};
+  return Scheduled{std::move(s), std::move(args)};
 }
 
 }  // namespace tunefarm::ops

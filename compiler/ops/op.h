@@ -85,7 +85,8 @@ const Template* default_template(const OpDef& op, const Target& target, const Wo
 
 // The reference kernel's schedule, slow but obviously correct: on CPUs, every stage as it comes
 // without annotations (serial loops over the full tensors); on CUDA, one thread per output element
-// computing every intermediate stage it needs.
+// computing every intermediate stage it needs. Sums accumulate in double on both, so that the
+// reference's own rounding is far below what the check tolerates (te/widen_reductions.h).
 Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind);
 
 // The per-family definitions, collected by op_library().

@@ -137,12 +137,20 @@ class Thread {
     return it->second.data + index;
   }
 
-  float fval(const Expr& e) {
+  // Values in double, rounded to float where the expression's type is 32-bit, as the GPU does.
+  // Buffers hold floats, so a 64-bit accumulator in local memory is rounded when stored: the
+  // emulation checks indexing and synchronisation, not the reference's extra precision.
+  double fval(const Expr& e) {
+    double v = fval_wide(e);
+    return e->type.bits == 32 ? static_cast<float>(v) : v;
+  }
+
+  double fval_wide(const Expr& e) {
     switch (e->kind) {
-      case ExprKind::kFloatImm: return static_cast<float>(e->as<FloatImm>()->value);
+      case ExprKind::kFloatImm: return e->as<FloatImm>()->value;
       case ExprKind::kBinary: {
         auto* b = e->as<Binary>();
-        float x = fval(b->a), y = fval(b->b);
+        double x = fval(b->a), y = fval(b->b);
         switch (b->op) {
           case BinaryOp::kAdd: return x + y;
           case BinaryOp::kSub: return x - y;
@@ -158,7 +166,10 @@ class Thread {
         auto* s = e->as<Select>();
         return bval(s->cond) ? fval(s->t) : fval(s->f);
       }
-      case ExprKind::kCast: return static_cast<float>(ival(e->as<Cast>()->value));
+      case ExprKind::kCast: {
+        const Expr& v = e->as<Cast>()->value;
+        return v->type.is_float() ? fval(v) : static_cast<double>(ival(v));
+      }
       case ExprKind::kLoad: {
         auto* l = e->as<Load>();
         float* p = element(l->buffer, ival(l->indices[0]));
@@ -197,7 +208,7 @@ class Thread {
       case StmtKind::kStore: {
         auto* st = s->as<Store>();
         if (st->value->type.is_vector() || st->indices[0]->type.is_vector()) return fail("vector code in a GPU kernel");
-        float v = fval(st->value);
+        float v = static_cast<float>(fval(st->value));
         if (float* p = element(st->buffer, ival(st->indices[0]))) *p = v;
         return;
       }

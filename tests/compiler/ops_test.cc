@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -83,24 +84,58 @@ TEST(CpuTails, BlockDependentTailRunsMaskedAndMatches) {
   EXPECT_EQ(compare(bufs.output, bufs.expected), "");
 }
 
+// A built kernel as a dlopen'ed shared object, the way the agent runs it; the handle stays open.
+codegen::KernelFn load_shared(const BuiltKernel& k, void** handle) {
+  std::string path = ::testing::TempDir() + "/ref_" + std::to_string(getpid()) + ".so";
+  std::ofstream(path, std::ios::binary).write(k.binary.data(), static_cast<std::streamsize>(k.binary.size()));
+  *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::remove(path.c_str());
+  if (!*handle) {
+    ADD_FAILURE() << dlerror();
+    return nullptr;
+  }
+  return reinterpret_cast<codegen::KernelFn>(dlsym(*handle, k.entry.c_str()));
+}
+
 // The reference kernel (naive schedule) as a dlopen'ed shared object, the way the agent runs it.
 TEST_P(CpuTemplates, ReferenceKernelSharedObjectMatchesReference) {
   Workload w = *parse_workload(GetParam());
   auto k = build_reference_kernel(w, Target{});
   ASSERT_TRUE(k.ok()) << k.status().to_string();
   EXPECT_TRUE(k->template_name.empty());
-  std::string path = ::testing::TempDir() + "/ref_" + std::to_string(getpid()) + ".so";
-  std::ofstream(path, std::ios::binary).write(k->binary.data(), static_cast<std::streamsize>(k->binary.size()));
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  std::remove(path.c_str());
-  ASSERT_NE(h, nullptr) << dlerror();
-  auto fn = reinterpret_cast<codegen::KernelFn>(dlsym(h, k->entry.c_str()));
+  void* h = nullptr;
+  auto fn = load_shared(*k, &h);
   ASSERT_NE(fn, nullptr);
   auto bufs = make_buffers(w, 5);
   auto args = bufs.arg_pointers();
   EXPECT_EQ(fn(args.data()), 0);
   EXPECT_EQ(compare(bufs.output, bufs.expected), "");
   dlclose(h);
+}
+
+// The reference kernel sums in double: over 16,384 products its outputs are the exact sums rounded
+// once to float (the C++ reference's, to within one rounding), where a float sum taken in order
+// drifts by dozens of ulps. The check against candidates then measures the candidates' error only.
+TEST(ReferenceKernel, SumsInDoubleAndRoundsOnce) {
+  Workload w = *parse_workload("matmul:M=4,N=8,K=16384");
+  auto k = build_reference_kernel(w, Target{});
+  ASSERT_TRUE(k.ok()) << k.status().to_string();
+  void* h = nullptr;
+  auto fn = load_shared(*k, &h);
+  ASSERT_NE(fn, nullptr);
+  auto bufs = make_buffers(w, 11);
+  auto args = bufs.arg_pointers();
+  ASSERT_EQ(fn(args.data()), 0);
+  dlclose(h);
+  float worst_ulps = 0;
+  for (size_t i = 0; i < bufs.expected.size(); ++i) {
+    float ulp = std::nextafter(std::fabs(bufs.expected[i]), INFINITY) - std::fabs(bufs.expected[i]);
+    worst_ulps = std::max(worst_ulps, std::fabs(bufs.output[i] - bufs.expected[i]) / ulp);
+  }
+  EXPECT_LE(worst_ulps, 1.0f);
+  auto f = lower_reference(w, Target{});
+  ASSERT_TRUE(f.ok());
+  EXPECT_NE(ir::to_string(*f).find("float64"), std::string::npos) << ir::to_string(*f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CpuTemplates, ::testing::ValuesIn(testing_util::small_workloads()));
