@@ -48,4 +48,15 @@ int remove_stale_temp_dirs(const std::string& root, const std::string& prefix) {
   return removed;
 }
 
+ScopedTempDir::ScopedTempDir(const std::string& root, const std::string& prefix) {
+  auto made = make_owned_temp_dir(root, prefix);
+  if (made.ok()) path_ = *made;
+  else status_ = made.status();
+}
+
+ScopedTempDir::~ScopedTempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
 }  // namespace tunefarm

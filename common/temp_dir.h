@@ -16,4 +16,21 @@ StatusOr<std::string> make_owned_temp_dir(const std::string& root, const std::st
 // gone; returns how many. Directories of live processes, and anything not named that way, stay.
 int remove_stale_temp_dirs(const std::string& root, const std::string& prefix);
 
+// A directory from make_owned_temp_dir, removed with everything in it when this goes away.
+class ScopedTempDir {
+ public:
+  ScopedTempDir(const std::string& root, const std::string& prefix);
+  ~ScopedTempDir();
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+
+  // Whether it was made, and why not.
+  const Status& status() const { return status_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Status status_;
+  std::string path_;
+};
+
 }  // namespace tunefarm

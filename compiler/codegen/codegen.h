@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/target.h"
@@ -33,6 +34,16 @@ StatusOr<std::string> compile_object(const ir::LoweredFunc& f, const Target& tar
 // Links a position-independent object into a shared object (`ld -shared`, or the target's cross
 // linker) and returns the shared object's bytes.
 StatusOr<std::string> link_shared_object(const std::string& object, const Target& target);
+
+// The system tools that build a kernel library for a target: the host's (cc, c++, ld, ar,
+// objcopy) or the cross tools named after the triple (aarch64-linux-gnu-gcc, ...), as full paths.
+struct Toolchain {
+  std::string cc, cxx, ld, ar, objcopy;
+};
+StatusOr<Toolchain> find_toolchain(const Target& target);
+
+// Runs a tool (argv[0] a full path) to completion; an error with the end of its stderr if it fails.
+Status run_tool(const std::vector<std::string>& argv);
 
 struct PtxKernel {
   std::string ptx;

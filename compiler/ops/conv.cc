@@ -58,7 +58,11 @@ std::vector<int64_t> output_shape(const Conv& c) {
 
 std::vector<TensorArg> conv_args(const Workload& w) {
   Conv c = conv_of(w);
-  return {{"input", input_shape(c)}, {"weight", weight_shape(c)}, {"output", output_shape(c), DType::kFloat32, true}};
+  std::string act = c.nhwc ? "NHWC" : "NCHW";
+  std::string weight = c.depthwise ? "C1HW" : c.nhwc ? "HWIO" : "OIHW";
+  return {{"input", input_shape(c), DType::kFloat32, false, act},
+          {"weight", weight_shape(c), DType::kFloat32, false, weight},
+          {"output", output_shape(c), DType::kFloat32, true, act}};
 }
 
 double conv_flops(const Workload& w) {

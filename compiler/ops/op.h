@@ -27,6 +27,9 @@ struct TensorArg {
   std::vector<int64_t> shape;
   DType dtype = DType::kFloat32;
   bool is_output = false;
+  // How the dimensions are named, for people reading a library's header ("NCHW", "OIHW"); empty
+  // for a plain row-major matrix.
+  std::string layout;
 
   int64_t num_elements() const {
     int64_t n = 1;

@@ -114,6 +114,16 @@ class ThreadPool {
 std::mutex pool_mu;
 ThreadPool* pool = nullptr;
 
+// The workers run code of the object this runtime is part of (a kernel library may be dlclose'd):
+// they are stopped and joined when it is unloaded or the process exits, before the code goes away.
+struct PoolReaper {
+  ~PoolReaper() {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    delete pool;
+    pool = nullptr;
+  }
+} pool_reaper;
+
 ThreadPool& get_pool() {
   std::lock_guard<std::mutex> lock(pool_mu);
   if (!pool) pool = new ThreadPool(default_threads());

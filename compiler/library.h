@@ -1,0 +1,41 @@
+// Kernel libraries: tuned kernels compiled into what a C or C++ program links. For a CPU target,
+// lib<name>.so and lib<name>.a with the kernel runtime inside (its symbols kept private, so two
+// libraries can live in one program), and <name>.h with one documented C function per kernel.
+// LLVM-free, like build.h; the system's C/C++ tools for the target do the linking
+// (codegen::find_toolchain).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+#include "common/target.h"
+#include "common/workload.h"
+
+namespace tunefarm {
+
+struct LibraryKernel {
+  Workload workload;
+  Config config;
+  std::vector<std::string> notes;  // More lines for the function's comment (where the config came from).
+};
+
+struct LibraryFile {
+  std::string name;  // A plain file name, no directories.
+  std::string content;
+};
+
+// Library names are C identifiers of at most 64 characters: they prefix every symbol.
+Status check_library_name(const std::string& name);
+
+// The C function for a workload: "<library>_<op>_<param><value>_...", e.g.
+// mylib_matmul_M512_N512_K512.
+std::string library_function_name(const std::string& library, const Workload& workload);
+
+// Compiles `kernels` (distinct workloads, valid configs) for `target` into lib<name>.so,
+// lib<name>.a and <name>.h.
+StatusOr<std::vector<LibraryFile>> build_kernel_library(const std::string& name, const Target& target,
+                                                        const std::vector<LibraryKernel>& kernels);
+
+}  // namespace tunefarm
