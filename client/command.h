@@ -38,6 +38,7 @@ void add_devices_commands(CLI::App& app, const GlobalFlags& flags, Commands& com
 void add_jobs_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 void add_records_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 void add_models_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
+void add_build_commands(CLI::App& app, const GlobalFlags& flags, Commands& commands);
 
 // Set once by main() after parsing: how dial() secures channels, and which token each address gets.
 void configure_dialing(std::shared_ptr<grpc::ChannelCredentials> security, const GlobalFlags& flags);

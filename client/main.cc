@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   client::add_jobs_commands(app, flags, commands);
   client::add_records_commands(app, flags, commands);
   client::add_models_commands(app, flags, commands);
+  client::add_build_commands(app, flags, commands);
   client::add_devices_commands(app, flags, commands);
   for (int i = 1; i < argc; ++i) client::json_errors |= std::string_view(argv[i]) == "--json";
   if (std::string word = command_word(app, argc, argv); !word.empty()) {

@@ -84,7 +84,7 @@ int {0}_num_threads(void);
 )",
                                 name, target.to_string(), E, guard);
   for (const auto& d : decls)
-    out += fmt::format("\n{}int {}({});\n", d.comment, d.function, parameter_list(d.args));
+    out += fmt::format("\n{}\nint {}({});\n", d.comment, d.function, parameter_list(d.args));
   out += fmt::format(R"(
 #ifdef __cplusplus
 }}  /* extern "C" */
@@ -216,7 +216,7 @@ StatusOr<std::vector<LibraryFile>> build_kernel_library(const std::string& name,
 
     decl.comment = fmt::format("/* {}\n", k.workload.to_string());
     for (const auto& a : decl.args)
-      decl.comment += fmt::format(" *   {:<7} float32{}{}{}\n", a.name, dims(a.shape), a.layout.empty() ? "" : "  " + a.layout,
+      decl.comment += fmt::format(" *   {:<7} float32{}{}{}\n", a.name, dims(a.shape), a.layout.empty() ? "  row-major" : "  " + a.layout,
                                   a.is_output ? "  (written)" : "");
     for (const auto& note : k.notes) decl.comment += fmt::format(" *   {}\n", note);
     decl.comment += " */";

@@ -1,7 +1,10 @@
 #include "tuner/service.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string_view>
@@ -9,9 +12,11 @@
 #include <fmt/format.h>
 
 #include "common/credentials.h"
+#include "common/temp_dir.h"
 #include "common/wire.h"
 #include "db/record_codec.h"
 #include "tuner/compiler_task.h"
+#include "tuner/library_builder.h"
 #include "tuner/model_tasks.h"
 
 namespace tunefarm {
@@ -50,7 +55,7 @@ const std::map<std::string, Access, std::less<>>& tuner_access() {
   static const std::map<std::string, Access, std::less<>> table = {
       {"SubmitJob", Access::kChange},     {"CancelJob", Access::kChange},   {"ImportRecords", Access::kChange},
       // Reading a model of up to a gigabyte is work on tunerd's behalf, done to submit it.
-      {"ExtractTasks", Access::kChange},
+      {"ExtractTasks", Access::kChange},  {"BuildLibrary", Access::kQuery},
       {"GetJob", Access::kQuery},         {"WatchJob", Access::kQuery},     {"ListJobs", Access::kQuery},
       {"QueryBest", Access::kQuery},      {"ListRecords", Access::kQuery},  {"ExportRecords", Access::kQuery},
   };
@@ -265,6 +270,57 @@ grpc::Status TunerService::ExtractTasks(grpc::ServerContext* context, grpc::Serv
   auto tasks = extract_model_tasks_isolated(onnx, file_name, shapes);
   if (!tasks.ok()) return to_grpc(tasks.status());
   *response = std::move(*tasks);
+  return grpc::Status::OK;
+}
+
+grpc::Status TunerService::BuildLibrary(grpc::ServerContext* context, const v1::BuildLibraryRequest* request,
+                                        grpc::ServerWriter<v1::LibraryChunk>* writer) {
+  if (auto s = authorize(context, "BuildLibrary"); !s.ok()) return s;
+  LibraryRequest library;
+  if (request->workloads_size() > static_cast<int>(kMaxLibraryWorkloads))
+    return invalid(fmt::format("{} workloads; a library holds at most {}", request->workloads_size(), kMaxLibraryWorkloads));
+  for (const auto& w : request->workloads()) {
+    auto workload = from_proto(w);
+    if (!workload.ok()) return to_grpc(workload.status());
+    library.workloads.push_back(*workload);
+  }
+  auto target = from_proto(request->target());
+  if (!target.ok()) return to_grpc(target.status());
+  library.target = *target;
+  library.device_key = request->device_key();
+  if (!request->name().empty()) library.name = request->name();
+  library.require_tuned = request->require_tuned();
+  if (auto s = check_library_request(library); !s.ok()) return to_grpc(s);
+
+  // The history's one rule picks each workload's record here; the builder sees only those.
+  std::string records;
+  for (const auto& w : library.workloads) {
+    auto best = store_.query_best(w, library.target, library.device_key, 1);
+    if (!best.ok()) return to_grpc(best.status());
+    for (const auto& r : *best) records += record_to_json_line(r) + "\n";
+  }
+  // One library at a time: a build compiles every kernel and runs the system's linker.
+  std::lock_guard<std::mutex> one_build(library_mu_);
+  if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+  ScopedTempDir out("", "tunefarm-library-out");
+  if (!out.status().ok()) return to_grpc(out.status());
+  auto warnings = run_library_builder(library, records, "the history's best records", out.path());
+  if (!warnings.ok()) return to_grpc(warnings.status());
+  v1::LibraryChunk first;
+  for (const auto& w : *warnings) first.add_warnings(w);
+  bool sent_first = false;
+  for (const auto& entry : std::filesystem::directory_iterator(out.path())) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (size_t offset = 0; offset == 0 || offset < data.size(); offset += kExportChunkBytes) {
+      v1::LibraryChunk chunk = sent_first ? v1::LibraryChunk() : first;
+      chunk.set_file(entry.path().filename().string());
+      chunk.set_offset(static_cast<int64_t>(offset));
+      chunk.set_data(data.substr(offset, kExportChunkBytes));
+      if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+      sent_first = true;
+    }
+  }
   return grpc::Status::OK;
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,8 @@ class TunerService final : public v1::Tuner::Service {
                              v1::ImportRecordsResponse* response) override;
   grpc::Status ExtractTasks(grpc::ServerContext* context, grpc::ServerReader<v1::ModelChunk>* reader,
                             v1::ExtractTasksResponse* response) override;
+  grpc::Status BuildLibrary(grpc::ServerContext* context, const v1::BuildLibraryRequest* request,
+                            grpc::ServerWriter<v1::LibraryChunk>* writer) override;
 
  private:
   // Applies tuner_access() to a call of `rpc`: UNAUTHENTICATED without a known token,
@@ -76,6 +79,7 @@ class TunerService final : public v1::Tuner::Service {
   db::RecordStore& store_;
   AccessTokens tokens_;
   std::atomic<bool> stopping_{false};
+  std::mutex library_mu_;
 };
 
 }  // namespace tunefarm

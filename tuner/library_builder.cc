@@ -1,0 +1,79 @@
+#include "tuner/library_builder.h"
+
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/wire.h"
+#include "compiler/build.h"
+#include "compiler/codegen/codegen.h"
+
+namespace tunefarm {
+
+using json = nlohmann::ordered_json;
+
+Status check_library_request(const LibraryRequest& request) {
+  if (request.workloads.empty()) return invalid_argument("no workload to build: give --workload or --workloads");
+  if (request.workloads.size() > kMaxLibraryWorkloads)
+    return invalid_argument(fmt::format("{} workloads; a library holds at most {}", request.workloads.size(), kMaxLibraryWorkloads));
+  TF_RETURN_IF_ERROR(check_library_name(request.name));
+  std::set<std::string> seen;
+  for (const auto& w : request.workloads) {
+    TF_RETURN_IF_ERROR(validate_workload(w));
+    TF_RETURN_IF_ERROR(lookup_op(w).status());
+    if (!seen.insert(w.to_string()).second) return invalid_argument(fmt::format("workload {} is given twice", w.to_string()));
+  }
+  if (request.target.kind == Target::Kind::kCUDA)
+    return unimplemented(fmt::format("kernel libraries for '{}' are not built yet; CPU targets only", request.target.to_string()));
+  return codegen::check_target(request.target);
+}
+
+StatusOr<BuiltLibrary> build_library(const LibraryRequest& request, db::RecordStore& store) {
+  TF_RETURN_IF_ERROR(check_library_request(request));
+  std::vector<LibraryKernel> kernels;
+  json manifest_kernels = json::array();
+  BuiltLibrary out;
+  for (const Workload& w : request.workloads) {
+    TF_ASSIGN_OR_RETURN(auto best, store.query_best(w, request.target, request.device_key, 1));
+    LibraryKernel k{w, {}, {}};
+    json entry = {{"workload", w.to_string()}, {"function", library_function_name(request.name, w)}};
+    std::string where = request.device_key.empty() ? "" : fmt::format(" on device key '{}'", request.device_key);
+    if (!best.empty()) {
+      const v1::Record& r = best.front();
+      k.config = from_proto(r.config());
+      k.notes.push_back(fmt::format("tuned: {:.1f} GFLOP/s, {:.3f} ms on device key '{}' (job {})", r.gflops(),
+                                    r.mean_cost_s() * 1e3, r.device_key(), r.job_id()));
+      entry["source"] = "tuned";
+      entry["gflops"] = r.gflops();
+      entry["time_s"] = r.mean_cost_s();
+      entry["device_key"] = r.device_key();
+      entry["record"] = json::parse(record_to_json_line(r));
+    } else {
+      if (request.require_tuned)
+        return not_found(fmt::format("no successful record of {} for target '{}'{} (--require-tuned)", w.to_string(),
+                                     request.target.to_string(), where));
+      TF_ASSIGN_OR_RETURN(k.config, default_config(w, request.target));
+      k.notes.push_back("untuned: the template's default config (the history had no record)");
+      out.warnings.push_back(fmt::format("no record of {} for target '{}'{}: built from the template's default config",
+                                         w.to_string(), request.target.to_string(), where));
+      entry["source"] = "default";
+    }
+    k.notes.push_back("config: " + k.config.to_json());
+    entry["config"] = json::parse(k.config.to_json());
+    manifest_kernels.push_back(std::move(entry));
+    kernels.push_back(std::move(k));
+  }
+  TF_ASSIGN_OR_RETURN(out.files, build_kernel_library(request.name, request.target, kernels));
+  json manifest = {{"name", request.name},
+                   {"target", request.target.to_string()},
+                   {"device_key", request.device_key},
+                   {"header", request.name + ".h"},
+                   {"shared_library", "lib" + request.name + ".so"},
+                   {"static_library", "lib" + request.name + ".a"},
+                   {"kernels", std::move(manifest_kernels)}};
+  out.files.push_back({"manifest.json", manifest.dump(2) + "\n"});
+  return out;
+}
+
+}  // namespace tunefarm

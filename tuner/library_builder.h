@@ -1,0 +1,32 @@
+// `tune-client build`: the history's answer as a library a program links. Per workload, the best
+// record for the target (and device key) by the history's one rule (RecordStore::query_best, the
+// figure of common/figure.h), or the template's default config where the history has nothing;
+// compiled by compiler/library.h, with a manifest saying where every kernel came from. tunerd runs
+// it through `tunefarm-build-library` (common/library_request.h) on its history's best records, and
+// tune-client on records exported from one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/library_request.h"
+#include "common/status.h"
+#include "common/target.h"
+#include "common/workload.h"
+#include "compiler/library.h"
+#include "db/record_store.h"
+
+namespace tunefarm {
+
+struct BuiltLibrary {
+  std::vector<LibraryFile> files;     // lib<name>.so, lib<name>.a, <name>.h, manifest.json.
+  std::vector<std::string> warnings;  // One line per workload built from its default config.
+};
+
+// Checks the request (workloads given, distinct and at most kMaxLibraryWorkloads, a valid name, a
+// target LLVM can build for) before anything is compiled.
+Status check_library_request(const LibraryRequest& request);
+
+StatusOr<BuiltLibrary> build_library(const LibraryRequest& request, db::RecordStore& store);
+
+}  // namespace tunefarm
