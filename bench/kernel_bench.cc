@@ -279,16 +279,59 @@ StatusOr<std::map<std::string, Config>> read_config_file(const std::string& path
   return out;
 }
 
+// A kernel library from `tune-client build` (--library): its functions by workload, and the config
+// each was built from, so that the library's kernel races the same config built as the agents build
+// it.
+struct Library {
+  void* handle = nullptr;
+  std::map<std::string, void*> functions;
+  std::map<std::string, Config> configs;
+};
+
+StatusOr<Library> load_library(const std::string& dir) {
+  std::ifstream in(dir + "/manifest.json");
+  if (!in) return not_found(fmt::format("no manifest.json in {}", dir));
+  nlohmann::ordered_json m = nlohmann::ordered_json::parse(in, nullptr, false);
+  if (m.is_discarded() || !m.contains("name") || !m.contains("kernels")) return invalid_argument(dir + "/manifest.json does not parse");
+  std::string name = m["name"].get<std::string>();
+  Library lib;
+  lib.handle = dlopen(fmt::format("{}/lib{}.so", dir, name).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib.handle) return internal_error(std::string("dlopen: ") + dlerror());
+  auto set_threads = reinterpret_cast<int (*)(int)>(dlsym(lib.handle, (name + "_set_num_threads").c_str()));
+  if (!set_threads || set_threads(1) != 0) return internal_error(name + "_set_num_threads is missing or failed");
+  for (const auto& k : m["kernels"]) {
+    auto w = parse_workload(k["workload"].get<std::string>());
+    auto c = parse_config_json(k["config"].dump());
+    if (!w.ok() || !c.ok()) return invalid_argument(fmt::format("{}/manifest.json: bad kernel entry {}", dir, k.dump()));
+    void* fn = dlsym(lib.handle, k["function"].get<std::string>().c_str());
+    if (!fn) return internal_error(fmt::format("{} is not in lib{}.so", k["function"].dump(), name));
+    lib.functions[w->to_string()] = fn;
+    lib.configs[w->to_string()] = *c;
+  }
+  return lib;
+}
+
+// Calls a library function, whose parameters are the tensors in argument order.
+int call_library_function(void* fn, const std::vector<void*>& t) {
+  using F3 = int (*)(void*, void*, void*);
+  using F4 = int (*)(void*, void*, void*, void*);
+  if (t.size() == 3) return reinterpret_cast<F3>(fn)(t[0], t[1], t[2]);
+  if (t.size() == 4) return reinterpret_cast<F4>(fn)(t[0], t[1], t[2], t[3]);
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   ensure_environment(argv);
   CLI::App app("kernel_bench: our kernels vs OpenBLAS and oneDNN, single thread, interleaved");
-  std::string workloads_file, config_file;
+  std::string workloads_file, config_file, library_dir;
   int repeats = 7;
   double min_ms = 40;
   app.add_option("--workloads", workloads_file, "workload file (one workload string a line)")->required();
   app.add_option("--config-file", config_file, "JSON lines: {\"workload\":…, \"config\":{…}}; default: heuristic configs");
+  app.add_option("--library", library_dir,
+                 "directory of `tune-client build`: its kernels race the configs they were built from");
   app.add_option("--repeats", repeats, "interleaved rounds")->check(CLI::Range(1, 1000));
   app.add_option("--min-ms", min_ms, "length of one timed sample");
   CLI11_PARSE(app, argc, argv);
@@ -306,6 +349,16 @@ int main(int argc, char** argv) {
       return 1;
     }
     configs = std::move(*c);
+  }
+  Library library;
+  if (!library_dir.empty()) {
+    auto l = load_library(library_dir);
+    if (!l.ok()) {
+      fmt::print(stderr, "kernel_bench: {}\n", l.status().to_string());
+      return 1;
+    }
+    library = std::move(*l);
+    if (config_file.empty()) configs = library.configs;
   }
   tunefarm_runtime_set_num_threads(1);
   openblas_set_num_threads(1);
@@ -386,6 +439,13 @@ int main(int argc, char** argv) {
         fmt::print("{}: the default config did not build: {}\n", ws, ds.to_string());
       }
     }
+    Buffer library_out(args->back().num_elements());
+    std::vector<void*> library_ptrs;
+    if (auto fn = library.functions.find(ws); fn != library.functions.end()) {
+      for (auto& v : in) library_ptrs.push_back(v.data());
+      library_ptrs.push_back(library_out.data());
+      contenders.push_back({"library", [&, f = fn->second] { call_library_function(f, library_ptrs); }});
+    }
     if (bl.openblas) contenders.push_back({"openblas", bl.openblas});
     if (bl.onednn) contenders.push_back({"onednn", bl.onednn});
     std::vector<int> reps;
@@ -401,16 +461,17 @@ int main(int argc, char** argv) {
       gflops[contenders[i].first] = *flops / (med * 1e6);
       line += fmt::format("  {} {:.3f} ms {:.1f} GFLOP/s", contenders[i].first, med, gflops[contenders[i].first]);
     }
-    for (const char* lib : {"default", "openblas", "onednn"})
+    for (const char* lib : {"library", "default", "openblas", "onednn"})
       if (gflops.count(lib)) line += fmt::format("  ours/{} {:.2f}x", lib, gflops["ours"] / gflops[lib]);
     fmt::print("{}\n  config {}\n", line, config->to_json());
     std::fflush(stdout);
     nlohmann::ordered_json entry = {{"workload", ws},
-                                    {"config_from", cfg_it != configs.end() ? "config-file" : "default"},
+                                    {"config_from", cfg_it == configs.end() ? "default" : config_file.empty() ? "library" : "config-file"},
                                     {"ours_gflops", gflops["ours"]}};
     entry["openblas_gflops"] = gflops.count("openblas") ? nlohmann::ordered_json(gflops["openblas"]) : nlohmann::ordered_json();
     entry["onednn_gflops"] = gflops.count("onednn") ? nlohmann::ordered_json(gflops["onednn"]) : nlohmann::ordered_json();
     if (gflops.count("default")) entry["default_gflops"] = gflops["default"];
+    if (gflops.count("library")) entry["library_gflops"] = gflops["library"];
     results.push_back(entry);
   }
   fmt::print("{}\n", nlohmann::ordered_json{{"workloads", results}}.dump());

@@ -1,6 +1,7 @@
 // Kernel libraries: tuned kernels compiled into what a C or C++ program links. For a CPU target,
 // lib<name>.so and lib<name>.a with the kernel runtime inside (its symbols kept private, so two
-// libraries can live in one program), and <name>.h with one documented C function per kernel.
+// libraries can live in one program), and <name>.h with one documented C function per kernel; for
+// CUDA, the same functions launch the kernels' PTX through the driver API.
 // LLVM-free, like build.h; the system's C/C++ tools for the target do the linking
 // (codegen::find_toolchain).
 #pragma once
@@ -33,8 +34,9 @@ Status check_library_name(const std::string& name);
 // mylib_matmul_M512_N512_K512.
 std::string library_function_name(const std::string& library, const Workload& workload);
 
-// Compiles `kernels` (distinct workloads, valid configs) for `target` into lib<name>.so,
-// lib<name>.a and <name>.h.
+// Compiles `kernels` (distinct workloads, valid configs) for `target` into <name>.h, lib<name>.a and
+// lib<name>.so; for CUDA, the libraries are host launchers with the kernels' PTX inside (loading
+// the driver with dlopen), and each kernel's PTX comes beside them as <function>.ptx.
 StatusOr<std::vector<LibraryFile>> build_kernel_library(const std::string& name, const Target& target,
                                                         const std::vector<LibraryKernel>& kernels);
 

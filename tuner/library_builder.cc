@@ -24,8 +24,6 @@ Status check_library_request(const LibraryRequest& request) {
     TF_RETURN_IF_ERROR(lookup_op(w).status());
     if (!seen.insert(w.to_string()).second) return invalid_argument(fmt::format("workload {} is given twice", w.to_string()));
   }
-  if (request.target.kind == Target::Kind::kCUDA)
-    return unimplemented(fmt::format("kernel libraries for '{}' are not built yet; CPU targets only", request.target.to_string()));
   return codegen::check_target(request.target);
 }
 

@@ -127,6 +127,18 @@ class SecurityBadInputTest : public ::testing::Test {
     }
     return reader->Finish();
   }
+  grpc::Status build_library(const std::function<void(v1::BuildLibraryRequest&)>& spoil) {
+    v1::BuildLibraryRequest request;
+    *request.add_workloads() = to_proto(*parse_workload("matmul:M=64,N=64,K=64"));
+    *request.mutable_target() = to_proto(*parse_target("llvm"));
+    spoil(request);
+    grpc::ClientContext context;
+    auto reader = tuner_->BuildLibrary(&context, request);
+    v1::LibraryChunk chunk;
+    while (reader->Read(&chunk)) {
+    }
+    return reader->Finish();
+  }
   grpc::Status import_records(const std::string& jsonl) {
     grpc::ClientContext context;
     v1::ImportRecordsResponse response;
@@ -261,6 +273,28 @@ std::vector<Case> SecurityBadInputTest::cases() {
   c.push_back({"QueryBest", "huge top_k", [this] { return best([](auto& r) { r.set_top_k(1000); }); }, kInvalid,
                "top_k 1000"});
 
+  c.push_back({"BuildLibrary", "no workload", [this] { return build_library([](auto& r) { r.clear_workloads(); }); },
+               kInvalid, "no workload"});
+  c.push_back({"BuildLibrary", "unknown op", [this] {
+                 return build_library([](auto& r) { r.mutable_workloads(0)->set_op("x"); });
+               }, kInvalid, "'x'"});
+  c.push_back({"BuildLibrary", "twice", [this] {
+                 return build_library([](auto& r) { *r.add_workloads() = r.workloads(0); });
+               }, kInvalid, "given twice"});
+  c.push_back({"BuildLibrary", "too many", [this] {
+                 return build_library([](auto& r) {
+                   for (int i = 0; i < 300; ++i) *r.add_workloads() = r.workloads(0);
+                 });
+               }, kInvalid, "at most 256"});
+  c.push_back({"BuildLibrary", "target LLVM lacks", [this] {
+                 return build_library([](auto& r) { r.mutable_target()->set_mtriple("sparc-linux-gnu"); });
+               }, kInvalid, "sparc"});
+  c.push_back({"BuildLibrary", "name not an identifier", [this] {
+                 return build_library([](auto& r) { r.set_name("x; rm -rf /"); });
+               }, kInvalid, "C identifier"});
+  c.push_back({"BuildLibrary", "untuned with require_tuned", [this] {
+                 return build_library([](auto& r) { r.set_require_tuned(true); });
+               }, StatusCode::NOT_FOUND, "no successful record"});
   c.push_back({"ListRecords", "bad job id", [this] { return records([](auto& r) { r.set_job_id("a b"); }); }, kInvalid,
                "job id"});
   c.push_back({"ListRecords", "negative limit", [this] { return records([](auto& r) { r.set_limit(-3); }); }, kInvalid,
@@ -335,7 +369,7 @@ TEST_F(SecurityBadInputTest, EveryRpcRefusesBadInputWithAStatusThatNamesTheProbl
   EXPECT_GE(table.size(), 60u);
   std::map<std::string, int> per_rpc;
   for (const Case& c : table) ++per_rpc[c.rpc];
-  EXPECT_EQ(per_rpc.size(), 13u) << "every RPC of both services has cases";
+  EXPECT_EQ(per_rpc.size(), 14u) << "every RPC of both services has cases";
   for (const Case& c : table) {
     grpc::Status s = c.call();
     EXPECT_EQ(s.error_code(), c.code) << c.rpc << " / " << c.name << ": " << s.error_message();
