@@ -147,6 +147,20 @@ StatusOr<BuiltKernel> build_reference_kernel(const Workload& workload, const Tar
   return generate(f, workload, target, "");                                   // 5
 }
 
+StatusOr<std::string> build_kernel_object(const Workload& workload, const Target& target, const Config& config,
+                                          const std::string& entry) {
+  TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, lower_candidate(workload, target, config));  // 1-3
+  return codegen::compile_object(f, target, entry);                                   // 5
+}
+
+StatusOr<std::string> build_compute_object(const ops::ComputeDef& def, const Target& target, const std::string& entry) {
+  if (target.kind != Target::Kind::kLLVM) return unimplemented("operators outside the templates are built for CPUs only");
+  ops::Scheduled scheduled = ops::plain_schedule(def);                                                  // 1
+  TF_ASSIGN_OR_RETURN(ir::LoopNest loops, lower::lower_loops(*scheduled.schedule, scheduled.args, entry));  // 2
+  ir::LoweredFunc f = lower::finish_lowering(std::move(loops));                                         // 3
+  return codegen::compile_object(f, target, entry);                                                     // 5
+}
+
 StatusOr<std::unique_ptr<codegen::JitKernel>> jit_kernel(const Workload& workload, const Config& config) {
   Target host;
   TF_ASSIGN_OR_RETURN(ir::LoweredFunc f, lower_candidate(workload, host, config));

@@ -51,6 +51,13 @@ StatusOr<ir::LoweredFunc> lower_reference(const Workload& workload, const Target
 // The candidate's fixed-length feature vector (compiler/features), for the cost model.
 StatusOr<std::vector<float>> candidate_features(const Workload& workload, const Target& target, const Config& config);
 
+// Objects for libraries (compiler/library.h, the model build): a config's kernel, or the compute
+// definition of an operator that is not tuned (elementwise, pooling, softmax, ...) with a plain
+// schedule, as a position-independent object whose entry (the kernel ABI) is named `entry`.
+StatusOr<std::string> build_kernel_object(const Workload& workload, const Target& target, const Config& config,
+                                          const std::string& entry);
+StatusOr<std::string> build_compute_object(const ops::ComputeDef& def, const Target& target, const std::string& entry);
+
 // A candidate compiled into this process (host targets only): quick checks without a linker.
 StatusOr<std::unique_ptr<codegen::JitKernel>> jit_kernel(const Workload& workload, const Config& config);
 

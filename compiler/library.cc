@@ -347,13 +347,14 @@ std::string library_function_name(const std::string& library, const Workload& wo
   return out;
 }
 
-namespace {
-
-// CPU: the kernels' objects, the C functions and the runtime, combined into one object whose only
-// global symbols are the header's, then archived and linked.
-StatusOr<std::vector<LibraryFile>> link_cpu_library(const std::string& name, const codegen::Toolchain& tools,
-                                                    const std::string& d, const std::vector<Declaration>& decls) {
-  TF_RETURN_IF_ERROR(write_file(d + "/api.c", cpu_api_source(name, decls)));
+StatusOr<std::vector<LibraryFile>> link_cpu_library(const std::string& name, const Target& target,
+                                                    const LibraryObjects& parts) {
+  TF_ASSIGN_OR_RETURN(codegen::Toolchain tools, codegen::find_toolchain(target));
+  ScopedTempDir dir("", "tunefarm-library");
+  TF_RETURN_IF_ERROR(dir.status());
+  const std::string& d = dir.path();
+  TF_RETURN_IF_ERROR(write_file(fmt::format("{}/{}.h", d, name), parts.header));
+  TF_RETURN_IF_ERROR(write_file(d + "/api.c", parts.c_source));
   std::filesystem::create_directories(d + "/compiler/runtime");
   TF_RETURN_IF_ERROR(write_file(d + "/compiler/runtime/kernel_runtime.h", runtime_sources::kHeader));
   TF_RETURN_IF_ERROR(write_file(d + "/runtime.cc", runtime_sources::kSource));
@@ -366,19 +367,24 @@ StatusOr<std::vector<LibraryFile>> link_cpu_library(const std::string& name, con
                                         "-c", d + "/runtime.cc", "-o", d + "/runtime.o"})
                          .with_context("compiling the kernel runtime"));
   std::vector<std::string> combine = {tools.ld, "-r", "-o", d + "/combined.o"};
-  for (size_t i = 0; i < decls.size(); ++i) combine.push_back(fmt::format("{}/kernel_{}.o", d, i));
+  for (size_t i = 0; i < parts.objects.size(); ++i) {
+    std::string path = fmt::format("{}/kernel_{}.o", d, i);
+    TF_RETURN_IF_ERROR(write_file(path, parts.objects[i]));
+    combine.push_back(path);
+  }
   combine.push_back(d + "/api.o");
   combine.push_back(d + "/runtime.o");
   TF_RETURN_IF_ERROR(codegen::run_tool(combine).with_context("combining the library's objects"));
   std::string object = fmt::format("{}/{}.o", d, name);
   std::vector<std::string> localize = {tools.objcopy, "--localize-hidden"};
-  for (const auto& decl : decls) localize.push_back("--localize-symbol=" + decl.entry);
+  for (const auto& symbol : parts.private_symbols) localize.push_back("--localize-symbol=" + symbol);
   localize.push_back(d + "/combined.o");
   localize.push_back(object);
   TF_RETURN_IF_ERROR(codegen::run_tool(localize).with_context("making the kernels' symbols private"));
   std::string archive = fmt::format("{}/lib{}.a", d, name), shared = fmt::format("{}/lib{}.so", d, name);
   TF_RETURN_IF_ERROR(codegen::run_tool({tools.ar, "rcsD", archive, object}).with_context("archiving"));
-  TF_RETURN_IF_ERROR(codegen::run_tool({tools.cxx, "-shared", "-pthread", "-Wl,-soname,lib" + name + ".so", "-o", shared, object})
+  TF_RETURN_IF_ERROR(codegen::run_tool({tools.cxx, "-shared", "-pthread", "-Wl,-soname,lib" + name + ".so", "-o", shared, object,
+                                        "-lm"})
                          .with_context("linking the shared library"));
   std::vector<LibraryFile> files;
   TF_ASSIGN_OR_RETURN(std::string a, read_file(archive));
@@ -388,9 +394,16 @@ StatusOr<std::vector<LibraryFile>> link_cpu_library(const std::string& name, con
   return files;
 }
 
+namespace {
+
 // CUDA: a host library of launchers with the PTX inside, and each kernel's PTX beside it.
-StatusOr<std::vector<LibraryFile>> link_cuda_library(const std::string& name, const codegen::Toolchain& tools,
-                                                     const std::string& d, const std::vector<Declaration>& decls) {
+StatusOr<std::vector<LibraryFile>> link_cuda_library(const std::string& name, const Target& target,
+                                                     const std::vector<Declaration>& decls, const std::string& header) {
+  TF_ASSIGN_OR_RETURN(codegen::Toolchain tools, codegen::find_toolchain(target));
+  ScopedTempDir dir("", "tunefarm-library");
+  TF_RETURN_IF_ERROR(dir.status());
+  const std::string& d = dir.path();
+  TF_RETURN_IF_ERROR(write_file(fmt::format("{}/{}.h", d, name), header));
   TF_RETURN_IF_ERROR(write_file(d + "/api.c", cuda_api_source(name, decls)));
   TF_RETURN_IF_ERROR(codegen::run_tool({tools.cc, "-std=c11", "-O2", "-fPIC", "-Wall", "-Werror", "-I", d, "-c", d + "/api.c",
                                         "-o", d + "/api.o"})
@@ -416,13 +429,12 @@ StatusOr<std::vector<LibraryFile>> build_kernel_library(const std::string& name,
   TF_RETURN_IF_ERROR(check_library_name(name));
   if (kernels.empty()) return invalid_argument("a library needs at least one workload");
   TF_RETURN_IF_ERROR(codegen::check_target(target));
-  TF_ASSIGN_OR_RETURN(codegen::Toolchain tools, codegen::find_toolchain(target));
-  ScopedTempDir dir("", "tunefarm-library");
-  TF_RETURN_IF_ERROR(dir.status());
-  const std::string& d = dir.path();
+  // The tools are looked for first, so that a missing one is reported before anything compiles.
+  TF_RETURN_IF_ERROR(codegen::find_toolchain(target).status());
   bool cuda = target.kind == Target::Kind::kCUDA;
 
   std::vector<Declaration> decls;
+  std::vector<std::string> objects;
   std::set<std::string> functions;
   for (size_t i = 0; i < kernels.size(); ++i) {
     const LibraryKernel& k = kernels[i];
@@ -441,7 +453,7 @@ StatusOr<std::vector<LibraryFile>> build_kernel_library(const std::string& name,
       decl.block = ptx.block;
     } else {
       TF_ASSIGN_OR_RETURN(std::string object, codegen::compile_object(*lowered, target, decl.entry));
-      TF_RETURN_IF_ERROR(write_file(fmt::format("{}/kernel_{}.o", d, i), object));
+      objects.push_back(std::move(object));
     }
     decl.comment = fmt::format("/* {}\n", k.workload.to_string());
     for (const auto& a : decl.args)
@@ -456,8 +468,14 @@ StatusOr<std::vector<LibraryFile>> build_kernel_library(const std::string& name,
   }
 
   std::string header = header_text(name, target, decls);
-  TF_RETURN_IF_ERROR(write_file(fmt::format("{}/{}.h", d, name), header));
-  auto files = cuda ? link_cuda_library(name, tools, d, decls) : link_cpu_library(name, tools, d, decls);
+  StatusOr<std::vector<LibraryFile>> files = std::vector<LibraryFile>();
+  if (cuda) {
+    files = link_cuda_library(name, target, decls, header);
+  } else {
+    LibraryObjects parts{objects, {}, cpu_api_source(name, decls), header};
+    for (const auto& decl : decls) parts.private_symbols.push_back(decl.entry);
+    files = link_cpu_library(name, target, parts);
+  }
   if (!files.ok()) return files.status();
   files->insert(files->begin(), LibraryFile{name + ".h", header});
   return files;

@@ -40,4 +40,19 @@ std::string library_function_name(const std::string& library, const Workload& wo
 StatusOr<std::vector<LibraryFile>> build_kernel_library(const std::string& name, const Target& target,
                                                         const std::vector<LibraryKernel>& kernels);
 
+// The pieces of a CPU library: compiled objects, the global symbols of theirs that stay private
+// (the kernels' entries), and the C source of the library's interface with its header (the source
+// may include "<name>.h" and "compiler/runtime/kernel_runtime.h"). The kernel runtime is added.
+struct LibraryObjects {
+  std::vector<std::string> objects;
+  std::vector<std::string> private_symbols;
+  std::string c_source;
+  std::string header;
+};
+
+// Links the pieces into lib<name>.a and lib<name>.so for `target` (a CPU target), with the system
+// tools for it; only the interface's symbols stay global.
+StatusOr<std::vector<LibraryFile>> link_cpu_library(const std::string& name, const Target& target,
+                                                    const LibraryObjects& parts);
+
 }  // namespace tunefarm

@@ -353,6 +353,7 @@ class CodeGen {
       }
       case ExprKind::kCall: {
         auto* op = e->as<Call>();
+        if (llvm::Value* v = emit_math(op)) return v;
         // Other threads may have written anything before a barrier.
         for (auto& scope : cse_) scope.memory.clear();
         if (op->name == "gpu.barrier" && info_.gpu) {
@@ -390,6 +391,30 @@ class CodeGen {
       case BinaryOp::kMax: return b_.CreateSelect(b_.CreateICmpSGT(a, c), a, c);
     }
     return nullptr;
+  }
+
+  // The math functions that operators outside the tuned templates need (softmax, layer norm, GELU):
+  // exp and sqrt as LLVM intrinsics (they vectorize), erf and tanh from the C library (scalar).
+  llvm::Value* emit_math(const Call* op) {
+    static const std::unordered_map<std::string, llvm::Intrinsic::ID> kIntrinsics = {
+        {"exp", llvm::Intrinsic::exp}, {"sqrt", llvm::Intrinsic::sqrt}};
+    static const std::unordered_map<std::string, std::string> kLibm = {{"erf", "erff"}, {"tanh", "tanhf"}};
+    auto intrinsic = kIntrinsics.find(op->name);
+    auto libm = kLibm.find(op->name);
+    if (intrinsic == kIntrinsics.end() && libm == kLibm.end()) return nullptr;
+    if (op->args.size() != 1 || !op->type.is_float() || op->type.bits != 32) {
+      fail("codegen: " + op->name + " takes one float32");
+      return nullptr;
+    }
+    llvm::Value* x = emit(op->args[0]);
+    if (intrinsic != kIntrinsics.end())
+      return b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, intrinsic->second, {x->getType()}), {x});
+    if (op->type.is_vector() || info_.gpu) {
+      fail("codegen: " + op->name + " is only for scalar CPU code");
+      return nullptr;
+    }
+    llvm::FunctionCallee f = m_.getOrInsertFunction(libm->second, b_.getFloatTy(), b_.getFloatTy());
+    return b_.CreateCall(f, {x});
   }
 
   llvm::Value* emit_cast(const Cast* op) {

@@ -91,6 +91,10 @@ Expr select(Expr c, Expr t, Expr f) {
   return std::make_shared<Select>(std::move(c), std::move(t), std::move(f));
 }
 
+Expr call(Type t, std::string name, std::vector<Expr> args) {
+  return std::make_shared<Call>(t, std::move(name), std::move(args));
+}
+
 Expr cast(Type t, Expr v) {
   if (v->type == t) return v;
   return std::make_shared<Cast>(t, std::move(v));

@@ -145,7 +145,7 @@ struct Ramp : ExprNode {
   int lanes;
   Ramp(Expr b, Expr s, int n) : ExprNode(kKind, b->type.with_lanes(n)), base(std::move(b)), stride(std::move(s)), lanes(n) {}
 };
-// Intrinsics the code generators know by name ("gpu.barrier").
+// Intrinsics the code generators know by name ("gpu.barrier", "exp", ...; see call()).
 struct Call : ExprNode {
   static constexpr ExprKind kKind = ExprKind::kCall;
   std::string name;
@@ -263,6 +263,9 @@ Expr cast(Type t, Expr v);
 Expr load(Buffer buf, std::vector<Expr> indices, Expr predicate = nullptr);
 Expr broadcast(Expr v, int lanes);
 Expr ramp(Expr base, Expr stride, int lanes);
+// A call of an intrinsic the code generators know: "exp", "sqrt", "erf", "tanh" (float32 in and
+// out), "gpu.barrier".
+Expr call(Type t, std::string name, std::vector<Expr> args);
 
 Stmt for_loop(Var v, Expr min, Expr extent, ForKind kind, Stmt body, std::string tag = "");
 Stmt let_stmt(Var v, Expr value, Stmt body);

@@ -55,4 +55,17 @@ Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind) {
   return Scheduled{std::move(s), std::move(args)};
 }
 
+Scheduled plain_schedule(const ComputeDef& def) {
+  auto s = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{def.output});
+  auto& st = (*s)[def.output];
+  // The first axis longer than one: the ones outside it run once (a batch of 1, say).
+  const auto& shape = def.output.shape();
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] > 1) {
+      st.parallel(st.axis(d));
+      break;
+    }
+  return Scheduled{std::move(s), def.args()};
+}
+
 }  // namespace tunefarm::ops

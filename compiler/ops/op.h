@@ -92,6 +92,11 @@ const Template* default_template(const OpDef& op, const Target& target, const Wo
 // reference's own rounding is far below what the check tolerates (te/widen_reductions.h).
 Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind);
 
+// The schedule of an operator nobody tunes (a model's elementwise, pooling or normalization step):
+// every stage at the root, in order; the output's outermost axis longer than one runs in parallel,
+// so that such steps use the threads the tuned kernels use.
+Scheduled plain_schedule(const ComputeDef& def);
+
 // The per-family definitions, collected by op_library().
 std::vector<OpDef> gemm_ops();
 std::vector<OpDef> conv_ops();
