@@ -124,14 +124,58 @@ StatusOr<Workload> workload_of(const Graph& graph, const Node& node) {
   return unsupported(node, "is not a tunable operator");
 }
 
+StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
+  TunedCall call;
+  TF_ASSIGN_OR_RETURN(call.workload, workload_of(graph, node));
+  const std::string& op = call.workload.op;
+  std::vector<Epilogue> epilogues = node.epilogue;
+  if (op == "conv2d_nchw" || op == "depthwise_conv2d_nchw") {
+    call.tensors = {node.inputs[0], node.inputs[1]};
+    // The convolution templates compute the sum only: the node's own bias is an epilogue.
+    if (node.inputs.size() > 2 && !node.inputs[2].empty()) epilogues.insert(epilogues.begin(), Epilogue{"bias", node.inputs[2]});
+  } else if (op == "dense") {
+    bool trans_b = node.op == "Gemm" && node.int_attr("transB", 0);
+    call.tensors = {node.inputs[0], node.inputs[1]};
+    if (!trans_b) {
+      call.transposed_weight = node.inputs[1];
+      call.transposed_name = node.inputs[1] + "/transposed";
+      call.tensors[1] = call.transposed_name;
+    }
+    bool own_bias = node.op == "Gemm" && node.inputs.size() > 2 && !node.inputs[2].empty();
+    size_t consumed = 0;
+    if (call.workload.param("bias")) {
+      if (own_bias) {
+        TF_ASSIGN_OR_RETURN(const Value* c, graph.value_of(node, node.inputs[2]));
+        if (c->elements() != call.workload.param("N"))
+          return unsupported(node, fmt::format("a C input of shape {} is not a bias", shape_string(c->shape)));
+        call.tensors.push_back(node.inputs[2]);
+      } else {
+        call.tensors.push_back(epilogues[0].operand);
+        consumed = 1;
+      }
+    }
+    if (call.workload.param("relu")) ++consumed;
+    epilogues.erase(epilogues.begin(), epilogues.begin() + static_cast<std::ptrdiff_t>(consumed));
+  } else {
+    call.tensors = {node.inputs[0], node.inputs[1]};
+  }
+  call.remaining = std::move(epilogues);
+  call.tensors.push_back(call.remaining.empty() ? node.outputs[0] : node.outputs[0] + "/pre_epilogue");
+  return call;
+}
+
+Status run_passes(Graph& graph) {
+  TF_RETURN_IF_ERROR(fold_constants(graph).status());
+  TF_RETURN_IF_ERROR(fold_batch_norm(graph).status());
+  TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
+  return group_epilogues(graph).status();
+}
+
 StatusOr<TaskTable> extract_tasks(Graph& graph) {
   TaskTable table;
   for (const Node& node : graph.nodes) table.tunable_nodes += is_tunable(node.op);
   // Counted before the passes: the table accounts for every tunable node of the file.
-  TF_RETURN_IF_ERROR(fold_constants(graph).status());
-  TF_RETURN_IF_ERROR(fold_batch_norm(graph).status());
-  TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
-  TF_RETURN_IF_ERROR(group_epilogues(graph).status());
+  TF_RETURN_IF_ERROR(run_passes(graph));
   std::map<std::string, size_t> index;
   for (const Node& node : graph.nodes) {
     if (!is_tunable(node.op)) {

@@ -31,6 +31,24 @@ struct TaskTable {
 // The workload one tunable node computes, or an error naming the node and what is not supported.
 StatusOr<Workload> workload_of(const Graph& graph, const Node& node);
 
+// How a built model calls the kernel of a tunable node: the workload, the values it takes in the
+// workload's argument order (its output last: the node's output, or `pre_epilogue` when epilogues
+// remain), how many of the node's epilogues the kernel applies itself (a dense layer's bias and
+// ReLU), and the epilogues left to apply after it — a Conv's own bias input first.
+struct TunedCall {
+  Workload workload;
+  std::vector<std::string> tensors;
+  // A constant the kernel needs in another layout: a MatMul's [K, N] weight as dense's [N, K].
+  std::string transposed_weight;     // The node's weight value, empty when none.
+  std::string transposed_name;       // The name the transposed copy goes by in `tensors`.
+  std::vector<Epilogue> remaining;   // Applied by a step of their own, in order.
+};
+StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node);
+
+// The passes, in order: constant folding, BatchNormalization folding, LayerNorm and GELU
+// recognition, epilogue grouping.
+Status run_passes(Graph& graph);
+
 // Runs the passes (constant folding, BatchNormalization folding, LayerNorm and GELU recognition,
 // epilogue grouping) and extracts the tasks.
 StatusOr<TaskTable> extract_tasks(Graph& graph);

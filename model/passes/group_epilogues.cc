@@ -21,6 +21,8 @@ bool is_channel_bias(const Graph& graph, const Node& node, const Value& out, con
   return v->shape.size() == 1 || v->shape.back() == channels;
 }
 
+}  // namespace
+
 // The constant bounds of a Clip (inputs at opset 11 and later, attributes before).
 bool clip_bounds(const Graph& graph, const Node& clip, float& lo, float& hi) {
   lo = clip.float_attr("min", -3.4e38f);
@@ -33,8 +35,6 @@ bool clip_bounds(const Graph& graph, const Node& clip, float& lo, float& hi) {
   }
   return true;
 }
-
-}  // namespace
 
 bool is_tunable(const std::string& op) { return op == "Conv" || op == "Gemm" || op == "MatMul"; }
 

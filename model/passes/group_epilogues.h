@@ -12,6 +12,10 @@ namespace tunefarm::model {
 // True for the operators that become tuning tasks.
 bool is_tunable(const std::string& op);
 
+// The constant bounds of a Clip node (inputs at opset 11 and later, attributes before); false when
+// they are not constants.
+bool clip_bounds(const Graph& graph, const Node& clip, float& lo, float& hi);
+
 // Answers how many nodes were folded into the operators before them.
 StatusOr<int> group_epilogues(Graph& graph);
 

@@ -1,0 +1,37 @@
+// The compute definitions of what a built model runs besides its tuned kernels: the operators that
+// are not tuning tasks (elementwise arithmetic with broadcasting, activations, Softmax, layer
+// normalization, GELU, pooling, Transpose, Concat) and the epilogues left over from a tuned
+// operator (bias, residual add, ReLU, clip). Each is a te definition over placeholders shaped like
+// the node's inputs, in the node's input order; compiler/build.h compiles it with a plain schedule.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "compiler/ops/op.h"
+#include "model/graph.h"
+
+namespace tunefarm::model {
+
+// True for the operators whose output is their input's storage under another shape.
+bool is_view(const std::string& op);
+
+// A definition with the values it reads and writes, in its argument order (the output last).
+struct Computed {
+  ops::ComputeDef def;
+  std::vector<std::string> tensors;
+};
+
+// The definition of `node`; an error names the node and what is not supported.
+StatusOr<Computed> operator_compute(const Graph& graph, const Node& node);
+
+// `epilogues` applied to `pre` (a tuned kernel's output, shaped like `node`'s output), written to
+// the node's output.
+StatusOr<Computed> epilogue_compute(const Graph& graph, const Node& node, const std::string& pre,
+                                    const std::vector<Epilogue>& epilogues);
+
+// A copy of value `from` into `to` (a graph output that is a view of another value).
+Computed copy_compute(const Value& from, const std::string& to);
+
+}  // namespace tunefarm::model

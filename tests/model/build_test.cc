@@ -1,0 +1,137 @@
+// The model build: the small generated models become libraries that load their weights, run, and
+// refuse what is wrong (a weights file of another build, buffers of the wrong size); the memory
+// plan reuses space. Whether the outputs are right is checked against ONNX Runtime by
+// tests/model/check_against_onnxruntime.py, on the libraries this test leaves behind.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "compiler/build.h"
+#include "model/build.h"
+#include "model/onnx_import.h"
+#include "model_test_util.h"
+
+namespace tunefarm::model {
+namespace {
+
+using testing::test_model;
+
+StatusOr<ChosenKernel> defaults(const Workload& w) {
+  TF_ASSIGN_OR_RETURN(Config c, default_config(w, Target{}));
+  return ChosenKernel{c};
+}
+
+// A built model loaded with dlopen, its functions bound by name.
+class Loaded {
+ public:
+  Loaded(const std::string& dir, const std::string& name) : name_(name) {
+    handle_ = dlopen(fmt::format("{}/lib{}.so", dir, name).c_str(), RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(handle_, nullptr) << dlerror();
+  }
+  ~Loaded() {
+    if (handle_) dlclose(handle_);
+  }
+  template <typename F>
+  F fn(const std::string& suffix) const {
+    return handle_ ? reinterpret_cast<F>(dlsym(handle_, (name_ + "_" + suffix).c_str())) : nullptr;
+  }
+
+ private:
+  std::string name_;
+  void* handle_ = nullptr;
+};
+
+struct Built {
+  std::string dir;
+  BuiltModel model;
+};
+
+Built build(const std::string& file, const std::string& name, const ImportOptions& options = {}) {
+  auto graph = import_onnx_file(test_model(file), options);
+  EXPECT_TRUE(graph.ok()) << graph.status().to_string();
+  Built b;
+  b.dir = fmt::format("{}/model_build_test_{}/{}", ::testing::TempDir(), getpid(), name);
+  std::filesystem::create_directories(b.dir);
+  auto model = build_model(*graph, name, Target{}, defaults);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  if (!model.ok()) return b;
+  b.model = *model;
+  for (const auto& f : b.model.files) std::ofstream(b.dir + "/" + f.name, std::ios::binary) << f.content;
+  return b;
+}
+
+using Create = int (*)(const char*, void**);
+using Run = int (*)(void*, const float* const*, const int64_t*, float* const*, const int64_t*);
+using Destroy = void (*)(void*);
+using LastError = const char* (*)();
+
+void runs_and_refuses_bad_input(const std::string& file, const std::string& name, const ImportOptions& options = {}) {
+  Built b = build(file, name, options);
+  ASSERT_FALSE(b.model.files.empty());
+  EXPECT_GT(b.model.naive_bytes, b.model.arena_bytes) << "the plan shares space";
+  EXPECT_GT(b.model.arena_bytes, 0);
+  EXPECT_FALSE(b.model.warnings.empty()) << "nothing was tuned, and the build says so";
+  Loaded lib(b.dir, name);
+  auto create = lib.fn<Create>("create");
+  auto run = lib.fn<Run>("run");
+  auto destroy = lib.fn<Destroy>("destroy");
+  auto last_error = lib.fn<LastError>("last_error");
+  auto input_shape = lib.fn<const int64_t* (*)(int)>("input_shape");
+  auto input_rank = lib.fn<int (*)(int)>("input_rank");
+  auto output_shape = lib.fn<const int64_t* (*)(int)>("output_shape");
+  auto output_rank = lib.fn<int (*)(int)>("output_rank");
+  ASSERT_TRUE(create && run && destroy && last_error && input_shape && output_shape);
+  void* m = nullptr;
+  ASSERT_EQ(create((b.dir + "/" + name + ".weights").c_str(), &m), 0) << last_error();
+  auto elements = [](const int64_t* shape, int rank) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= shape[i];
+    return n;
+  };
+  int64_t in_n = elements(input_shape(0), input_rank(0)), out_n = elements(output_shape(0), output_rank(0));
+  std::vector<float> in(static_cast<size_t>(in_n)), out(static_cast<size_t>(out_n), NAN);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(0.1f * static_cast<float>(i));
+  const float* ins[] = {in.data()};
+  float* outs[] = {out.data()};
+  ASSERT_EQ(run(m, ins, &in_n, outs, &out_n), 0) << last_error();
+  for (float v : out) ASSERT_TRUE(std::isfinite(v));
+  // Wrong sizes are refused with the input's name; nothing is written.
+  int64_t wrong = in_n - 1;
+  EXPECT_EQ(run(m, ins, &wrong, outs, &out_n), 5);
+  EXPECT_NE(std::string(last_error()).find("elements"), std::string::npos) << last_error();
+  destroy(m);
+
+  // A weights file that is not this build's: another file, a truncated one.
+  void* other = nullptr;
+  std::string bogus = b.dir + "/bogus.weights";
+  std::ofstream(bogus) << "not weights";
+  EXPECT_EQ(create(bogus.c_str(), &other), 4);
+  EXPECT_EQ(other, nullptr);
+  std::string cut = b.dir + "/cut.weights";
+  std::filesystem::copy_file(b.dir + "/" + name + ".weights", cut);
+  std::filesystem::resize_file(cut, std::filesystem::file_size(cut) - 4);
+  EXPECT_EQ(create(cut.c_str(), &other), 4);
+  EXPECT_NE(std::string(last_error()).find("cut.weights"), std::string::npos) << last_error();
+  EXPECT_EQ(create((b.dir + "/missing.weights").c_str(), &other), 4);
+}
+
+TEST(ModelBuild, SmallResNetRunsAndRefusesBadInput) { runs_and_refuses_bad_input("resnet50_small.onnx", "resnet_small"); }
+
+TEST(ModelBuild, SmallMobileNetRunsAndRefusesBadInput) {
+  runs_and_refuses_bad_input("mobilenet_v2_small.onnx", "mobilenet_small");
+}
+
+TEST(ModelBuild, SmallBertLayerRunsAndRefusesBadInput) {
+  ImportOptions options;
+  options.input_shapes["hidden_states"] = {1, 16, 64};
+  runs_and_refuses_bad_input("bert_layer_small.onnx", "bert_small", options);
+}
+
+}  // namespace
+}  // namespace tunefarm::model
