@@ -8,7 +8,7 @@ CTEST_JOBS ?= 2
 all: build
 
 deps:
-	bash deploy/install-deps.sh
+	BUILD_DIR=$(BUILD_DIR) bash deploy/install-deps.sh
 
 $(BUILD_DIR)/build.ninja:
 	cmake -S . -B $(BUILD_DIR) -G Ninja $(CMAKE_FLAGS)

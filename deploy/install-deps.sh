@@ -13,8 +13,9 @@ PACKAGES=(
   # cost model, history, logging, command lines, config files, JSON
   libxgboost-dev libsqlite3-dev libspdlog-dev libfmt-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
-  # ONNX models: the importer's library, and the package the model scripts write them with
-  libonnx-dev python3-onnx python3-numpy
+  # ONNX models: the importer's library, and the package the model scripts write them with; the
+  # virtual environment for ONNX Runtime (below)
+  libonnx-dev python3-onnx python3-numpy python3-venv
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libdnnl-dev
   # ARM boards, emulated
@@ -23,24 +24,43 @@ PACKAGES=(
   clang libclang-rt-dev
 )
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
-done
+install_packages() {
+  local missing=()
+  for pkg in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+    return
+  fi
+  local sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
 
-if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "install-deps: all ${#PACKAGES[@]} packages already installed"
-  exit 0
-fi
+# Python packages from PyPI (deploy/python-requirements.txt, all pinned) in a virtual environment
+# under the build folder; it is remade only when the requirements change.
+install_venv() {
+  local dir="${BUILD_DIR:-build}/venv"
+  local requirements
+  requirements="$(dirname "$0")/python-requirements.txt"
+  if [[ -f "$dir/requirements.txt" ]] && cmp -s "$requirements" "$dir/requirements.txt"; then
+    echo "install-deps: $dir is up to date"
+    return
+  fi
+  echo "install-deps: making $dir"
+  rm -rf "$dir"
+  /usr/bin/python3 -m venv "$dir"
+  "$dir/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$requirements"
+  cp "$requirements" "$dir/requirements.txt"
+}
 
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  SUDO="sudo"
-fi
-
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+install_packages
+install_venv

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/helper_program.h"
 #include "compiler/build.h"
 #include "model/build.h"
 #include "model/onnx_import.h"
@@ -71,9 +72,23 @@ using Run = int (*)(void*, const float* const*, const int64_t*, float* const*, c
 using Destroy = void (*)(void*);
 using LastError = const char* (*)();
 
+// The outputs against ONNX Runtime's on the same inputs (bench/model_bench.py --check), within 1e-3
+// of the output's scale.
+void matches_onnxruntime(const std::string& file, const std::string& dir) {
+  std::string python = TUNEFARM_VENV_PYTHON;
+  ASSERT_TRUE(std::filesystem::exists(python)) << python << " is missing: deploy/install-deps.sh makes it (make test runs it)";
+  auto run = run_helper({python, std::string(TUNEFARM_SOURCE_DIR) + "/bench/model_bench.py", "--check", "--model",
+                         test_model(file), "--artifact", dir, "--tolerance", "1e-3"},
+                        "", std::chrono::minutes(5));
+  ASSERT_TRUE(run.ok()) << run.status().to_string();
+  EXPECT_EQ(run->exit_code, 0) << run->out << run->err;
+  EXPECT_NE(run->out.find("max_relative_difference"), std::string::npos) << run->out << run->err;
+}
+
 void runs_and_refuses_bad_input(const std::string& file, const std::string& name, const ImportOptions& options = {}) {
   Built b = build(file, name, options);
   ASSERT_FALSE(b.model.files.empty());
+  matches_onnxruntime(file, b.dir);
   EXPECT_GT(b.model.naive_bytes, b.model.arena_bytes) << "the plan shares space";
   EXPECT_GT(b.model.arena_bytes, 0);
   EXPECT_FALSE(b.model.warnings.empty()) << "nothing was tuned, and the build says so";

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""model_bench: a model built by `tune-client build --model` beside ONNX Runtime, in one process.
+
+Both run the same deterministic inputs, interleaved, with the same number of threads (ONNX
+Runtime: that many intra-op threads, one inter-op thread, every graph optimization on). Prints the
+per-run latency medians, their ratio, the largest output difference relative to the output's
+scale, and with --untuned-artifact the untuned build beside them; with --profile, the share of
+each step of the built model. The last line is JSON.
+
+With --check it only compares outputs (the tests run it so) and exits non-zero when the largest
+relative difference is above --tolerance.
+
+It runs in the virtual environment that deploy/install-deps.sh makes under the build folder
+(onnxruntime and numpy pinned in deploy/python-requirements.txt):
+    build/venv/bin/python bench/model_bench.py --model build/models/resnet50.onnx --artifact DIR
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+
+class BuiltModel:
+    """A library of `tune-client build --model`, loaded with ctypes."""
+
+    def __init__(self, artifact, threads):
+        with open(os.path.join(artifact, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        name = self.manifest["name"]
+        self.lib = ctypes.CDLL(os.path.join(artifact, self.manifest["shared_library"]))
+        self.name = name
+        fn = lambda suffix: getattr(self.lib, f"{name}_{suffix}")
+        fn("last_error").restype = ctypes.c_char_p
+        fn("step_name").restype = ctypes.c_char_p
+        if fn("set_num_threads")(threads) != 0:
+            raise RuntimeError(self.error())
+        self.handle = ctypes.c_void_p()
+        weights = os.path.join(artifact, self.manifest["weights"]).encode()
+        if fn("create")(weights, ctypes.byref(self.handle)) != 0:
+            raise RuntimeError(self.error())
+        self.inputs = self.manifest["inputs"]
+        self.outputs = self.manifest["outputs"]
+        self.steps = fn("num_steps")()
+        self._run = fn("run_profiled")
+        self.step_names = [fn("step_name")(i).decode() for i in range(self.steps)]
+
+    def error(self):
+        return getattr(self.lib, f"{self.name}_last_error")().decode()
+
+    def run(self, feeds, profile=None):
+        ins = [np.ascontiguousarray(feeds[i["name"]], dtype=np.float32) for i in self.inputs]
+        outs = [np.empty(o["shape"] or [1], dtype=np.float32) for o in self.outputs]
+        in_ptrs = (ctypes.c_void_p * len(ins))(*[a.ctypes.data for a in ins])
+        out_ptrs = (ctypes.c_void_p * len(outs))(*[a.ctypes.data for a in outs])
+        in_n = (ctypes.c_int64 * len(ins))(*[a.size for a in ins])
+        out_n = (ctypes.c_int64 * len(outs))(*[a.size for a in outs])
+        times = (ctypes.c_double * self.steps)() if profile is not None else None
+        rc = self._run(self.handle, in_ptrs, in_n, out_ptrs, out_n, times)
+        if rc != 0:
+            raise RuntimeError(self.error())
+        if profile is not None:
+            for i in range(self.steps):
+                profile[i] += times[i]
+        return outs
+
+    def close(self):
+        getattr(self.lib, f"{self.name}_destroy")(self.handle)
+
+
+def onnxruntime_session(model, threads):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def relative_difference(ours, theirs):
+    """The largest difference, over the output's scale (its largest magnitude)."""
+    worst = 0.0
+    for a, b in zip(ours, theirs):
+        b = np.asarray(b, dtype=np.float32).reshape(a.shape)
+        scale = max(float(np.max(np.abs(b))), 1e-12)
+        worst = max(worst, float(np.max(np.abs(a - b))) / scale)
+    return worst
+
+
+def timed(fn, runs):
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="the ONNX file the library was built from")
+    parser.add_argument("--artifact", required=True, help="the directory `tune-client build --model` wrote")
+    parser.add_argument("--untuned-artifact", help="the same model built without records, raced too")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
+    parser.add_argument("--runs", type=int, default=10, help="inferences per round and contender")
+    parser.add_argument("--check", action="store_true", help="compare outputs only")
+    parser.add_argument("--tolerance", type=float, default=1e-3)
+    parser.add_argument("--profile", action="store_true", help="time each step of the built model")
+    args = parser.parse_args()
+
+    try:
+        ours = BuiltModel(args.artifact, args.threads)
+        session = onnxruntime_session(args.model, args.threads)
+    except (OSError, RuntimeError) as e:
+        print(f"model_bench: {e}", file=sys.stderr)
+        return 1
+    rng = np.random.default_rng(7)
+    feeds = {i["name"]: rng.uniform(-1, 1, i["shape"]).astype(np.float32) for i in ours.inputs}
+    theirs = session.run(None, feeds)
+    difference = relative_difference(ours.run(feeds), theirs)
+    result = {"model": os.path.basename(args.model), "threads": args.threads, "max_relative_difference": difference}
+    if args.check:
+        print(f"{result['model']}: largest output difference {difference:.2e} of the output's scale "
+              f"(tolerance {args.tolerance:.0e})")
+        print(json.dumps(result))
+        return 0 if difference <= args.tolerance else 1
+
+    contenders = {"ours": lambda: ours.run(feeds), "onnxruntime": lambda: session.run(None, feeds)}
+    if args.untuned_artifact:
+        untuned = BuiltModel(args.untuned_artifact, args.threads)
+        contenders["untuned"] = lambda: untuned.run(feeds)
+    for fn in contenders.values():
+        fn()
+    samples = {name: [] for name in contenders}
+    for _ in range(args.rounds):
+        for name, fn in contenders.items():
+            samples[name].extend(timed(fn, args.runs))
+    medians = {name: statistics.median(s) * 1e3 for name, s in samples.items()}
+    for name, ms in medians.items():
+        print(f"{name:12s} {ms:9.3f} ms (median of {len(samples[name])})")
+    ratio = medians["onnxruntime"] / medians["ours"]
+    print(f"ours vs ONNX Runtime: {ratio:.2f}x ({'faster' if ratio >= 1 else 'slower'}); "
+          f"largest output difference {difference:.2e} of the output's scale")
+    result.update({f"{name}_ms": ms for name, ms in medians.items()})
+    result["speedup_vs_onnxruntime"] = ratio
+    result["arena_bytes"] = ours.manifest["memory"]["arena_bytes"]
+    result["naive_bytes"] = ours.manifest["memory"]["naive_bytes"]
+    if args.profile:
+        profile = [0.0] * ours.steps
+        for _ in range(args.runs):
+            ours.run(feeds, profile)
+        total = sum(profile)
+        top = sorted(range(ours.steps), key=lambda i: -profile[i])[:15]
+        print("steps that take longest:")
+        for i in top:
+            print(f"  {100 * profile[i] / total:5.1f}%  {1e3 * profile[i] / args.runs:8.3f} ms  {ours.step_names[i]}")
+        result["profile_top"] = [{"step": ours.step_names[i], "ms": 1e3 * profile[i] / args.runs} for i in top]
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
