@@ -48,8 +48,7 @@ int run_tasks(const GlobalFlags& global, const TasksFlags& flags) {
 
 }  // namespace
 
-StatusOr<v1::ExtractTasksResponse> extract_tasks(const GlobalFlags& global, const std::string& path,
-                                                 const std::vector<std::string>& input_shapes) {
+StatusOr<v1::ModelChunk> first_model_chunk(const std::string& path, const std::vector<std::string>& input_shapes) {
   v1::ModelChunk first;
   first.set_file_name(std::filesystem::path(path).filename().string());
   for (const std::string& text : input_shapes) {
@@ -58,13 +57,12 @@ StatusOr<v1::ExtractTasksResponse> extract_tasks(const GlobalFlags& global, cons
     s->set_name(shape.first);
     for (int64_t d : shape.second) s->add_dims(d);
   }
+  return first;
+}
+
+Status stream_model(const std::string& path, v1::ModelChunk first, const std::function<bool(const v1::ModelChunk&)>& write) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(fmt::format("cannot open model file {}", path));
-  auto stub = v1::Tuner::NewStub(dial(global.server));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
-  v1::ExtractTasksResponse response;
-  auto writer = stub->ExtractTasks(&context, &response);
   // Chunks well under gRPC's default message limit: a model may be hundreds of megabytes.
   std::string buffer(1 << 20, '\0');
   bool sent = true;
@@ -72,9 +70,22 @@ StatusOr<v1::ExtractTasksResponse> extract_tasks(const GlobalFlags& global, cons
   do {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     chunk.set_onnx(buffer.data(), static_cast<size_t>(in.gcount()));
-    sent = writer->Write(chunk);
+    sent = write(chunk);
     chunk.Clear();
   } while (sent && in);
+  return Status();
+}
+
+StatusOr<v1::ExtractTasksResponse> extract_tasks(const GlobalFlags& global, const std::string& path,
+                                                 const std::vector<std::string>& input_shapes) {
+  TF_ASSIGN_OR_RETURN(v1::ModelChunk first, first_model_chunk(path, input_shapes));
+  if (!std::ifstream(path)) return not_found(fmt::format("cannot open model file {}", path));
+  auto stub = v1::Tuner::NewStub(dial(global.server));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  v1::ExtractTasksResponse response;
+  auto writer = stub->ExtractTasks(&context, &response);
+  TF_RETURN_IF_ERROR(stream_model(path, std::move(first), [&](const v1::ModelChunk& c) { return writer->Write(c); }));
   writer->WritesDone();
   grpc::Status status = writer->Finish();
   if (!status.ok()) return from_grpc(status);

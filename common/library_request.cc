@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/helper_program.h"
 
@@ -19,6 +20,9 @@ StatusOr<std::vector<std::string>> run_library_builder(const LibraryRequest& req
   if (!request.device_key.empty()) argv.insert(argv.end(), {"--device", request.device_key});
   if (request.require_tuned) argv.push_back("--require-tuned");
   for (const auto& w : request.workloads) argv.insert(argv.end(), {"--workload", w.to_string()});
+  if (!request.model_path.empty()) argv.insert(argv.end(), {"--model", request.model_path});
+  for (const auto& [input, dims] : request.input_shapes)
+    argv.insert(argv.end(), {"--input-shape", fmt::format("{}={}", input, fmt::join(dims, ","))});
   TF_ASSIGN_OR_RETURN(HelperRun run, run_helper(argv, records_jsonl, kLibraryBuildTimeout));
   std::string err = run.err;
   while (!err.empty() && err.back() == '\n') err.pop_back();

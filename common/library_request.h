@@ -5,6 +5,7 @@
 // exported records file (`--from-records`): one program builds both.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,9 @@ inline constexpr size_t kMaxLibraryWorkloads = 256;
 
 struct LibraryRequest {
   std::vector<Workload> workloads;
+  // A model instead of workloads: the ONNX file, and the shapes of its symbolic inputs.
+  std::string model_path;
+  std::map<std::string, std::vector<int64_t>> input_shapes;
   Target target;
   std::string device_key;  // Empty: records of any device key.
   std::string name = kDefaultLibraryName;

@@ -1,5 +1,6 @@
 // tunefarm-build-library: records as JSON lines on stdin (a history's export, or tunerd's best
-// records), a kernel library of the best per workload written into --out (common/library_request.h).
+// records), a kernel library of the best per workload, or a model's library (--model), written
+// into --out (common/library_request.h).
 // Warnings, one a line, on stdout; a failure is one line on stderr and exit status 2 (3: a workload
 // has no record and --require-tuned).
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "common/input_shape.h"
 #include "common/temp_dir.h"
 #include "tuner/library_builder.h"
 
@@ -43,7 +45,10 @@ int main(int argc, char** argv) {
   tunefarm::LibraryRequest request;
   std::vector<std::string> workloads;
   std::string target = "llvm", out_dir, records_name = "the records";
-  app.add_option("--workload", workloads, "A workload string (repeat)")->required();
+  std::vector<std::string> shapes;
+  app.add_option("--workload", workloads, "A workload string (repeat)");
+  app.add_option("--model", request.model_path, "An ONNX model to build instead of workloads");
+  app.add_option("--input-shape", shapes, "NAME=d0,d1,... for the model's symbolic inputs");
   app.add_option("--target", target, "Target string")->capture_default_str();
   app.add_option("--device", request.device_key, "Only records of this device key");
   app.add_option("--name", request.name, "Library name (a C identifier)")->capture_default_str();
@@ -58,6 +63,11 @@ int main(int argc, char** argv) {
   auto parsed_target = tunefarm::parse_target(target);
   if (!parsed_target.ok()) return fail(parsed_target.status());
   request.target = *parsed_target;
+  for (const auto& text : shapes) {
+    auto shape = tunefarm::parse_input_shape(text);
+    if (!shape.ok()) return fail(shape.status());
+    request.input_shapes[shape->first] = shape->second;
+  }
   for (const auto& text : workloads) {
     auto w = tunefarm::parse_workload(text);
     if (!w.ok()) return fail(w.status());

@@ -8,13 +8,18 @@
 #include "common/wire.h"
 #include "compiler/build.h"
 #include "compiler/codegen/codegen.h"
+#include "model/build.h"
+#include "model/onnx_import.h"
 
 namespace tunefarm {
 
 using json = nlohmann::ordered_json;
 
 Status check_library_request(const LibraryRequest& request) {
-  if (request.workloads.empty()) return invalid_argument("no workload to build: give --workload or --workloads");
+  if (request.model_path.empty() && request.workloads.empty())
+    return invalid_argument("no workload to build: give --workload, --workloads or --model");
+  if (!request.model_path.empty() && !request.workloads.empty())
+    return invalid_argument("give workloads or a model, not both");
   if (request.workloads.size() > kMaxLibraryWorkloads)
     return invalid_argument(fmt::format("{} workloads; a library holds at most {}", request.workloads.size(), kMaxLibraryWorkloads));
   TF_RETURN_IF_ERROR(check_library_name(request.name));
@@ -24,37 +29,70 @@ Status check_library_request(const LibraryRequest& request) {
     TF_RETURN_IF_ERROR(lookup_op(w).status());
     if (!seen.insert(w.to_string()).second) return invalid_argument(fmt::format("workload {} is given twice", w.to_string()));
   }
+  if (!request.model_path.empty() && request.target.kind != Target::Kind::kLLVM)
+    return unimplemented(fmt::format("models are built for CPU targets; '{}' is not one", request.target.to_string()));
   return codegen::check_target(request.target);
 }
 
+StatusOr<model::ChosenKernel> choose_kernel(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
+                                            std::vector<std::string>& warnings) {
+  TF_ASSIGN_OR_RETURN(auto best, store.query_best(w, request.target, request.device_key, 1));
+  std::string where = request.device_key.empty() ? "" : fmt::format(" on device key '{}'", request.device_key);
+  model::ChosenKernel k;
+  if (best.empty()) {
+    if (request.require_tuned)
+      return not_found(fmt::format("no successful record of {} for target '{}'{} (--require-tuned)", w.to_string(),
+                                   request.target.to_string(), where));
+    TF_ASSIGN_OR_RETURN(k.config, default_config(w, request.target));
+    warnings.push_back(fmt::format("no record of {} for target '{}'{}: built from the template's default config",
+                                   w.to_string(), request.target.to_string(), where));
+    return k;
+  }
+  const v1::Record& r = best.front();
+  k.config = from_proto(r.config());
+  k.tuned = true;
+  k.record_json = record_to_json_line(r);
+  k.gflops = r.gflops();
+  k.time_s = r.mean_cost_s();
+  k.device_key = r.device_key();
+  return k;
+}
+
+namespace {
+
+StatusOr<BuiltLibrary> build_model_library(const LibraryRequest& request, db::RecordStore& store) {
+  model::ImportOptions options;
+  options.input_shapes = request.input_shapes;
+  TF_ASSIGN_OR_RETURN(model::Graph graph, model::import_onnx_file(request.model_path, options));
+  BuiltLibrary out;
+  auto choose = [&](const Workload& w) { return choose_kernel(store, w, request, out.warnings); };
+  TF_ASSIGN_OR_RETURN(model::BuiltModel built, model::build_model(std::move(graph), request.name, request.target, choose));
+  out.files = std::move(built.files);
+  return out;
+}
+
+}  // namespace
+
 StatusOr<BuiltLibrary> build_library(const LibraryRequest& request, db::RecordStore& store) {
   TF_RETURN_IF_ERROR(check_library_request(request));
+  if (!request.model_path.empty()) return build_model_library(request, store);
   std::vector<LibraryKernel> kernels;
   json manifest_kernels = json::array();
   BuiltLibrary out;
   for (const Workload& w : request.workloads) {
-    TF_ASSIGN_OR_RETURN(auto best, store.query_best(w, request.target, request.device_key, 1));
-    LibraryKernel k{w, {}, {}};
+    TF_ASSIGN_OR_RETURN(model::ChosenKernel chosen, choose_kernel(store, w, request, out.warnings));
+    LibraryKernel k{w, chosen.config, {}};
     json entry = {{"workload", w.to_string()}, {"function", library_function_name(request.name, w)}};
-    std::string where = request.device_key.empty() ? "" : fmt::format(" on device key '{}'", request.device_key);
-    if (!best.empty()) {
-      const v1::Record& r = best.front();
-      k.config = from_proto(r.config());
-      k.notes.push_back(fmt::format("tuned: {:.1f} GFLOP/s, {:.3f} ms on device key '{}' (job {})", r.gflops(),
-                                    r.mean_cost_s() * 1e3, r.device_key(), r.job_id()));
+    if (chosen.tuned) {
+      k.notes.push_back(fmt::format("tuned: {:.1f} GFLOP/s, {:.3f} ms on device key '{}'", chosen.gflops,
+                                    chosen.time_s * 1e3, chosen.device_key));
       entry["source"] = "tuned";
-      entry["gflops"] = r.gflops();
-      entry["time_s"] = r.mean_cost_s();
-      entry["device_key"] = r.device_key();
-      entry["record"] = json::parse(record_to_json_line(r));
+      entry["gflops"] = chosen.gflops;
+      entry["time_s"] = chosen.time_s;
+      entry["device_key"] = chosen.device_key;
+      entry["record"] = json::parse(chosen.record_json);
     } else {
-      if (request.require_tuned)
-        return not_found(fmt::format("no successful record of {} for target '{}'{} (--require-tuned)", w.to_string(),
-                                     request.target.to_string(), where));
-      TF_ASSIGN_OR_RETURN(k.config, default_config(w, request.target));
       k.notes.push_back("untuned: the template's default config (the history had no record)");
-      out.warnings.push_back(fmt::format("no record of {} for target '{}'{}: built from the template's default config",
-                                         w.to_string(), request.target.to_string(), where));
       entry["source"] = "default";
     }
     k.notes.push_back("config: " + k.config.to_json());

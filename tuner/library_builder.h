@@ -15,6 +15,7 @@
 #include "common/workload.h"
 #include "compiler/library.h"
 #include "db/record_store.h"
+#include "model/build.h"
 
 namespace tunefarm {
 
@@ -27,6 +28,12 @@ struct BuiltLibrary {
 // target LLVM can build for) before anything is compiled.
 Status check_library_request(const LibraryRequest& request);
 
+// The kernel for one workload: the best record for the request's target and device key, else the
+// template's default config (saying so in `warnings`), else with require_tuned an error.
+StatusOr<model::ChosenKernel> choose_kernel(db::RecordStore& store, const Workload& workload, const LibraryRequest& request,
+                                            std::vector<std::string>& warnings);
+
+// A kernel library of the request's workloads, or the request's model as a library.
 StatusOr<BuiltLibrary> build_library(const LibraryRequest& request, db::RecordStore& store);
 
 }  // namespace tunefarm

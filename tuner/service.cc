@@ -55,7 +55,7 @@ const std::map<std::string, Access, std::less<>>& tuner_access() {
   static const std::map<std::string, Access, std::less<>> table = {
       {"SubmitJob", Access::kChange},     {"CancelJob", Access::kChange},   {"ImportRecords", Access::kChange},
       // Reading a model of up to a gigabyte is work on tunerd's behalf, done to submit it.
-      {"ExtractTasks", Access::kChange},  {"BuildLibrary", Access::kQuery},
+      {"ExtractTasks", Access::kChange},  {"BuildLibrary", Access::kQuery},  {"BuildModel", Access::kChange},
       {"GetJob", Access::kQuery},         {"WatchJob", Access::kQuery},     {"ListJobs", Access::kQuery},
       {"QueryBest", Access::kQuery},      {"ListRecords", Access::kQuery},  {"ExportRecords", Access::kQuery},
   };
@@ -273,32 +273,50 @@ grpc::Status TunerService::ExtractTasks(grpc::ServerContext* context, grpc::Serv
   return grpc::Status::OK;
 }
 
-grpc::Status TunerService::BuildLibrary(grpc::ServerContext* context, const v1::BuildLibraryRequest* request,
-                                        grpc::ServerWriter<v1::LibraryChunk>* writer) {
-  if (auto s = authorize(context, "BuildLibrary"); !s.ok()) return s;
-  LibraryRequest library;
-  if (request->workloads_size() > static_cast<int>(kMaxLibraryWorkloads))
-    return invalid(fmt::format("{} workloads; a library holds at most {}", request->workloads_size(), kMaxLibraryWorkloads));
-  for (const auto& w : request->workloads()) {
-    auto workload = from_proto(w);
-    if (!workload.ok()) return to_grpc(workload.status());
-    library.workloads.push_back(*workload);
-  }
-  auto target = from_proto(request->target());
-  if (!target.ok()) return to_grpc(target.status());
-  library.target = *target;
-  library.device_key = request->device_key();
-  if (!request->name().empty()) library.name = request->name();
-  library.require_tuned = request->require_tuned();
-  if (auto s = check_library_request(library); !s.ok()) return to_grpc(s);
+namespace {
 
-  // The history's one rule picks each workload's record here; the builder sees only those.
-  std::string records;
-  for (const auto& w : library.workloads) {
-    auto best = store_.query_best(w, library.target, library.device_key, 1);
-    if (!best.ok()) return to_grpc(best.status());
-    for (const auto& r : *best) records += record_to_json_line(r) + "\n";
+// The library request of a BuildLibrary call, or of BuildModel's first chunk (without workloads).
+StatusOr<LibraryRequest> library_request_of(const v1::BuildLibraryRequest& request) {
+  LibraryRequest library;
+  if (request.workloads_size() > static_cast<int>(kMaxLibraryWorkloads))
+    return invalid_argument(fmt::format("{} workloads; a library holds at most {}", request.workloads_size(), kMaxLibraryWorkloads));
+  for (const auto& w : request.workloads()) {
+    TF_ASSIGN_OR_RETURN(Workload workload, from_proto(w));
+    library.workloads.push_back(workload);
   }
+  TF_ASSIGN_OR_RETURN(library.target, from_proto(request.target()));
+  library.device_key = request.device_key();
+  if (!request.name().empty()) library.name = request.name();
+  library.require_tuned = request.require_tuned();
+  return library;
+}
+
+// Streams the files the builder wrote into `dir`, in chunks; the first carries the warnings.
+grpc::Status send_library(const std::string& dir, const std::vector<std::string>& warnings,
+                          const std::function<bool(const v1::LibraryChunk&)>& write) {
+  bool sent_first = false;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (size_t offset = 0; offset == 0 || offset < data.size(); offset += kExportChunkBytes) {
+      v1::LibraryChunk chunk;
+      if (!sent_first)
+        for (const auto& w : warnings) chunk.add_warnings(w);
+      chunk.set_file(entry.path().filename().string());
+      chunk.set_offset(static_cast<int64_t>(offset));
+      chunk.set_data(data.substr(offset, kExportChunkBytes));
+      if (!write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+      sent_first = true;
+    }
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status TunerService::build_and_send(const LibraryRequest& library, const std::string& records,
+                                          const grpc::ServerContext* context,
+                                          const std::function<bool(const v1::LibraryChunk&)>& write) {
   // One library at a time: a build compiles every kernel and runs the system's linker.
   std::lock_guard<std::mutex> one_build(library_mu_);
   if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
@@ -306,22 +324,75 @@ grpc::Status TunerService::BuildLibrary(grpc::ServerContext* context, const v1::
   if (!out.status().ok()) return to_grpc(out.status());
   auto warnings = run_library_builder(library, records, "the history's best records", out.path());
   if (!warnings.ok()) return to_grpc(warnings.status());
-  v1::LibraryChunk first;
-  for (const auto& w : *warnings) first.add_warnings(w);
-  bool sent_first = false;
-  for (const auto& entry : std::filesystem::directory_iterator(out.path())) {
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (size_t offset = 0; offset == 0 || offset < data.size(); offset += kExportChunkBytes) {
-      v1::LibraryChunk chunk = sent_first ? v1::LibraryChunk() : first;
-      chunk.set_file(entry.path().filename().string());
-      chunk.set_offset(static_cast<int64_t>(offset));
-      chunk.set_data(data.substr(offset, kExportChunkBytes));
-      if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
-      sent_first = true;
-    }
+  return send_library(out.path(), *warnings, write);
+}
+
+StatusOr<std::string> TunerService::best_records(const LibraryRequest& library, const std::vector<Workload>& workloads) {
+  // The history's one rule picks each workload's record here; the builder sees only those.
+  std::string records;
+  for (const auto& w : workloads) {
+    TF_ASSIGN_OR_RETURN(auto best, store_.query_best(w, library.target, library.device_key, 1));
+    for (const auto& r : best) records += record_to_json_line(r) + "\n";
   }
-  return grpc::Status::OK;
+  return records;
+}
+
+grpc::Status TunerService::BuildLibrary(grpc::ServerContext* context, const v1::BuildLibraryRequest* request,
+                                        grpc::ServerWriter<v1::LibraryChunk>* writer) {
+  if (auto s = authorize(context, "BuildLibrary"); !s.ok()) return s;
+  auto library = library_request_of(*request);
+  if (!library.ok()) return to_grpc(library.status());
+  if (auto s = check_library_request(*library); !s.ok()) return to_grpc(s);
+  auto records = best_records(*library, library->workloads);
+  if (!records.ok()) return to_grpc(records.status());
+  return build_and_send(*library, *records, context, [&](const v1::LibraryChunk& c) { return writer->Write(c); });
+}
+
+grpc::Status TunerService::BuildModel(grpc::ServerContext* context,
+                                      grpc::ServerReaderWriter<v1::LibraryChunk, v1::ModelChunk>* stream) {
+  if (auto s = authorize(context, "BuildModel"); !s.ok()) return s;
+  std::string onnx, file_name;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  v1::ModelChunk chunk;
+  v1::BuildLibraryRequest what;
+  bool first = true;
+  while (stream->Read(&chunk)) {
+    if (onnx.size() + chunk.onnx().size() > kMaxModelBytes)
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          fmt::format("the model is larger than {} MiB", kMaxModelBytes >> 20));
+    if (first) {
+      file_name = chunk.file_name().substr(0, 256);
+      for (const auto& s : chunk.input_shapes()) shapes[s.name()].assign(s.dims().begin(), s.dims().end());
+      what = chunk.library();
+      first = false;
+    }
+    onnx += chunk.onnx();
+  }
+  if (what.workloads_size() > 0) return invalid("a model's library takes no workloads: its tasks are its workloads");
+  auto library = library_request_of(what);
+  if (!library.ok()) return to_grpc(library.status());
+  ScopedTempDir in("", "tunefarm-model-in");
+  if (!in.status().ok()) return to_grpc(in.status());
+  library->model_path = in.path() + "/model.onnx";
+  library->input_shapes = shapes;
+  if (auto s = check_library_request(*library); !s.ok()) return to_grpc(s);
+  {
+    std::ofstream out(library->model_path, std::ios::binary);
+    out.write(onnx.data(), static_cast<std::streamsize>(onnx.size()));
+    if (!out) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "tunerd cannot write the model to its scratch space");
+  }
+  // The tasks tell which records the model needs; the importer runs in its own process.
+  auto tasks = extract_model_tasks_isolated(onnx, file_name, shapes);
+  if (!tasks.ok()) return to_grpc(tasks.status());
+  std::vector<Workload> workloads;
+  for (const auto& t : tasks->tasks()) {
+    auto w = from_proto(t.workload());
+    if (!w.ok()) return to_grpc(w.status());
+    workloads.push_back(*w);
+  }
+  auto records = best_records(*library, workloads);
+  if (!records.ok()) return to_grpc(records.status());
+  return build_and_send(*library, *records, context, [&](const v1::LibraryChunk& c) { return stream->Write(c); });
 }
 
 }  // namespace tunefarm

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/library_request.h"
 #include "db/record_store.h"
 #include "tuner/job_manager.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
@@ -64,6 +65,8 @@ class TunerService final : public v1::Tuner::Service {
                             v1::ExtractTasksResponse* response) override;
   grpc::Status BuildLibrary(grpc::ServerContext* context, const v1::BuildLibraryRequest* request,
                             grpc::ServerWriter<v1::LibraryChunk>* writer) override;
+  grpc::Status BuildModel(grpc::ServerContext* context,
+                          grpc::ServerReaderWriter<v1::LibraryChunk, v1::ModelChunk>* stream) override;
 
  private:
   // Applies tuner_access() to a call of `rpc`: UNAUTHENTICATED without a known token,
@@ -74,6 +77,11 @@ class TunerService final : public v1::Tuner::Service {
   // share loopback and NAT addresses, so clients cannot be told apart and only the service-wide
   // limit applies.
   std::string client_of(const grpc::ServerContext* context) const;
+  // The best record of each workload for the library's target and device key, as JSON lines.
+  StatusOr<std::string> best_records(const LibraryRequest& library, const std::vector<Workload>& workloads);
+  // Runs the library builder on `records` and streams its files through `write`.
+  grpc::Status build_and_send(const LibraryRequest& library, const std::string& records, const grpc::ServerContext* context,
+                              const std::function<bool(const v1::LibraryChunk&)>& write);
 
   JobManager& jobs_;
   db::RecordStore& store_;
