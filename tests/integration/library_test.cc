@@ -178,5 +178,52 @@ TEST_F(LibraryTest, BadInputIsOneLineAndLeavesNothingInTheOutputDirectory) {
   EXPECT_THAT(r.err, ::testing::HasSubstr("output directory"));
 }
 
+// A model tuned briefly as one job, then built: its kernels come from the job's records, its
+// outputs match ONNX Runtime's, and the example program prints its top five classes.
+TEST_F(LibraryTest, ATunedModelBecomesALibraryThatMatchesOnnxRuntime) {
+  std::string model = std::string(TUNEFARM_TEST_MODELS) + "/resnet50_small.onnx";
+  std::string python = std::string(TUNEFARM_BUILD_DIR) + "/venv/bin/python3";
+  ASSERT_TRUE(fs::exists(python)) << python << " is missing: deploy/install-deps.sh makes it (make test runs it)";
+  Tunerd tunerd(farm_, dir("data"));
+  HelperRun tuned = client({"--server", tunerd.address(), "submit", "--model", model, "--target", "llvm", "--device",
+                            "local-cpu", "--trials", "24", "--watch"});
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.out << tuned.err << tunerd.log();
+  std::string out = dir("model");
+  HelperRun built = client({"--server", tunerd.address(), "build", "--model", model, "-o", out, "--name", "resnet_small"});
+  ASSERT_EQ(built.exit_code, 0) << built.err << tunerd.log();
+  nlohmann::json m = manifest(out);
+  int from_records = 0;
+  for (const auto& k : m["kernels"]) from_records += k["source"] == "tuned";
+  EXPECT_GT(from_records, 0) << m.dump(2);
+  EXPECT_LT(m["memory"]["arena_bytes"].get<int64_t>(), m["memory"]["naive_bytes"].get<int64_t>());
+
+  HelperRun checked = run({python, std::string(TUNEFARM_SOURCE_DIR) + "/bench/model_bench.py", "--check", "--model", model,
+                           "--artifact", out});
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+
+  std::string exe = out + "/top5";
+  HelperRun compiled = run({on_path("cc"), "-O2", "-DMODEL_NAME=resnet_small", "-DMODEL_HEADER=\"resnet_small.h\"", "-I", out,
+                            std::string(TUNEFARM_SOURCE_DIR) + "/examples/models/top5.c", "-L", out, "-lresnet_small",
+                            "-Wl,-rpath," + out, "-lm", "-o", exe});
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+  HelperRun top5 = run({exe, out + "/resnet_small.weights"});
+  EXPECT_EQ(top5.exit_code, 0) << top5.err;
+  EXPECT_THAT(top5.out, ::testing::HasSubstr("top-5 of"));
+  EXPECT_EQ(std::count(top5.out.begin(), top5.out.end(), '\n'), 6) << top5.out;
+  // Another build's weights are refused by name.
+  HelperRun wrong = run({exe, dir("records-that-are-not-weights")});
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_THAT(wrong.err, ::testing::HasSubstr("weights file"));
+
+  // A model none of whose tasks were tuned, with --require-tuned: refused, nothing written.
+  std::string bert = std::string(TUNEFARM_TEST_MODELS) + "/bert_layer_small.onnx", refused = dir("refused");
+  HelperRun r = client({"--server", tunerd.address(), "build", "--model", bert, "--input-shape", "hidden_states=1,16,64",
+                        "-o", refused, "--require-tuned"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("no successful record"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(empty_or_absent(refused));
+}
+
 }  // namespace
 }  // namespace tunefarm::testing
