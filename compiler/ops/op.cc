@@ -9,6 +9,7 @@ const std::vector<OpDef>& op_library() {
   static const std::vector<OpDef> kOps = [] {
     std::vector<OpDef> ops = gemm_ops();
     for (auto& op : conv_ops()) ops.push_back(std::move(op));
+    for (auto& op : blocked_conv_ops()) ops.push_back(std::move(op));
     return ops;
   }();
   return kOps;

@@ -100,5 +100,6 @@ Scheduled plain_schedule(const ComputeDef& def);
 // The per-family definitions, collected by op_library().
 std::vector<OpDef> gemm_ops();
 std::vector<OpDef> conv_ops();
+std::vector<OpDef> blocked_conv_ops();
 
 }  // namespace tunefarm::ops

@@ -139,6 +139,7 @@ TEST(ReferenceKernel, SumsInDoubleAndRoundsOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CpuTemplates, ::testing::ValuesIn(testing_util::small_workloads()));
+INSTANTIATE_TEST_SUITE_P(Blocked, CpuTemplates, ::testing::ValuesIn(testing_util::blocked_workloads()));
 
 }  // namespace
 }  // namespace tunefarm

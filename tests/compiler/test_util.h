@@ -36,6 +36,18 @@ inline const std::vector<std::string>& small_workloads() {
   return kWorkloads;
 }
 
+// Channel-blocked convolutions (CPU templates only): blocks that are and are not the vector width,
+// strides, padding, a 1x1 and a 5x5 window.
+inline const std::vector<std::string>& blocked_workloads() {
+  static const std::vector<std::string> kWorkloads = {
+      "conv2d_nchwc:N=1,C=16,H=7,W=9,K=32,R=3,S=3,stride=1,pad=1,ic_block=8,oc_block=16",
+      "conv2d_nchwc:N=2,C=6,H=11,W=10,K=8,R=5,S=5,stride=2,pad=2,ic_block=3,oc_block=8",
+      "conv2d_nchwc:N=1,C=32,H=5,W=5,K=48,R=1,S=1,stride=1,pad=0,ic_block=16,oc_block=16",
+      "conv2d_nchwc:N=1,C=4,H=9,W=13,K=20,R=3,S=2,stride=3,pad=1,dilation=2,ic_block=4,oc_block=20",
+  };
+  return kWorkloads;
+}
+
 // `count` distinct random valid configs of a space (fewer if the space has fewer).
 inline std::vector<Config> random_valid_configs(const ops::ConfigSpace& space, int count, uint64_t seed) {
   std::mt19937_64 rng(seed);

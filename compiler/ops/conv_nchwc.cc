@@ -1,0 +1,242 @@
+// Channel-blocked convolution, conv2d_nchwc (TVM's conv2d_NCHWc, oneDNN's nChw16c): activations in
+// NCHW[x]c — input [N, C/ic, H, W, ic], output [N, K/oc, P, Q, oc] — and weights packed to
+// OIHW[x]i[y]o, [K/oc, C/ic, R, S, ic, oc], by whoever holds them (a model build packs them once).
+//
+// Why: with 7x7 or 14x14 outputs there is nothing to vectorize along a row, which is what the
+// NCHW templates do. Here a vector is a block of output channels: each step of the reduction loads
+// one vector of packed weights per output-channel block of the tile and broadcasts one input value
+// per output column of the tile, and every (column, block) pair is one FMA into an accumulator
+// register. The register tile (output columns x channel blocks), the reduction order and the
+// unrolling are knobs.
+#include <algorithm>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "common/workload.h"
+#include "compiler/ops/op.h"
+#include "compiler/schedule/schedule.h"
+
+namespace tunefarm::ops {
+namespace {
+
+using ir::Expr;
+using ir::Var;
+
+struct Blocked {
+  int64_t N, C, H, W, K, R, S, stride, pad, dil, P, Q, ic, oc;
+  int64_t cb() const { return C / ic; }
+  int64_t kb() const { return K / oc; }
+};
+
+Blocked blocked_of(const Workload& w) {
+  Blocked b;
+  b.N = w.param("N"), b.C = w.param("C"), b.H = w.param("H"), b.W = w.param("W"), b.K = w.param("K");
+  b.R = w.param("R"), b.S = w.param("S");
+  b.stride = w.param("stride"), b.pad = w.param("pad"), b.dil = w.param("dilation");
+  b.ic = w.param("ic_block"), b.oc = w.param("oc_block");
+  b.P = conv_output_extent(b.H, b.R, b.stride, b.pad, b.dil);
+  b.Q = conv_output_extent(b.W, b.S, b.stride, b.pad, b.dil);
+  return b;
+}
+
+std::vector<TensorArg> blocked_args(const Workload& w) {
+  Blocked b = blocked_of(w);
+  std::string in = fmt::format("NCHW{}c", b.ic), out = fmt::format("NCHW{}c", b.oc);
+  return {{"input", {b.N, b.cb(), b.H, b.W, b.ic}, DType::kFloat32, false, in},
+          {"weight", {b.kb(), b.cb(), b.R, b.S, b.ic, b.oc}, DType::kFloat32, false, fmt::format("OIHW{}i{}o", b.ic, b.oc)},
+          {"output", {b.N, b.kb(), b.P, b.Q, b.oc}, DType::kFloat32, true, out}};
+}
+
+double blocked_flops(const Workload& w) {
+  Blocked b = blocked_of(w);
+  return 2.0 * b.N * b.K * b.P * b.Q * b.C * b.R * b.S;
+}
+
+void blocked_reference(const Workload& w, const std::vector<const float*>& in, float* out) {
+  Blocked b = blocked_of(w);
+  const float* x = in[0];
+  const float* wt = in[1];
+  for (int64_t n = 0; n < b.N; ++n)
+    for (int64_t k = 0; k < b.K; ++k)
+      for (int64_t p = 0; p < b.P; ++p)
+        for (int64_t q = 0; q < b.Q; ++q) {
+          double acc = 0.0;
+          for (int64_t c = 0; c < b.C; ++c)
+            for (int64_t r = 0; r < b.R; ++r)
+              for (int64_t s = 0; s < b.S; ++s) {
+                int64_t h = p * b.stride + r * b.dil - b.pad, x_ = q * b.stride + s * b.dil - b.pad;
+                if (h < 0 || h >= b.H || x_ < 0 || x_ >= b.W) continue;
+                double xv = x[(((n * b.cb() + c / b.ic) * b.H + h) * b.W + x_) * b.ic + c % b.ic];
+                double wv = wt[((((k / b.oc * b.cb() + c / b.ic) * b.R + r) * b.S + s) * b.ic + c % b.ic) * b.oc + k % b.oc];
+                acc += xv * wv;
+              }
+          out[(((n * b.kb() + k / b.oc) * b.P + p) * b.Q + q) * b.oc + k % b.oc] = static_cast<float>(acc);
+        }
+}
+
+struct BlockedTensors {
+  te::Tensor input, weight, padded, out;
+  te::IterVar rcb, rr, rs, rci;
+};
+
+// `pad_stage`: the zero-padded input as a stage of its own, so that the reduction reads without
+// bounds checks; otherwise reads are guarded (the naive reference).
+BlockedTensors define_blocked(const Blocked& b, bool pad_stage) {
+  BlockedTensors t;
+  t.input = te::placeholder("input", {b.N, b.cb(), b.H, b.W, b.ic});
+  t.weight = te::placeholder("weight", {b.kb(), b.cb(), b.R, b.S, b.ic, b.oc});
+  te::Tensor in = t.input;
+  auto guarded = [b, in](Expr n, Expr c, Expr h, Expr w, Expr ci) -> Expr {
+    if (b.pad == 0) return in(n, c, h, w, ci);
+    Expr hh = h - b.pad, ww = w - b.pad;
+    Expr inside = ir::logical_and(ir::logical_and(ir::ge(hh, ir::int_imm(0)), ir::lt(hh, ir::int_imm(b.H))),
+                                  ir::logical_and(ir::ge(ww, ir::int_imm(0)), ir::lt(ww, ir::int_imm(b.W))));
+    Expr hc = ir::min(ir::max(hh, ir::int_imm(0)), ir::int_imm(b.H - 1));
+    Expr wc = ir::min(ir::max(ww, ir::int_imm(0)), ir::int_imm(b.W - 1));
+    return ir::select(inside, in(n, c, hc, wc, ci), ir::float_imm(0));
+  };
+  std::function<Expr(Expr, Expr, Expr, Expr, Expr)> read = guarded;
+  if (pad_stage && b.pad > 0) {
+    t.padded = te::compute("padded", {b.N, b.cb(), b.H + 2 * b.pad, b.W + 2 * b.pad, b.ic},
+                           [&](const std::vector<Var>& v) { return guarded(v[0], v[1], v[2], v[3], v[4]); },
+                           {"pn", "pc", "ph", "pw", "pci"});
+    te::Tensor pd = t.padded;
+    read = [pd](Expr n, Expr c, Expr h, Expr w, Expr ci) -> Expr { return pd(n, c, h, w, ci); };
+  }
+  t.rcb = te::reduce_axis(b.cb(), "rcb");
+  t.rr = te::reduce_axis(b.R, "rr");
+  t.rs = te::reduce_axis(b.S, "rs");
+  t.rci = te::reduce_axis(b.ic, "rci");
+  te::Tensor wt = t.weight;
+  t.out = te::compute("output", {b.N, b.kb(), b.P, b.Q, b.oc}, [&](const std::vector<Var>& v) {
+    Expr h = Expr(v[2]) * b.stride + Expr(t.rr->var) * b.dil, w = Expr(v[3]) * b.stride + Expr(t.rs->var) * b.dil;
+    Expr x = read(v[0], t.rcb->var, h, w, t.rci->var);
+    return te::sum(x * wt(v[1], t.rcb->var, t.rr->var, t.rs->var, t.rci->var, v[4]), {t.rcb, t.rr, t.rs, t.rci});
+  }, {"n", "kb", "p", "q", "ko"});
+  return t;
+}
+
+ComputeDef blocked_compute(const Workload& w) {
+  BlockedTensors t = define_blocked(blocked_of(w), false);
+  return ComputeDef{{t.input, t.weight}, t.out};
+}
+
+// Vector registers the accumulators may take (of 32 on AVX-512; the rest hold the weights and
+// the broadcast inputs).
+constexpr int64_t kMaxAccVectors = 28;
+constexpr int64_t kLanes = 16;
+
+int64_t vectors(int64_t lanes) { return (lanes + kLanes - 1) / kLanes; }
+
+ConfigSpace blocked_space(const std::string& name, const Blocked& b) {
+  ConfigSpace s(name);
+  s.define_split_candidates("tile_q", {{1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28}});
+  s.define_split_candidates("tile_kb", {{1, 2, 3, 4}});
+  // Orders of the reduction over input-channel blocks, window rows and window columns; the
+  // channels within a block stay innermost (one broadcast per column and step).
+  s.define_reorder("reduce_order", {{0, 1, 2}, {1, 2, 0}, {1, 0, 2}, {2, 0, 1}});
+  s.define_knob("unroll_window", std::vector<int64_t>{1, 0});
+  s.define_knob("unroll_ci", std::vector<int64_t>{0, 1});
+  s.define_annotate("parallel", {"none", "outer"});
+  int64_t oc = b.oc;
+  s.set_validator([oc](const Config& cfg) -> Status {
+    int64_t qr = knob_list(cfg, "tile_q")[1], kr = knob_list(cfg, "tile_kb")[1];
+    int64_t acc = qr * kr * vectors(oc);
+    if (acc > kMaxAccVectors)
+      return invalid_argument(fmt::format("register tile needs {} vector accumulators (at most {})", acc, kMaxAccVectors));
+    return Status();
+  });
+  return s;
+}
+
+// The largest candidate <= cap that divides `extent`, else the largest <= cap.
+int64_t pick(const std::vector<int64_t>& candidates, int64_t extent, int64_t cap) {
+  int64_t best = 0;
+  for (int64_t x : candidates)
+    if (x <= cap && x <= extent && extent % x == 0) best = std::max(best, x);
+  if (best) return best;
+  for (int64_t x : candidates)
+    if (x <= cap && x <= extent) best = std::max(best, x);
+  return best ? best : 1;
+}
+
+Config blocked_default(const std::string& name, const Blocked& b) {
+  Config cfg;
+  cfg.template_name = name;
+  // About 14 accumulators: enough independent FMAs to hide their latency, leaving registers for the
+  // weight vectors. Columns first (each reuses the weights already loaded), then channel blocks.
+  int64_t qr = pick({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, b.Q, 14 / vectors(b.oc));
+  int64_t kr = pick({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, 14 / (qr * vectors(b.oc))));
+  bool unroll_window = b.R * b.S <= 9;
+  cfg.knobs = {{"tile_q", std::vector<int64_t>{-1, qr}},
+               {"tile_kb", std::vector<int64_t>{-1, kr}},
+               {"reduce_order", std::vector<int64_t>{0, 1, 2}},
+               {"unroll_window", int64_t{unroll_window ? 1 : 0}},
+               {"unroll_ci", int64_t{0}},
+               {"parallel", std::string("none")}};
+  return cfg;
+}
+
+StatusOr<Scheduled> blocked_schedule(const Workload& w, const Config& cfg) {
+  Blocked b = blocked_of(w);
+  int64_t qr = knob_list(cfg, "tile_q")[1], kr = knob_list(cfg, "tile_kb")[1];
+  const auto& rorder = knob_list(cfg, "reduce_order");
+  bool par = knob_str(cfg, "parallel") == "outer";
+  BlockedTensors t = define_blocked(b, true);
+  auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.out});
+  schedule::Schedule& s = *owned;
+  te::Tensor acc = s.cache_write(t.out, ir::MemScope::kLocal);
+  auto& out = s[t.out];
+  te::IterVar n = out.axis(0), kb = out.axis(1), p = out.axis(2), q = out.axis(3), ko = out.axis(4);
+  auto [kbo, kbi] = out.split(kb, kr);
+  auto [qo, qi] = out.split(q, qr);
+  out.reorder({n, kbo, p, qo, kbi, qi, ko});
+  out.vectorize(ko);
+  out.unroll(qi);
+  out.unroll(kbi);
+  if (par) out.parallel(kbo);
+
+  auto& a = s[acc];
+  a.compute_at(out, qo);
+  te::IterVar akb = a.axis(1), aq = a.axis(3), ako = a.axis(4);
+  std::vector<te::IterVar> red = {a.reduce_axis(0), a.reduce_axis(1), a.reduce_axis(2)};
+  std::vector<te::IterVar> order = {a.axis(0), a.axis(2)};
+  for (int64_t i : rorder) order.push_back(red[static_cast<size_t>(i)]);
+  order.push_back(a.reduce_axis(3));
+  order.push_back(akb);
+  order.push_back(aq);
+  order.push_back(ako);
+  a.reorder(order);
+  a.vectorize(ako);
+  a.unroll(aq);
+  a.unroll(akb);
+  if (knob_int(cfg, "unroll_ci") != 0) a.unroll(a.reduce_axis(3));
+  if (knob_int(cfg, "unroll_window") != 0) {
+    a.unroll(a.reduce_axis(1));
+    a.unroll(a.reduce_axis(2));
+  }
+  if (t.padded.op) {
+    auto& pd = s[t.padded];
+    pd.vectorize(pd.op()->axes.back());
+    if (par) pd.parallel(pd.axis(1));
+  }
+  return Scheduled{std::move(owned), {t.input, t.weight, t.out}};
+}
+
+}  // namespace
+
+std::vector<OpDef> blocked_conv_ops() {
+  OpDef op;
+  op.name = "conv2d_nchwc";
+  op.flops = blocked_flops;
+  op.args = blocked_args;
+  op.reference = blocked_reference;
+  op.compute = blocked_compute;
+  std::string cpu = "conv2d_nchwc.cpu.direct";
+  op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload& w) { return blocked_space(cpu, blocked_of(w)); },
+                          [cpu](const Workload& w) { return blocked_default(cpu, blocked_of(w)); }, blocked_schedule, nullptr});
+  return {op};
+}
+
+}  // namespace tunefarm::ops
