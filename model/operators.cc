@@ -222,10 +222,13 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
 }
 
 StatusOr<Computed> epilogue_compute(const Graph& graph, const Node& node, const std::string& pre,
-                                    const std::vector<Epilogue>& epilogues) {
+                                    const std::vector<Epilogue>& epilogues, int64_t pre_block) {
   TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
   std::vector<int64_t> out = dims_of(*out_value);
-  std::vector<te::Tensor> in = {te::placeholder("pre", out)};
+  if (pre_block > 0 && (out.size() != 4 || out[1] % pre_block != 0))
+    return unsupported(node, fmt::format("output {} is not NCHW in blocks of {}", shape_string(out), pre_block));
+  std::vector<int64_t> pre_shape = pre_block > 0 ? std::vector<int64_t>{out[0], out[1] / pre_block, out[2], out[3], pre_block} : out;
+  std::vector<te::Tensor> in = {te::placeholder("pre", pre_shape)};
   std::vector<std::string> names = {pre};
   for (const auto& e : epilogues) {
     if (e.operand.empty()) continue;
@@ -237,7 +240,7 @@ StatusOr<Computed> epilogue_compute(const Graph& graph, const Node& node, const 
   // Channels are dimension 1 of a convolution's NCHW output, the last one of a matrix product's.
   size_t channel = node.op == "Conv" ? 1 : out.size() - 1;
   te::Tensor result = te::compute("out", out, [&](const std::vector<Var>& i) {
-    Expr y = in[0](as_exprs(i));
+    Expr y = pre_block > 0 ? in[0](i[0], i[1] / pre_block, i[2], i[3], i[1] % pre_block) : in[0](as_exprs(i));
     size_t operand = 1;
     for (const auto& e : epilogues) {
       if (e.op == "bias") y = y + in[operand++](i[channel]);
@@ -252,6 +255,14 @@ StatusOr<Computed> epilogue_compute(const Graph& graph, const Node& node, const 
       return unsupported(node, fmt::format("epilogue '{}' is not supported", e.op));
   names.push_back(node.outputs[0]);
   return Computed{ops::ComputeDef{in, result}, names};
+}
+
+Computed to_blocked_compute(const Value& from, const std::string& to, int64_t block) {
+  std::vector<int64_t> d = dims_of(from);
+  te::Tensor in = te::placeholder("in", d);
+  te::Tensor out = te::compute("out", {d[0], d[1] / block, d[2], d[3], block},
+                               [&](const std::vector<Var>& i) { return in(i[0], Expr(i[1]) * block + Expr(i[4]), i[2], i[3]); });
+  return Computed{ops::ComputeDef{{in}, out}, {from.name, to}};
 }
 
 Computed copy_compute(const Value& from, const std::string& to) {

@@ -26,10 +26,13 @@ struct Computed {
 // The definition of `node`; an error names the node and what is not supported.
 StatusOr<Computed> operator_compute(const Graph& graph, const Node& node);
 
-// `epilogues` applied to `pre` (a tuned kernel's output, shaped like `node`'s output), written to
-// the node's output.
+// `epilogues` applied to `pre` (a tuned kernel's output: shaped like `node`'s output, or in
+// NCHW[pre_block]c when pre_block > 0), written to the node's output.
 StatusOr<Computed> epilogue_compute(const Graph& graph, const Node& node, const std::string& pre,
-                                    const std::vector<Epilogue>& epilogues);
+                                    const std::vector<Epilogue>& epilogues, int64_t pre_block = 0);
+
+// NCHW value `from` as NCHW[block]c value `to`, for a channel-blocked convolution.
+Computed to_blocked_compute(const Value& from, const std::string& to, int64_t block);
 
 // A copy of value `from` into `to` (a graph output that is a view of another value).
 Computed copy_compute(const Value& from, const std::string& to);

@@ -34,6 +34,28 @@ Status add_transposed(Graph& graph, const Node& node, const std::string& from, c
   return Status();
 }
 
+// A convolution's OIHW weight packed to OIHW[ic]i[oc]o: [K/oc, C/ic, R, S, ic, oc].
+Status add_packed(Graph& graph, const Node& node, const std::string& from, const std::string& to, int64_t ic, int64_t oc) {
+  if (graph.find(to)) return Status();
+  TF_ASSIGN_OR_RETURN(const Value* w, graph.value_of(node, from));
+  if (!w->constant || w->shape.size() != 4 || w->floats.size() != static_cast<size_t>(w->elements()))
+    return invalid_argument(fmt::format("node '{}' ({}): weight '{}' must be a constant OIHW tensor", node.name, node.op, from));
+  int64_t K = w->shape[0], C = w->shape[1], R = w->shape[2], S = w->shape[3];
+  Value p;
+  p.name = to;
+  p.shape = {K / oc, C / ic, R, S, ic, oc};
+  p.constant = true;
+  p.floats.resize(w->floats.size());
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t s = 0; s < S; ++s)
+          p.floats[static_cast<size_t>(((((k / oc * (C / ic) + c / ic) * R + r) * S + s) * ic + c % ic) * oc + k % oc)] =
+              w->floats[static_cast<size_t>(((k * C + c) * R + r) * S + s)];
+  graph.values[to] = std::move(p);
+  return Status();
+}
+
 }  // namespace
 
 const std::string& Program::storage(const std::string& name) const {
@@ -49,15 +71,32 @@ StatusOr<Program> lower_graph(Graph graph) {
       TF_ASSIGN_OR_RETURN(TunedCall call, tuned_call_of(graph, node));
       if (!call.transposed_weight.empty())
         TF_RETURN_IF_ERROR(add_transposed(graph, node, call.transposed_weight, call.transposed_name));
+      if (call.input_block > 0) {
+        // The input in channel blocks, once however many convolutions read it so; the weights
+        // packed here, once, at build time.
+        const std::string& blocked = call.tensors[0];
+        if (!graph.find(blocked)) {
+          TF_ASSIGN_OR_RETURN(const Value* x, graph.value_of(node, p.storage(node.inputs[0])));
+          Computed c = to_blocked_compute(*x, blocked, call.input_block);
+          Value v;
+          v.name = blocked;
+          v.shape = c.def.output.shape();
+          graph.values[blocked] = std::move(v);
+          p.steps.push_back(Step{node.name, "to NCHWc", std::nullopt, c.def, c.tensors});
+        }
+        TF_RETURN_IF_ERROR(add_packed(graph, node, node.inputs[1], call.tensors[1], call.input_block, call.output_block));
+      }
       const std::string& raw = call.tensors.back();
-      if (!call.remaining.empty()) {
+      if (raw != node.outputs[0]) {
         Value pre = *graph.find(node.outputs[0]);
         pre.name = raw;
+        if (call.output_block > 0)
+          pre.shape = {pre.shape[0], pre.shape[1] / call.output_block, pre.shape[2], pre.shape[3], call.output_block};
         graph.values[raw] = std::move(pre);
       }
       p.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors});
-      if (!call.remaining.empty()) {
-        TF_ASSIGN_OR_RETURN(Computed e, epilogue_compute(graph, node, raw, call.remaining));
+      if (raw != node.outputs[0]) {
+        TF_ASSIGN_OR_RETURN(Computed e, epilogue_compute(graph, node, raw, call.remaining, call.output_block));
         p.steps.push_back(Step{node.name, "epilogue", std::nullopt, e.def, e.tensors});
       }
     } else if (is_view(node.op)) {

@@ -23,6 +23,16 @@ StatusOr<Workload> make_workload(const Node& node, const std::string& text) {
   return w;
 }
 
+// The channel blocks of a convolution run channel-blocked (conv2d_nchwc): output channels in
+// vectors of 16, input channels in blocks of 16, 8 or 4. {0, 0} keeps NCHW: a first layer's three
+// colour channels, or channel counts the blocks do not divide.
+std::pair<int64_t, int64_t> conv_blocks(int64_t c, int64_t k) {
+  if (k % 16 != 0) return {0, 0};
+  for (int64_t ic : {16, 8, 4})
+    if (c % ic == 0) return {ic, 16};
+  return {0, 0};
+}
+
 StatusOr<Workload> conv_workload(const Graph& graph, const Node& node) {
   TF_ASSIGN_OR_RETURN(const Value* x, graph.value_of(node, node.inputs[0]));
   TF_ASSIGN_OR_RETURN(const Value* w, graph.value_of(node, node.inputs[1]));
@@ -49,7 +59,12 @@ StatusOr<Workload> conv_workload(const Graph& graph, const Node& node) {
   std::string params = fmt::format("N={},C={},H={},W={}", n, c, h, wd);
   std::string tail = fmt::format("R={},S={},stride={},pad={}", r, s, strides[0], pads[0]);
   if (dilations[0] != 1) tail += fmt::format(",dilation={}", dilations[0]);
-  if (group == 1) return make_workload(node, fmt::format("conv2d_nchw:{},K={},{}", params, k, tail));
+  if (group == 1) {
+    auto [ic, oc] = conv_blocks(c, k);
+    if (ic > 0)
+      return make_workload(node, fmt::format("conv2d_nchwc:{},K={},{},ic_block={},oc_block={}", params, k, tail, ic, oc));
+    return make_workload(node, fmt::format("conv2d_nchw:{},K={},{}", params, k, tail));
+  }
   if (group == c && k == c && w->shape[1] == 1)
     return make_workload(node, fmt::format("depthwise_conv2d_nchw:{},{}", params, tail));
   return unsupported(node, fmt::format("a grouped convolution with {} groups of {} channels is not supported (only "
@@ -129,10 +144,16 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
   TF_ASSIGN_OR_RETURN(call.workload, workload_of(graph, node));
   const std::string& op = call.workload.op;
   std::vector<Epilogue> epilogues = node.epilogue;
-  if (op == "conv2d_nchw" || op == "depthwise_conv2d_nchw") {
+  if (op == "conv2d_nchw" || op == "depthwise_conv2d_nchw" || op == "conv2d_nchwc") {
     call.tensors = {node.inputs[0], node.inputs[1]};
     // The convolution templates compute the sum only: the node's own bias is an epilogue.
     if (node.inputs.size() > 2 && !node.inputs[2].empty()) epilogues.insert(epilogues.begin(), Epilogue{"bias", node.inputs[2]});
+    if (op == "conv2d_nchwc") {
+      call.input_block = call.workload.param("ic_block");
+      call.output_block = call.workload.param("oc_block");
+      call.tensors[0] = fmt::format("{}/nchw{}c", node.inputs[0], call.input_block);
+      call.tensors[1] = fmt::format("{}/oihw{}i{}o", node.inputs[1], call.input_block, call.output_block);
+    }
   } else if (op == "dense") {
     bool trans_b = node.op == "Gemm" && node.int_attr("transB", 0);
     call.tensors = {node.inputs[0], node.inputs[1]};
@@ -160,7 +181,8 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
     call.tensors = {node.inputs[0], node.inputs[1]};
   }
   call.remaining = std::move(epilogues);
-  call.tensors.push_back(call.remaining.empty() ? node.outputs[0] : node.outputs[0] + "/pre_epilogue");
+  bool own_output = call.remaining.empty() && call.output_block == 0;
+  call.tensors.push_back(own_output ? node.outputs[0] : node.outputs[0] + "/pre_epilogue");
   return call;
 }
 

@@ -33,7 +33,7 @@ StatusOr<Workload> workload_of(const Graph& graph, const Node& node);
 
 // How a built model calls the kernel of a tunable node: the workload, the values it takes in the
 // workload's argument order (its output last: the node's output, or `pre_epilogue` when epilogues
-// remain), how many of the node's epilogues the kernel applies itself (a dense layer's bias and
+// or a layout conversion remain), how many of the node's epilogues the kernel applies itself (a dense layer's bias and
 // ReLU), and the epilogues left to apply after it — a Conv's own bias input first.
 struct TunedCall {
   Workload workload;
@@ -42,6 +42,11 @@ struct TunedCall {
   std::string transposed_weight;     // The node's weight value, empty when none.
   std::string transposed_name;       // The name the transposed copy goes by in `tensors`.
   std::vector<Epilogue> remaining;   // Applied by a step of their own, in order.
+  // A channel-blocked convolution (conv2d_nchwc): its input converted to NCHW[input_block]c and
+  // its weight packed to OIHW[input_block]i[output_block]o (tensors[0] and [1] name them), and its
+  // output, in NCHW[output_block]c, converted back by the epilogue step. 0 for NCHW.
+  int64_t input_block = 0;
+  int64_t output_block = 0;
 };
 StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node);
 

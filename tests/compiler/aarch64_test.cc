@@ -80,6 +80,7 @@ TEST_P(Aarch64, KernelsRunUnderQemuAndMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, Aarch64, ::testing::ValuesIn(testing_util::small_workloads()));
+INSTANTIATE_TEST_SUITE_P(Blocked, Aarch64, ::testing::ValuesIn(testing_util::blocked_workloads()));
 
 }  // namespace
 }  // namespace tunefarm
