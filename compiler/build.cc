@@ -153,9 +153,10 @@ StatusOr<std::string> build_kernel_object(const Workload& workload, const Target
   return codegen::compile_object(f, target, entry);                                   // 5
 }
 
-StatusOr<std::string> build_compute_object(const ops::ComputeDef& def, const Target& target, const std::string& entry) {
+StatusOr<std::string> build_compute_object(const ops::ComputeDef& def, const Target& target, const std::string& entry,
+                                           bool vectorize) {
   if (target.kind != Target::Kind::kLLVM) return unimplemented("operators outside the templates are built for CPUs only");
-  ops::Scheduled scheduled = ops::plain_schedule(def);                                                  // 1
+  ops::Scheduled scheduled = ops::plain_schedule(def, vectorize);                                       // 1
   TF_ASSIGN_OR_RETURN(ir::LoopNest loops, lower::lower_loops(*scheduled.schedule, scheduled.args, entry));  // 2
   ir::LoweredFunc f = lower::finish_lowering(std::move(loops));                                         // 3
   return codegen::compile_object(f, target, entry);                                                     // 5

@@ -56,7 +56,9 @@ StatusOr<std::vector<float>> candidate_features(const Workload& workload, const 
 // schedule, as a position-independent object whose entry (the kernel ABI) is named `entry`.
 StatusOr<std::string> build_kernel_object(const Workload& workload, const Target& target, const Config& config,
                                           const std::string& entry);
-StatusOr<std::string> build_compute_object(const ops::ComputeDef& def, const Target& target, const std::string& entry);
+// `vectorize` as in ops::plain_schedule.
+StatusOr<std::string> build_compute_object(const ops::ComputeDef& def, const Target& target, const std::string& entry,
+                                           bool vectorize = false);
 
 // A candidate compiled into this process (host targets only): quick checks without a linker.
 StatusOr<std::unique_ptr<codegen::JitKernel>> jit_kernel(const Workload& workload, const Config& config);

@@ -407,7 +407,7 @@ StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Tar
       kernels.push_back(std::move(k));
       entry_of_workload[key] = entry;
     } else {
-      auto object = build_compute_object(step.compute, target, entry);
+      auto object = build_compute_object(step.compute, target, entry, step.vectorize);
       if (!object.ok()) return object.status().with_context(fmt::format("node '{}' ({})", step.node, step.op));
       parts.objects.push_back(std::move(*object));
     }

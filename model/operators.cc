@@ -265,6 +265,54 @@ Computed to_blocked_compute(const Value& from, const std::string& to, int64_t bl
   return Computed{ops::ComputeDef{{in}, out}, {from.name, to}};
 }
 
+Computed from_blocked_compute(const Value& from, const std::string& to, int64_t block) {
+  std::vector<int64_t> d = dims_of(from);
+  te::Tensor in = te::placeholder("in", {d[0], d[1] / block, d[2], d[3], block});
+  te::Tensor out = te::compute("out", d, [&](const std::vector<Var>& i) {
+    return in(i[0], Expr(i[1]) / block, i[2], i[3], Expr(i[1]) % block);
+  });
+  return Computed{ops::ComputeDef{{in}, out}, {from.name, to}};
+}
+
+StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node, const std::string& pre,
+                                            const std::vector<Epilogue>& epilogues,
+                                            const std::vector<std::string>& operands, int64_t block) {
+  TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
+  std::vector<int64_t> d = dims_of(*out_value);
+  if (d.size() != 4 || d[1] % block != 0)
+    return unsupported(node, fmt::format("output {} is not NCHW in blocks of {}", shape_string(d), block));
+  std::vector<int64_t> shape = {d[0], d[1] / block, d[2], d[3], block};
+  std::vector<te::Tensor> in = {te::placeholder("pre", shape)};
+  std::vector<std::string> names = {pre};
+  size_t next_operand = 0;
+  for (const auto& e : epilogues) {
+    if (e.op == "bias") {
+      TF_ASSIGN_OR_RETURN(const Value* v, graph.value_of(node, e.operand));
+      in.push_back(te::placeholder(fmt::format("in{}", in.size()), {v->elements()}));
+      names.push_back(v->name);
+    } else if (e.op == "add") {
+      if (next_operand >= operands.size()) return unsupported(node, "an added tensor has no blocked form");
+      in.push_back(te::placeholder(fmt::format("in{}", in.size()), shape));
+      names.push_back(operands[next_operand++]);
+    } else if (e.op != "relu" && e.op != "clip") {
+      return unsupported(node, fmt::format("epilogue '{}' is not supported", e.op));
+    }
+  }
+  te::Tensor result = te::compute("out", shape, [&](const std::vector<Var>& i) {
+    Expr y = in[0](as_exprs(i));
+    size_t operand = 1;
+    for (const auto& e : epilogues) {
+      if (e.op == "bias") y = y + in[operand++](Expr(i[1]) * block + Expr(i[4]));
+      else if (e.op == "add") y = y + in[operand++](as_exprs(i));
+      else if (e.op == "relu") y = ir::max(y, f32(0));
+      else if (e.op == "clip") y = ir::min(ir::max(y, f32(e.lo)), f32(e.hi));
+    }
+    return y;
+  });
+  names.push_back(node.outputs[0]);
+  return Computed{ops::ComputeDef{in, result}, names};
+}
+
 Computed copy_compute(const Value& from, const std::string& to) {
   te::Tensor in = te::placeholder("in", dims_of(from));
   te::Tensor out = te::compute("out", dims_of(from), [&](const std::vector<Var>& i) { return in(as_exprs(i)); });

@@ -31,8 +31,17 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node);
 StatusOr<Computed> epilogue_compute(const Graph& graph, const Node& node, const std::string& pre,
                                     const std::vector<Epilogue>& epilogues, int64_t pre_block = 0);
 
-// NCHW value `from` as NCHW[block]c value `to`, for a channel-blocked convolution.
+// NCHW value `from` as NCHW[block]c value `to`, for a channel-blocked convolution; and back.
+// Values keep their logical NCHW shape in the graph: the layout is the program's to know.
 Computed to_blocked_compute(const Value& from, const std::string& to, int64_t block);
+Computed from_blocked_compute(const Value& from, const std::string& to, int64_t block);
+
+// `epilogues` applied in NCHW[block]c: `pre` and the node's output both blocked, a bias read by
+// channel, an added tensor read from `operands` (the blocked names of the epilogues' operands that
+// are tensors, in order).
+StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node, const std::string& pre,
+                                            const std::vector<Epilogue>& epilogues,
+                                            const std::vector<std::string>& operands, int64_t block);
 
 // A copy of value `from` into `to` (a graph output that is a view of another value).
 Computed copy_compute(const Value& from, const std::string& to);

@@ -63,53 +63,177 @@ const std::string& Program::storage(const std::string& name) const {
   return it == storage_of.end() ? name : it->second;
 }
 
+namespace {
+
+// The layout plan: activations stay in the channel blocks the blocked convolutions write and read
+// (NCHW[x]c), from one such convolution to the next, through their epilogues (bias, residual add,
+// activations, all elementwise in blocks); a value is converted to NCHW only where something that
+// reads NCHW needs it, once, and to blocks only where a blocked convolution reads a value that is not.
+bool has_reduction(const te::Operation& op) {
+  if (!op || !op->reduce_axes.empty()) return op != nullptr;
+  for (const auto& in : op->inputs)
+    if (has_reduction(in)) return true;
+  return false;
+}
+
+class Lowering {
+ public:
+  Lowering(Graph& graph, Program& p) : graph_(graph), p_(p) {
+    outputs_.insert(graph.outputs.begin(), graph.outputs.end());
+  }
+
+  // A value holding `name` in NCHW.
+  StatusOr<std::string> plain(const Node& node, const std::string& name) {
+    const std::string root = p_.storage(name);
+    auto it = block_.find(root);
+    if (it == block_.end()) return name;
+    std::string to = root + "/nchw";
+    if (!graph_.find(to)) {
+      TF_ASSIGN_OR_RETURN(const Value* v, graph_.value_of(node, root));
+      Computed c = from_blocked_compute(*v, to, it->second);
+      add_value(to, v->shape);
+      add_step(node.name, "from NCHWc", c, true);
+    }
+    return to;
+  }
+
+  // A value holding `name` in NCHW[b]c.
+  StatusOr<std::string> blocked(const Node& node, const std::string& name, int64_t b) {
+    const std::string root = p_.storage(name);
+    if (auto it = block_.find(root); it != block_.end() && it->second == b) return root;
+    TF_ASSIGN_OR_RETURN(std::string from, plain(node, name));
+    std::string to = fmt::format("{}/nchw{}c", p_.storage(from), b);
+    if (!graph_.find(to)) {
+      TF_ASSIGN_OR_RETURN(const Value* v, graph_.value_of(node, p_.storage(from)));
+      if (v->shape.size() != 4 || v->shape[1] % b != 0)
+        return invalid_argument(fmt::format("node '{}' ({}): input {} is not NCHW in blocks of {}", node.name, node.op,
+                                            shape_string(v->shape), b));
+      Computed c = to_blocked_compute(*v, to, b);
+      add_value(to, v->shape);
+      add_step(node.name, "to NCHWc", c, true);
+    }
+    block_[to] = b;
+    return to;
+  }
+
+  Status tuned(const Node& node) {
+    TF_ASSIGN_OR_RETURN(TunedCall call, tuned_call_of(graph_, node));
+    if (!call.transposed_weight.empty())
+      TF_RETURN_IF_ERROR(add_transposed(graph_, node, call.transposed_weight, call.transposed_name));
+    const std::string& out = node.outputs[0];
+    if (call.output_block > 0) return blocked_conv(node, call);
+    // Everything else reads NCHW (its runtime operands: constants have no layout).
+    for (size_t i = 0; i + 1 < call.tensors.size(); ++i) {
+      const Value* v = graph_.find(p_.storage(call.tensors[i]));
+      if (v && !v->constant) {
+        TF_ASSIGN_OR_RETURN(call.tensors[i], plain(node, call.tensors[i]));
+      }
+    }
+    const std::string& raw = call.tensors.back();
+    if (raw != out) add_value(raw, graph_.find(out)->shape);
+    p_.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors, false});
+    if (raw != out) {
+      Node plain_operands = node;
+      TF_RETURN_IF_ERROR(plain_epilogue_operands(plain_operands, call.remaining));
+      TF_ASSIGN_OR_RETURN(Computed e, epilogue_compute(graph_, plain_operands, raw, call.remaining));
+      add_step(node.name, "epilogue", e, true);
+    }
+    return Status();
+  }
+
+  // Views read NCHW and share its storage.
+  Status view(const Node& node) {
+    TF_ASSIGN_OR_RETURN(std::string in_name, plain(node, node.inputs.at(0)));
+    TF_ASSIGN_OR_RETURN(const Value* in, graph_.value_of(node, in_name));
+    TF_ASSIGN_OR_RETURN(const Value* out, graph_.value_of(node, node.outputs[0]));
+    if (in->elements() != out->elements())
+      return invalid_argument(fmt::format("node '{}' ({}): {} elements become {}", node.name, node.op, in->elements(),
+                                          out->elements()));
+    p_.storage_of[out->name] = p_.storage(in->name);
+    return Status();
+  }
+
+  Status other(const Node& node) {
+    Node n = node;
+    for (auto& in : n.inputs) {
+      if (in.empty()) continue;
+      TF_ASSIGN_OR_RETURN(in, plain(node, in));
+    }
+    TF_ASSIGN_OR_RETURN(Computed c, operator_compute(graph_, n));
+    // erf and tanh exist in scalar form only; a row's statistics (Softmax, LayerNorm) are scalars
+    // beside the row's vectors, which the vectorizer does not broadcast.
+    bool scalar_only = node.op == "Gelu" || node.op == "Erf" || node.op == "Tanh" || has_reduction(c.def.output.op);
+    add_step(node.name, node.op, c, !scalar_only);
+    return Status();
+  }
+
+ private:
+  Status blocked_conv(const Node& node, TunedCall& call) {
+    const std::string& out = node.outputs[0];
+    TF_ASSIGN_OR_RETURN(call.tensors[0], blocked(node, node.inputs[0], call.input_block));
+    TF_RETURN_IF_ERROR(add_packed(graph_, node, node.inputs[1], call.tensors[1], call.input_block, call.output_block));
+    // A model output leaves in NCHW: the epilogue converts it; every other output stays blocked.
+    bool keep_blocked = !outputs_.count(out);
+    if (keep_blocked && call.remaining.empty()) call.tensors.back() = out;
+    const std::string raw = call.tensors.back();
+    if (raw != out) add_value(raw, graph_.find(out)->shape);
+    p_.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors, false});
+    if (keep_blocked) {
+      block_[out] = call.output_block;
+      if (raw == out) return Status();
+      std::vector<std::string> operands;
+      for (const auto& e : call.remaining)
+        if (e.op == "add") {
+          TF_ASSIGN_OR_RETURN(std::string b, blocked(node, e.operand, call.output_block));
+          operands.push_back(b);
+        }
+      TF_ASSIGN_OR_RETURN(Computed e, blocked_epilogue_compute(graph_, node, raw, call.remaining, operands, call.output_block));
+      add_step(node.name, "epilogue", e, true);
+      return Status();
+    }
+    Node plain_operands = node;
+    TF_RETURN_IF_ERROR(plain_epilogue_operands(plain_operands, call.remaining));
+    TF_ASSIGN_OR_RETURN(Computed e, epilogue_compute(graph_, plain_operands, raw, call.remaining, call.output_block));
+    add_step(node.name, "epilogue", e, true);
+    return Status();
+  }
+
+  // The added tensors of `epilogues` in NCHW (bias operands are constants).
+  Status plain_epilogue_operands(const Node& node, std::vector<Epilogue>& epilogues) {
+    for (auto& e : epilogues) {
+      if (e.op != "add") continue;
+      TF_ASSIGN_OR_RETURN(e.operand, plain(node, e.operand));
+    }
+    return Status();
+  }
+
+  void add_value(const std::string& name, const std::vector<int64_t>& shape) {
+    Value v;
+    v.name = name;
+    v.shape = shape;
+    graph_.values[name] = std::move(v);
+  }
+
+  void add_step(const std::string& node, const std::string& op, const Computed& c, bool vectorize) {
+    p_.steps.push_back(Step{node, op, std::nullopt, c.def, c.tensors, vectorize});
+  }
+
+  Graph& graph_;
+  Program& p_;
+  std::set<std::string> outputs_;
+  std::map<std::string, int64_t> block_;  // Storage value -> the channel block it is kept in.
+};
+
+}  // namespace
+
 StatusOr<Program> lower_graph(Graph graph) {
   Program p;
+  Lowering lowering(graph, p);
   for (const Node& node : graph.nodes) {
     if (node.outputs.empty()) continue;
-    if (is_tunable(node.op)) {
-      TF_ASSIGN_OR_RETURN(TunedCall call, tuned_call_of(graph, node));
-      if (!call.transposed_weight.empty())
-        TF_RETURN_IF_ERROR(add_transposed(graph, node, call.transposed_weight, call.transposed_name));
-      if (call.input_block > 0) {
-        // The input in channel blocks, once however many convolutions read it so; the weights
-        // packed here, once, at build time.
-        const std::string& blocked = call.tensors[0];
-        if (!graph.find(blocked)) {
-          TF_ASSIGN_OR_RETURN(const Value* x, graph.value_of(node, p.storage(node.inputs[0])));
-          Computed c = to_blocked_compute(*x, blocked, call.input_block);
-          Value v;
-          v.name = blocked;
-          v.shape = c.def.output.shape();
-          graph.values[blocked] = std::move(v);
-          p.steps.push_back(Step{node.name, "to NCHWc", std::nullopt, c.def, c.tensors});
-        }
-        TF_RETURN_IF_ERROR(add_packed(graph, node, node.inputs[1], call.tensors[1], call.input_block, call.output_block));
-      }
-      const std::string& raw = call.tensors.back();
-      if (raw != node.outputs[0]) {
-        Value pre = *graph.find(node.outputs[0]);
-        pre.name = raw;
-        if (call.output_block > 0)
-          pre.shape = {pre.shape[0], pre.shape[1] / call.output_block, pre.shape[2], pre.shape[3], call.output_block};
-        graph.values[raw] = std::move(pre);
-      }
-      p.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors});
-      if (raw != node.outputs[0]) {
-        TF_ASSIGN_OR_RETURN(Computed e, epilogue_compute(graph, node, raw, call.remaining, call.output_block));
-        p.steps.push_back(Step{node.name, "epilogue", std::nullopt, e.def, e.tensors});
-      }
-    } else if (is_view(node.op)) {
-      TF_ASSIGN_OR_RETURN(const Value* in, graph.value_of(node, node.inputs.at(0)));
-      TF_ASSIGN_OR_RETURN(const Value* out, graph.value_of(node, node.outputs[0]));
-      if (in->elements() != out->elements())
-        return invalid_argument(fmt::format("node '{}' ({}): {} elements become {}", node.name, node.op, in->elements(),
-                                            out->elements()));
-      p.storage_of[out->name] = p.storage(in->name);
-    } else {
-      TF_ASSIGN_OR_RETURN(Computed c, operator_compute(graph, node));
-      p.steps.push_back(Step{node.name, node.op, std::nullopt, c.def, c.tensors});
-    }
+    if (is_tunable(node.op)) TF_RETURN_IF_ERROR(lowering.tuned(node));
+    else if (is_view(node.op)) TF_RETURN_IF_ERROR(lowering.view(node));
+    else TF_RETURN_IF_ERROR(lowering.other(node));
   }
   // A model output that is a view of another value gets its own copy: the caller's buffer is
   // where outputs go.
@@ -122,7 +246,7 @@ StatusOr<Program> lower_graph(Graph graph) {
     const Value* v = graph.find(from);
     if (!v) return invalid_argument(fmt::format("model output '{}' has no value", out));
     Computed c = copy_compute(*v, out);
-    p.steps.push_back(Step{out, "copy", std::nullopt, c.def, c.tensors});
+    p.steps.push_back(Step{out, "copy", std::nullopt, c.def, c.tensors, true});
   }
   p.graph = std::move(graph);
   return p;

@@ -23,6 +23,7 @@ struct Step {
   std::optional<Workload> workload;   // A tuned operator's kernel ...
   ops::ComputeDef compute;            // ... or the definition compiled with a plain schedule.
   std::vector<std::string> tensors;   // Values in argument order, the output last.
+  bool vectorize = false;             // The definition's output vectorizes (ops::plain_schedule).
 };
 
 struct Program {

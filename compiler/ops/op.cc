@@ -56,16 +56,25 @@ Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind) {
   return Scheduled{std::move(s), std::move(args)};
 }
 
-Scheduled plain_schedule(const ComputeDef& def) {
+Scheduled plain_schedule(const ComputeDef& def, bool vectorize) {
   auto s = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{def.output});
   auto& st = (*s)[def.output];
-  // The first axis longer than one: the ones outside it run once (a batch of 1, say).
   const auto& shape = def.output.shape();
-  for (size_t d = 0; d < shape.size(); ++d)
+  size_t last = shape.size() - 1;
+  // The first axis longer than one: the ones outside it run once (a batch of 1, say).
+  for (size_t d = 0; d < last; ++d)
     if (shape[d] > 1) {
       st.parallel(st.axis(d));
       break;
     }
+  if (vectorize && def.output.op->reduce_axes.empty() && shape[last] > 1) {
+    if (shape[last] <= 16) {
+      st.vectorize(st.axis(last));
+    } else {
+      auto [outer, inner] = st.split(st.axis(last), 16);
+      st.vectorize(inner);
+    }
+  }
   return Scheduled{std::move(s), def.args()};
 }
 
