@@ -140,7 +140,7 @@ struct ConvShape {
 ConvShape conv_shape(const Workload& w) {
   ConvShape s;
   s.N = w.param("N"), s.C = w.param("C"), s.H = w.param("H"), s.W = w.param("W");
-  s.depthwise = w.op == "depthwise_conv2d_nchw";
+  s.depthwise = w.op == "depthwise_conv2d_nchw" || w.op == "depthwise_conv2d_nchwc";
   s.nhwc = w.op == "conv2d_nhwc";
   s.K = s.depthwise ? s.C : w.param("K");
   s.R = w.param("R"), s.S = w.param("S");

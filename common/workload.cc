@@ -41,7 +41,10 @@ std::vector<ParamSpec> conv_params(bool depthwise, bool blocked = false) {
   p.push_back({"stride", false, 1, 1, 64, true});
   p.push_back({"pad", false, 0, 0, 1024, true});
   p.push_back({"dilation", false, 1, 1, 64, false});
-  if (blocked) {
+  if (blocked && depthwise) {
+    // Channels per block of the activations (NCHW[block]c in and out) and of the packed weights.
+    p.push_back({"block", true, 0, 1, 64, true});
+  } else if (blocked) {
     // Channels per block of the activations (NCHW[ic]c in, NCHW[oc]c out) and of the packed weights.
     p.push_back({"ic_block", true, 0, 1, 64, true});
     p.push_back({"oc_block", true, 0, 1, 64, true});
@@ -58,6 +61,7 @@ const std::vector<OpSchema>& schemas() {
       {"conv2d_nhwc", conv_params(false), {DType::kFloat32}},
       {"depthwise_conv2d_nchw", conv_params(true), {DType::kFloat32}},
       {"conv2d_nchwc", conv_params(false, true), {DType::kFloat32}},
+      {"depthwise_conv2d_nchwc", conv_params(true, true), {DType::kFloat32}},
   };
   return kSchemas;
 }
@@ -125,13 +129,16 @@ Status check_shapes(const Workload& w) {
         "kernel {}x{} (dilated) is larger than the padded input {}x{}: the output would be empty", eff_r, eff_s,
         H + 2 * pad, W + 2 * pad));
   int64_t P = conv_output_extent(H, R, stride, pad, dil), Q = conv_output_extent(W, S, stride, pad, dil);
+  if (op == "depthwise_conv2d_nchwc" && C % w.param("block") != 0)
+    return invalid_argument(fmt::format("C={} must be a multiple of block={}", C, w.param("block")));
   if (op == "conv2d_nchwc") {
     int64_t icb = w.param("ic_block"), ocb = w.param("oc_block");
     if (C % icb != 0 || K % ocb != 0)
       return invalid_argument(fmt::format("C={} and K={} must be multiples of ic_block={} and oc_block={}", C, K, icb, ocb));
   }
   TF_RETURN_IF_ERROR(check_elems("input", {N, C, H, W}));
-  TF_RETURN_IF_ERROR(check_elems("weight", {K, op == "depthwise_conv2d_nchw" ? 1 : C, R, S}));
+  bool depthwise = op == "depthwise_conv2d_nchw" || op == "depthwise_conv2d_nchwc";
+  TF_RETURN_IF_ERROR(check_elems("weight", {K, depthwise ? 1 : C, R, S}));
   return check_elems("output", {N, K, P, Q});
 }
 
@@ -194,7 +201,7 @@ std::string Workload::to_string() const {
 }
 
 int64_t reduction_length(const Workload& w) {
-  if (w.op == "depthwise_conv2d_nchw") return w.param("R") * w.param("S");
+  if (w.op == "depthwise_conv2d_nchw" || w.op == "depthwise_conv2d_nchwc") return w.param("R") * w.param("S");
   if (w.op == "conv2d_nchw" || w.op == "conv2d_nhwc" || w.op == "conv2d_nchwc")
     return w.param("C") * w.param("R") * w.param("S");
   if (w.op == "matmul" || w.op == "dense" || w.op == "batch_matmul") return w.param("K");

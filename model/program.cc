@@ -34,13 +34,17 @@ Status add_transposed(Graph& graph, const Node& node, const std::string& from, c
   return Status();
 }
 
-// A convolution's OIHW weight packed to OIHW[ic]i[oc]o: [K/oc, C/ic, R, S, ic, oc].
+// A convolution's OIHW weight packed to OIHW[ic]i[oc]o, [K/oc, C/ic, R, S, ic, oc]; a depthwise
+// one's [C, 1, R, S] to [C/b, R, S, b] (the same with one input channel: ic = 1, oc = b).
 Status add_packed(Graph& graph, const Node& node, const std::string& from, const std::string& to, int64_t ic, int64_t oc) {
   if (graph.find(to)) return Status();
   TF_ASSIGN_OR_RETURN(const Value* w, graph.value_of(node, from));
   if (!w->constant || w->shape.size() != 4 || w->floats.size() != static_cast<size_t>(w->elements()))
     return invalid_argument(fmt::format("node '{}' ({}): weight '{}' must be a constant OIHW tensor", node.name, node.op, from));
   int64_t K = w->shape[0], C = w->shape[1], R = w->shape[2], S = w->shape[3];
+  if (C % ic != 0 || K % oc != 0)
+    return invalid_argument(fmt::format("node '{}' ({}): weight {} does not split into blocks of {} and {}", node.name, node.op,
+                                        shape_string(w->shape), ic, oc));
   Value p;
   p.name = to;
   p.shape = {K / oc, C / ic, R, S, ic, oc};
@@ -171,7 +175,9 @@ class Lowering {
   Status blocked_conv(const Node& node, TunedCall& call) {
     const std::string& out = node.outputs[0];
     TF_ASSIGN_OR_RETURN(call.tensors[0], blocked(node, node.inputs[0], call.input_block));
-    TF_RETURN_IF_ERROR(add_packed(graph_, node, node.inputs[1], call.tensors[1], call.input_block, call.output_block));
+    // A depthwise filter has one input channel: its blocks are of output channels only.
+    int64_t weight_ic = call.workload.op == "depthwise_conv2d_nchwc" ? 1 : call.input_block;
+    TF_RETURN_IF_ERROR(add_packed(graph_, node, node.inputs[1], call.tensors[1], weight_ic, call.output_block));
     // A model output leaves in NCHW: the epilogue converts it; every other output stays blocked.
     bool keep_blocked = !outputs_.count(out);
     if (keep_blocked && call.remaining.empty()) call.tensors.back() = out;

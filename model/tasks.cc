@@ -65,8 +65,11 @@ StatusOr<Workload> conv_workload(const Graph& graph, const Node& node) {
       return make_workload(node, fmt::format("conv2d_nchwc:{},K={},{},ic_block={},oc_block={}", params, k, tail, ic, oc));
     return make_workload(node, fmt::format("conv2d_nchw:{},K={},{}", params, k, tail));
   }
-  if (group == c && k == c && w->shape[1] == 1)
+  if (group == c && k == c && w->shape[1] == 1) {
+    for (int64_t b : {16, 8})
+      if (c % b == 0) return make_workload(node, fmt::format("depthwise_conv2d_nchwc:{},{},block={}", params, tail, b));
     return make_workload(node, fmt::format("depthwise_conv2d_nchw:{},{}", params, tail));
+  }
   return unsupported(node, fmt::format("a grouped convolution with {} groups of {} channels is not supported (only "
                                        "groups=1 and depthwise, one filter per channel)",
                                        group, c / std::max<int64_t>(group, 1)));
@@ -144,7 +147,7 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
   TF_ASSIGN_OR_RETURN(call.workload, workload_of(graph, node));
   const std::string& op = call.workload.op;
   std::vector<Epilogue> epilogues = node.epilogue;
-  if (op == "conv2d_nchw" || op == "depthwise_conv2d_nchw" || op == "conv2d_nchwc") {
+  if (op == "conv2d_nchw" || op == "depthwise_conv2d_nchw" || op == "conv2d_nchwc" || op == "depthwise_conv2d_nchwc") {
     call.tensors = {node.inputs[0], node.inputs[1]};
     // The convolution templates compute the sum only: the node's own bias is an epilogue.
     if (node.inputs.size() > 2 && !node.inputs[2].empty()) epilogues.insert(epilogues.begin(), Epilogue{"bias", node.inputs[2]});
@@ -153,6 +156,10 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
       call.output_block = call.workload.param("oc_block");
       call.tensors[0] = fmt::format("{}/nchw{}c", node.inputs[0], call.input_block);
       call.tensors[1] = fmt::format("{}/oihw{}i{}o", node.inputs[1], call.input_block, call.output_block);
+    } else if (op == "depthwise_conv2d_nchwc") {
+      call.input_block = call.output_block = call.workload.param("block");
+      call.tensors[0] = fmt::format("{}/nchw{}c", node.inputs[0], call.input_block);
+      call.tensors[1] = fmt::format("{}/chw{}c", node.inputs[1], call.input_block);
     }
   } else if (op == "dense") {
     bool trans_b = node.op == "Gemm" && node.int_attr("transB", 0);

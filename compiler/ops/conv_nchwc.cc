@@ -224,6 +224,157 @@ StatusOr<Scheduled> blocked_schedule(const Workload& w, const Config& cfg) {
   return Scheduled{std::move(owned), {t.input, t.weight, t.out}};
 }
 
+// ---- depthwise_conv2d_nchwc: one filter per channel, channels in blocks of a vector ----
+//
+// Input [N, C/b, H, W, b], weights [C/b, R, S, b], output [N, C/b, P, Q, b]. Every step of the
+// window loads one vector of weights and, per output column of the register tile, one vector of
+// inputs (contiguous: the block), and does one FMA; there is no reduction over channels to share
+// loads across, so the tile's columns are what reuses the weight vector.
+
+struct Depthwise {
+  int64_t N, C, H, W, R, S, stride, pad, dil, P, Q, b;
+  int64_t cb() const { return C / b; }
+};
+
+Depthwise depthwise_of(const Workload& w) {
+  Depthwise d;
+  d.N = w.param("N"), d.C = w.param("C"), d.H = w.param("H"), d.W = w.param("W");
+  d.R = w.param("R"), d.S = w.param("S");
+  d.stride = w.param("stride"), d.pad = w.param("pad"), d.dil = w.param("dilation");
+  d.b = w.param("block");
+  d.P = conv_output_extent(d.H, d.R, d.stride, d.pad, d.dil);
+  d.Q = conv_output_extent(d.W, d.S, d.stride, d.pad, d.dil);
+  return d;
+}
+
+std::vector<TensorArg> depthwise_args(const Workload& w) {
+  Depthwise d = depthwise_of(w);
+  std::string layout = fmt::format("NCHW{}c", d.b);
+  return {{"input", {d.N, d.cb(), d.H, d.W, d.b}, DType::kFloat32, false, layout},
+          {"weight", {d.cb(), d.R, d.S, d.b}, DType::kFloat32, false, fmt::format("CHW{}c", d.b)},
+          {"output", {d.N, d.cb(), d.P, d.Q, d.b}, DType::kFloat32, true, layout}};
+}
+
+double depthwise_flops(const Workload& w) {
+  Depthwise d = depthwise_of(w);
+  return 2.0 * d.N * d.C * d.P * d.Q * d.R * d.S;
+}
+
+void depthwise_reference(const Workload& w, const std::vector<const float*>& in, float* out) {
+  Depthwise d = depthwise_of(w);
+  for (int64_t n = 0; n < d.N; ++n)
+    for (int64_t c = 0; c < d.C; ++c)
+      for (int64_t p = 0; p < d.P; ++p)
+        for (int64_t q = 0; q < d.Q; ++q) {
+          double acc = 0.0;
+          for (int64_t r = 0; r < d.R; ++r)
+            for (int64_t s = 0; s < d.S; ++s) {
+              int64_t h = p * d.stride + r * d.dil - d.pad, x = q * d.stride + s * d.dil - d.pad;
+              if (h < 0 || h >= d.H || x < 0 || x >= d.W) continue;
+              acc += double(in[0][(((n * d.cb() + c / d.b) * d.H + h) * d.W + x) * d.b + c % d.b]) *
+                     in[1][((c / d.b * d.R + r) * d.S + s) * d.b + c % d.b];
+            }
+          out[(((n * d.cb() + c / d.b) * d.P + p) * d.Q + q) * d.b + c % d.b] = static_cast<float>(acc);
+        }
+}
+
+struct DepthwiseTensors {
+  te::Tensor input, weight, padded, out;
+};
+
+DepthwiseTensors define_depthwise(const Depthwise& d, bool pad_stage) {
+  DepthwiseTensors t;
+  t.input = te::placeholder("input", {d.N, d.cb(), d.H, d.W, d.b});
+  t.weight = te::placeholder("weight", {d.cb(), d.R, d.S, d.b});
+  te::Tensor in = t.input;
+  auto guarded = [d, in](Expr n, Expr c, Expr h, Expr w, Expr ci) -> Expr {
+    if (d.pad == 0) return in(n, c, h, w, ci);
+    Expr hh = h - d.pad, ww = w - d.pad;
+    Expr inside = ir::logical_and(ir::logical_and(ir::ge(hh, ir::int_imm(0)), ir::lt(hh, ir::int_imm(d.H))),
+                                  ir::logical_and(ir::ge(ww, ir::int_imm(0)), ir::lt(ww, ir::int_imm(d.W))));
+    Expr hc = ir::min(ir::max(hh, ir::int_imm(0)), ir::int_imm(d.H - 1));
+    Expr wc = ir::min(ir::max(ww, ir::int_imm(0)), ir::int_imm(d.W - 1));
+    return ir::select(inside, in(n, c, hc, wc, ci), ir::float_imm(0));
+  };
+  std::function<Expr(Expr, Expr, Expr, Expr, Expr)> read = guarded;
+  if (pad_stage && d.pad > 0) {
+    t.padded = te::compute("padded", {d.N, d.cb(), d.H + 2 * d.pad, d.W + 2 * d.pad, d.b},
+                           [&](const std::vector<Var>& v) { return guarded(v[0], v[1], v[2], v[3], v[4]); },
+                           {"pn", "pc", "ph", "pw", "pci"});
+    te::Tensor pd = t.padded;
+    read = [pd](Expr n, Expr c, Expr h, Expr w, Expr ci) -> Expr { return pd(n, c, h, w, ci); };
+  }
+  auto rr = te::reduce_axis(d.R, "rr");
+  auto rs = te::reduce_axis(d.S, "rs");
+  te::Tensor wt = t.weight;
+  t.out = te::compute("output", {d.N, d.cb(), d.P, d.Q, d.b}, [&](const std::vector<Var>& v) {
+    Expr h = Expr(v[2]) * d.stride + Expr(rr->var) * d.dil, w = Expr(v[3]) * d.stride + Expr(rs->var) * d.dil;
+    return te::sum(read(v[0], v[1], h, w, v[4]) * wt(v[1], rr->var, rs->var, v[4]), {rr, rs});
+  }, {"n", "cb", "p", "q", "ci"});
+  return t;
+}
+
+ComputeDef depthwise_compute(const Workload& w) {
+  DepthwiseTensors t = define_depthwise(depthwise_of(w), false);
+  return ComputeDef{{t.input, t.weight}, t.out};
+}
+
+ConfigSpace depthwise_space(const std::string& name, const Depthwise& d) {
+  ConfigSpace s(name);
+  s.define_split_candidates("tile_q", {{1, 2, 4, 7, 8, 14, 16, 28}});
+  s.define_knob("unroll_window", std::vector<int64_t>{1, 0});
+  s.define_annotate("parallel", {"none", "outer"});
+  int64_t b = d.b;
+  s.set_validator([b](const Config& cfg) -> Status {
+    int64_t acc = knob_list(cfg, "tile_q")[1] * vectors(b);
+    if (acc > kMaxAccVectors)
+      return invalid_argument(fmt::format("register tile needs {} vector accumulators (at most {})", acc, kMaxAccVectors));
+    return Status();
+  });
+  return s;
+}
+
+Config depthwise_default(const std::string& name, const Depthwise& d) {
+  Config cfg;
+  cfg.template_name = name;
+  cfg.knobs = {{"tile_q", std::vector<int64_t>{-1, pick({1, 2, 4, 7, 8, 14, 16, 28}, d.Q, 16 / vectors(d.b))}},
+               {"unroll_window", int64_t{d.R * d.S <= 25 ? 1 : 0}},
+               {"parallel", std::string("none")}};
+  return cfg;
+}
+
+StatusOr<Scheduled> depthwise_schedule(const Workload& w, const Config& cfg) {
+  Depthwise d = depthwise_of(w);
+  int64_t qr = knob_list(cfg, "tile_q")[1];
+  bool par = knob_str(cfg, "parallel") == "outer";
+  DepthwiseTensors t = define_depthwise(d, true);
+  auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.out});
+  schedule::Schedule& s = *owned;
+  te::Tensor acc = s.cache_write(t.out, ir::MemScope::kLocal);
+  auto& out = s[t.out];
+  te::IterVar n = out.axis(0), cb = out.axis(1), p = out.axis(2), q = out.axis(3), ci = out.axis(4);
+  auto [qo, qi] = out.split(q, qr);
+  out.reorder({n, cb, p, qo, qi, ci});
+  out.vectorize(ci);
+  out.unroll(qi);
+  if (par) out.parallel(cb);
+  auto& a = s[acc];
+  a.compute_at(out, qo);
+  a.reorder({a.axis(0), a.axis(1), a.axis(2), a.reduce_axis(0), a.reduce_axis(1), a.axis(3), a.axis(4)});
+  a.vectorize(a.axis(4));
+  a.unroll(a.axis(3));
+  if (knob_int(cfg, "unroll_window") != 0) {
+    a.unroll(a.reduce_axis(0));
+    a.unroll(a.reduce_axis(1));
+  }
+  if (t.padded.op) {
+    auto& pd = s[t.padded];
+    pd.vectorize(pd.op()->axes.back());
+    if (par) pd.parallel(pd.axis(1));
+  }
+  return Scheduled{std::move(owned), {t.input, t.weight, t.out}};
+}
+
 }  // namespace
 
 std::vector<OpDef> blocked_conv_ops() {
@@ -236,7 +387,17 @@ std::vector<OpDef> blocked_conv_ops() {
   std::string cpu = "conv2d_nchwc.cpu.direct";
   op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload& w) { return blocked_space(cpu, blocked_of(w)); },
                           [cpu](const Workload& w) { return blocked_default(cpu, blocked_of(w)); }, blocked_schedule, nullptr});
-  return {op};
+  OpDef dw;
+  dw.name = "depthwise_conv2d_nchwc";
+  dw.flops = depthwise_flops;
+  dw.args = depthwise_args;
+  dw.reference = depthwise_reference;
+  dw.compute = depthwise_compute;
+  std::string dcpu = "depthwise_conv2d_nchwc.cpu.direct";
+  dw.templates.push_back({dcpu, Target::Kind::kLLVM, [dcpu](const Workload& w) { return depthwise_space(dcpu, depthwise_of(w)); },
+                          [dcpu](const Workload& w) { return depthwise_default(dcpu, depthwise_of(w)); }, depthwise_schedule,
+                          nullptr});
+  return {op, dw};
 }
 
 }  // namespace tunefarm::ops
