@@ -171,17 +171,22 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       if (dilations.empty()) dilations = {1, 1};
       if (kernel.size() != 2 || strides.size() != 2 || pads.size() != 4 || dilations.size() != 2)
         return unsupported(node, "kernel_shape, strides, pads or dilations that do not describe 2-D pooling");
+      // The input padded with -inf (padding never wins the max) as a stage of its own, so that
+      // the window reads without bounds checks and a vector of outputs reads strided columns.
+      int64_t hp = h + pads[0] + pads[2], wp = w + pads[1] + pads[3];
+      te::Tensor padded = te::compute("padded", {x.shape()[0], x.shape()[1], hp, wp}, [&](const std::vector<Var>& i) {
+        Expr y = i[2] - pads[0], xx = i[3] - pads[1];
+        Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),
+                                      ir::logical_and(ir::ge(xx, ir::int_imm(0)), ir::lt(xx, ir::int_imm(w))));
+        Expr read = x(i[0], i[1], ir::max(ir::min(y, ir::int_imm(h - 1)), ir::int_imm(0)),
+                      ir::max(ir::min(xx, ir::int_imm(w - 1)), ir::int_imm(0)));
+        return ir::select(inside, read, f32(-std::numeric_limits<float>::infinity()));
+      });
       auto r = te::reduce_axis(kernel[0], "r");
       auto s = te::reduce_axis(kernel[1], "s");
       result = te::compute("out", out, [&](const std::vector<Var>& i) {
-        Expr y = i[2] * strides[0] + r->var * dilations[0] - pads[0];
-        Expr xx = i[3] * strides[1] + s->var * dilations[1] - pads[1];
-        Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),
-                                      ir::logical_and(ir::ge(xx, ir::int_imm(0)), ir::lt(xx, ir::int_imm(w))));
-        // Padding never wins the max: it reads -inf, and the read itself stays inside the tensor.
-        Expr read = x(i[0], i[1], ir::max(ir::min(y, ir::int_imm(h - 1)), ir::int_imm(0)),
-                      ir::max(ir::min(xx, ir::int_imm(w - 1)), ir::int_imm(0)));
-        return te::max_reduce(ir::select(inside, read, f32(-std::numeric_limits<float>::infinity())), {r, s});
+        return te::max_reduce(padded(i[0], i[1], i[2] * strides[0] + r->var * dilations[0],
+                                     i[3] * strides[1] + s->var * dilations[1]), {r, s});
       });
     }
   } else if (op == "Transpose") {

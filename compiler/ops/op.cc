@@ -1,5 +1,7 @@
 #include "compiler/ops/op.h"
 
+#include <algorithm>
+
 #include "compiler/schedule/schedule.h"
 #include "compiler/te/widen_reductions.h"
 
@@ -67,12 +69,29 @@ Scheduled plain_schedule(const ComputeDef& def, bool vectorize) {
       st.parallel(st.axis(d));
       break;
     }
-  if (vectorize && def.output.op->reduce_axes.empty() && shape[last] > 1) {
-    if (shape[last] <= 16) {
-      st.vectorize(st.axis(last));
-    } else {
-      auto [outer, inner] = st.split(st.axis(last), 16);
-      st.vectorize(inner);
+  if (vectorize && shape[last] > 1) {
+    te::IterVar lanes = st.axis(last);
+    if (shape[last] > 16) {
+      auto [outer, inner] = st.split(lanes, 16);
+      lanes = inner;
+    }
+    // A reduction (pooling) runs its window outside the vector of outputs it accumulates.
+    if (!def.output.op->reduce_axes.empty()) {
+      std::vector<te::IterVar> order(st.leaf_iter_vars().begin(), st.leaf_iter_vars().end());
+      order.erase(std::remove(order.begin(), order.end(), lanes), order.end());
+      order.push_back(lanes);
+      st.reorder(order);
+    }
+    st.vectorize(lanes);
+    // Stages before the output without a reduction (a padded copy of the input) vectorize the same way.
+    for (const auto& stage : s->stages()) {
+      const auto& op = stage->op();
+      if (op == def.output.op || op->kind != te::OperationNode::Kind::kCompute || !op->reduce_axes.empty()) continue;
+      const auto& extent = op->buffer->shape;
+      if (extent.empty() || extent.back() <= 1) continue;
+      te::IterVar inner = stage->axis(extent.size() - 1);
+      if (extent.back() > 16) inner = stage->split(inner, 16).second;
+      stage->vectorize(inner);
     }
   }
   return Scheduled{std::move(s), def.args()};

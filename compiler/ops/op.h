@@ -95,8 +95,8 @@ Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind);
 // The schedule of an operator nobody tunes (a model's elementwise, pooling or normalization step):
 // every stage at the root, in order; the output's outermost axis longer than one runs in parallel,
 // so that such steps use the threads the tuned kernels use. With `vectorize`, the output's
-// innermost axis runs in vectors of 16 (the caller knows the body vectorizes: no reduction in the
-// output stage, no call that exists in scalar form only).
+// innermost axis runs in vectors of 16, inside the output's reduction if it has one (the caller
+// knows the body vectorizes: no call that exists in scalar form only, no scalar read beside it).
 Scheduled plain_schedule(const ComputeDef& def, bool vectorize = false);
 
 // The per-family definitions, collected by op_library().
