@@ -126,6 +126,7 @@ ComputeDef blocked_compute(const Workload& w) {
 // the broadcast inputs).
 constexpr int64_t kMaxAccVectors = 28;
 constexpr int64_t kLanes = 16;
+constexpr int64_t kMaxUnrolledFmas = 256;
 
 int64_t vectors(int64_t lanes) { return (lanes + kLanes - 1) / kLanes; }
 
@@ -139,12 +140,17 @@ ConfigSpace blocked_space(const std::string& name, const Blocked& b) {
   s.define_knob("unroll_window", std::vector<int64_t>{1, 0});
   s.define_knob("unroll_ci", std::vector<int64_t>{0, 1});
   s.define_annotate("parallel", {"none", "outer"});
-  int64_t oc = b.oc;
-  s.set_validator([oc](const Config& cfg) -> Status {
+  int64_t oc = b.oc, ic = b.ic, window = b.R * b.S;
+  s.set_validator([oc, ic, window](const Config& cfg) -> Status {
     int64_t qr = knob_list(cfg, "tile_q")[1], kr = knob_list(cfg, "tile_kb")[1];
     int64_t acc = qr * kr * vectors(oc);
     if (acc > kMaxAccVectors)
       return invalid_argument(fmt::format("register tile needs {} vector accumulators (at most {})", acc, kMaxAccVectors));
+    // Fully unrolled, the tile times the channels of a block times the window is the loop body:
+    // past a few hundred FMAs it spills the instruction cache and takes seconds to compile.
+    int64_t body = acc * (knob_int(cfg, "unroll_ci") ? ic : 1) * (knob_int(cfg, "unroll_window") ? window : 1);
+    if (body > kMaxUnrolledFmas)
+      return invalid_argument(fmt::format("unrolled loop body of {} FMAs (at most {})", body, kMaxUnrolledFmas));
     return Status();
   });
   return s;
