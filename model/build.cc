@@ -364,6 +364,15 @@ int {0}_run({0}_model* m, const float* const* inputs, const int64_t* input_eleme
   return out;
 }
 
+// The config with its outer loop split over the runtime's threads, where the template has that
+// knob: records are measured on one thread, where "none" and "outer" run alike, and a model runs on
+// as many threads as its caller sets (with one, the loop runs inline).
+Config with_outer_parallelism(Config config) {
+  for (auto& [name, value] : config.knobs)
+    if (name == "parallel" && std::holds_alternative<std::string>(value)) value = std::string("outer");
+  return config;
+}
+
 }  // namespace
 
 StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Target& target, const KernelChooser& choose) {
@@ -391,11 +400,13 @@ StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Tar
         continue;
       }
       TF_ASSIGN_OR_RETURN(ChosenKernel chosen, choose(*step.workload));
-      auto object = build_kernel_object(*step.workload, target, chosen.config, entry);
+      Config config = with_outer_parallelism(chosen.config);
+      auto object = build_kernel_object(*step.workload, target, config, entry);
       if (!object.ok()) return object.status().with_context(fmt::format("node '{}' ({})", step.node, key));
       parts.objects.push_back(std::move(*object));
       json k = {{"workload", key}, {"node", step.node}, {"source", chosen.tuned ? "tuned" : "default"},
-                {"config", json::parse(chosen.config.to_json())}};
+                {"config", json::parse(config.to_json())}};
+      if (!(config == chosen.config)) k["chosen_config"] = json::parse(chosen.config.to_json());
       if (chosen.tuned) {
         k["gflops"] = chosen.gflops;
         k["time_s"] = chosen.time_s;

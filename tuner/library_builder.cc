@@ -50,6 +50,16 @@ StatusOr<model::ChosenKernel> choose_kernel(db::RecordStore& store, const Worklo
   }
   const v1::Record& r = best.front();
   k.config = from_proto(r.config());
+  // A record from before its template's space changed may name a point the template no longer
+  // builds: the default stands in for it, and the build says so.
+  auto space = config_space(w, request.target, k.config.template_name);
+  Status valid = space.ok() ? space->check(k.config) : space.status();
+  if (!valid.ok()) {
+    TF_ASSIGN_OR_RETURN(k.config, default_config(w, request.target));
+    warnings.push_back(fmt::format("the best record of {} names a config its template no longer builds ({}): built from "
+                                   "the template's default config", w.to_string(), valid.message()));
+    return k;
+  }
   k.tuned = true;
   k.record_json = record_to_json_line(r);
   k.gflops = r.gflops();

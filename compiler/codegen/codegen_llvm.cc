@@ -667,19 +667,38 @@ class CodeGen {
     auto* saved_error = error_block_;
     auto saved_ip = b_.saveIP();
 
-    begin_function(body_fn);
+    // The body function only unpacks the closure and calls the loop's function, which takes the
+    // tensors as noalias pointers, as the kernel's own body does: loaded from the closure they
+    // would carry no aliasing facts, and the vectorized inner loops would reload what they could
+    // keep in registers. The inliner merges the two and keeps the facts as scoped metadata.
+    std::vector<llvm::Type*> inner_params = {i32, i32};
+    for (size_t k = 0; k < free.vars.size(); ++k) inner_params.push_back(i64);
+    for (size_t k = 0; k < free.buffers.size(); ++k) inner_params.push_back(ptr);
+    auto* inner_fn = llvm::Function::Create(llvm::FunctionType::get(i32, inner_params, false),
+                                            llvm::Function::InternalLinkage, body_fn->getName() + ".loop", m_);
+    set_attributes(inner_fn);
+    for (size_t k = 0; k < free.buffers.size(); ++k) inner_fn->addParamAttr(2 + free.vars.size() + k, llvm::Attribute::NoAlias);
+    {
+      begin_function(body_fn);
+      llvm::Value* cl = body_fn->getArg(2);
+      std::vector<llvm::Value*> args = {body_fn->getArg(0), body_fn->getArg(1)};
+      slot = 0;
+      for (const VarNode* v : free.vars) args.push_back(b_.CreateLoad(i64, b_.CreateConstInBoundsGEP1_64(i64, cl, slot++), v->name));
+      for (const BufferNode* bn : free.buffers)
+        args.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(i64, cl, slot++), bn->name));
+      b_.CreateRet(b_.CreateCall(inner_fn, args));
+    }
+    begin_function(inner_fn);
     vars_.clear();
     buffers_.clear();
-    llvm::Value* cl = body_fn->getArg(2);
-    slot = 0;
-    for (const VarNode* v : free.vars) vars_[v] = b_.CreateLoad(i64, b_.CreateConstInBoundsGEP1_64(i64, cl, slot++), v->name);
-    for (const BufferNode* bn : free.buffers)
-      buffers_[bn] = b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(i64, cl, slot++), bn->name);
+    size_t arg = 2;
+    for (const VarNode* v : free.vars) vars_[v] = inner_fn->getArg(static_cast<unsigned>(arg++));
+    for (const BufferNode* bn : free.buffers) buffers_[bn] = inner_fn->getArg(static_cast<unsigned>(arg++));
     // Re-evaluate min/extent inside (they only use free variables).
     llvm::Value* lo = emit(op->min);
     llvm::Value* n = emit(op->extent);
-    llvm::Value* task = b_.CreateSExt(body_fn->getArg(0), i64);
-    llvm::Value* ntasks = b_.CreateSExt(body_fn->getArg(1), i64);
+    llvm::Value* task = b_.CreateSExt(inner_fn->getArg(0), i64);
+    llvm::Value* ntasks = b_.CreateSExt(inner_fn->getArg(1), i64);
     llvm::Value* chunk = b_.CreateSDiv(b_.CreateAdd(n, b_.CreateSub(ntasks, b_.getInt64(1))), ntasks);
     llvm::Value* begin = b_.CreateMul(task, chunk);
     llvm::Value* stop = b_.CreateAdd(begin, chunk);

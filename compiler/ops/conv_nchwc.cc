@@ -126,7 +126,7 @@ ComputeDef blocked_compute(const Workload& w) {
 // the broadcast inputs).
 constexpr int64_t kMaxAccVectors = 28;
 constexpr int64_t kLanes = 16;
-constexpr int64_t kMaxUnrolledFmas = 256;
+constexpr int64_t kMaxUnrolledFmas = 512;
 
 int64_t vectors(int64_t lanes) { return (lanes + kLanes - 1) / kLanes; }
 
@@ -147,7 +147,7 @@ ConfigSpace blocked_space(const std::string& name, const Blocked& b) {
     if (acc > kMaxAccVectors)
       return invalid_argument(fmt::format("register tile needs {} vector accumulators (at most {})", acc, kMaxAccVectors));
     // Fully unrolled, the tile times the channels of a block times the window is the loop body:
-    // past a few hundred FMAs it spills the instruction cache and takes seconds to compile.
+    // past ~500 FMAs it spills the instruction cache and takes seconds to compile.
     int64_t body = acc * (knob_int(cfg, "unroll_ci") ? ic : 1) * (knob_int(cfg, "unroll_window") ? window : 1);
     if (body > kMaxUnrolledFmas)
       return invalid_argument(fmt::format("unrolled loop body of {} FMAs (at most {})", body, kMaxUnrolledFmas));

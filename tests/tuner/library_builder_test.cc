@@ -1,0 +1,98 @@
+// The library builder's choice of kernel: the history's best record, the template's default when
+// there is none (said in a warning) or when the record's config is no longer a point its template
+// builds, and an error with require_tuned.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "common/wire.h"
+#include "compiler/build.h"
+#include "tuner/library_builder.h"
+
+namespace tunefarm {
+namespace {
+
+class ChooseKernel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("choose-kernel-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    store_ = std::move(db::RecordStore::open((dir_ / "history.db").string()).value());
+    request_.target = Target{};
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void record(const Workload& w, const Config& config, double seconds) {
+    v1::Record r;
+    *r.mutable_workload() = to_proto(w);
+    *r.mutable_target() = to_proto(Target{});
+    r.set_device_key("local-cpu");
+    r.set_job_id("job-1");
+    *r.mutable_config() = to_proto(config);
+    r.mutable_result()->add_costs(seconds);
+    r.mutable_result()->set_agent_id("agent-1");
+    r.set_mean_cost_s(seconds);
+    r.set_gflops(1e-9 * *workload_flops(w) / seconds);
+    ASSERT_TRUE(store_->insert({r}).ok());
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<db::RecordStore> store_;
+  LibraryRequest request_;
+};
+
+TEST_F(ChooseKernel, TheBestRecordOrTheDefaultWithAWarning) {
+  Workload w = *parse_workload("conv2d_nchwc:N=1,C=32,H=7,W=7,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  std::vector<std::string> warnings;
+  auto untuned = choose_kernel(*store_, w, request_, warnings);
+  ASSERT_TRUE(untuned.ok()) << untuned.status().to_string();
+  EXPECT_FALSE(untuned->tuned);
+  EXPECT_EQ(untuned->config, *default_config(w, Target{}));
+  ASSERT_EQ(warnings.size(), 1u);
+  request_.require_tuned = true;
+  auto refused = choose_kernel(*store_, w, request_, warnings);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotFound);
+
+  Config tuned = *default_config(w, Target{});
+  for (auto& [name, value] : tuned.knobs)
+    if (name == "tile_q") value = std::vector<int64_t>{-1, 1};
+  record(w, tuned, 1e-4);
+  warnings.clear();
+  auto chosen = choose_kernel(*store_, w, request_, warnings);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
+  EXPECT_TRUE(chosen->tuned);
+  EXPECT_EQ(chosen->config, tuned);
+  EXPECT_TRUE(warnings.empty());
+}
+
+// A record whose config the template no longer builds (its space was narrowed after the record
+// was measured) gives way to the default instead of failing the whole library.
+TEST_F(ChooseKernel, ARecordTheTemplateNoLongerBuildsFallsBackToTheDefault) {
+  Workload w = *parse_workload("conv2d_nchwc:N=1,C=32,H=7,W=7,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  Config huge = *default_config(w, Target{});
+  for (auto& [name, value] : huge.knobs) {
+    if (name == "tile_q") value = std::vector<int64_t>{-1, 7};
+    if (name == "tile_kb") value = std::vector<int64_t>{-1, 2};
+    if (name == "unroll_ci" || name == "unroll_window") value = int64_t{1};
+  }
+  ASSERT_FALSE(config_space(w, Target{})->check(huge).ok());
+  record(w, huge, 1e-5);
+  std::vector<std::string> warnings;
+  auto chosen = choose_kernel(*store_, w, request_, warnings);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
+  EXPECT_FALSE(chosen->tuned);
+  EXPECT_EQ(chosen->config, *default_config(w, Target{}));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("no longer builds"), std::string::npos) << warnings[0];
+}
+
+}  // namespace
+}  // namespace tunefarm
