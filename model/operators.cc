@@ -318,6 +318,38 @@ StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node
   return Computed{ops::ComputeDef{in, result}, names};
 }
 
+StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block) {
+  TF_ASSIGN_OR_RETURN(const Value* x_value, graph.value_of(node, node.inputs.at(0)));
+  TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
+  std::vector<int64_t> xd = dims_of(*x_value), od = dims_of(*out_value);
+  std::vector<int64_t> kernel = node.ints_attr("kernel_shape"), strides = node.ints_attr("strides"),
+                       pads = node.ints_attr("pads"), dilations = node.ints_attr("dilations");
+  if (strides.empty()) strides = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (dilations.empty()) dilations = {1, 1};
+  if (xd.size() != 4 || xd[1] % block != 0 || kernel.size() != 2 || strides.size() != 2 || pads.size() != 4 ||
+      dilations.size() != 2 || node.int_attr("ceil_mode", 0) != 0)
+    return unsupported(node, "not a 2-D max pooling of an NCHW tensor in channel blocks");
+  int64_t cb = xd[1] / block, h = xd[2], w = xd[3];
+  te::Tensor x = te::placeholder("in", {xd[0], cb, h, w, block});
+  te::Tensor padded = te::compute("padded", {xd[0], cb, h + pads[0] + pads[2], w + pads[1] + pads[3], block},
+                                  [&](const std::vector<Var>& i) {
+    Expr y = i[2] - pads[0], xx = i[3] - pads[1];
+    Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),
+                                  ir::logical_and(ir::ge(xx, ir::int_imm(0)), ir::lt(xx, ir::int_imm(w))));
+    Expr read = x(i[0], i[1], ir::max(ir::min(y, ir::int_imm(h - 1)), ir::int_imm(0)),
+                  ir::max(ir::min(xx, ir::int_imm(w - 1)), ir::int_imm(0)), i[4]);
+    return ir::select(inside, read, f32(-std::numeric_limits<float>::infinity()));
+  });
+  auto r = te::reduce_axis(kernel[0], "r");
+  auto s = te::reduce_axis(kernel[1], "s");
+  te::Tensor out = te::compute("out", {od[0], cb, od[2], od[3], block}, [&](const std::vector<Var>& i) {
+    return te::max_reduce(padded(i[0], i[1], i[2] * strides[0] + r->var * dilations[0],
+                                 i[3] * strides[1] + s->var * dilations[1], i[4]), {r, s});
+  });
+  return Computed{ops::ComputeDef{{x}, out}, {in, node.outputs[0]}};
+}
+
 Computed copy_compute(const Value& from, const std::string& to) {
   te::Tensor in = te::placeholder("in", dims_of(from));
   te::Tensor out = te::compute("out", dims_of(from), [&](const std::vector<Var>& i) { return in(as_exprs(i)); });

@@ -43,6 +43,10 @@ StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node
                                             const std::vector<Epilogue>& epilogues,
                                             const std::vector<std::string>& operands, int64_t block);
 
+// A MaxPool node over its input kept in NCHW[block]c (`in`), written in the same blocks: the
+// window runs over rows and columns, a vector over the block's channels.
+StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
+
 // A copy of value `from` into `to` (a graph output that is a view of another value).
 Computed copy_compute(const Value& from, const std::string& to);
 

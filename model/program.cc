@@ -158,6 +158,18 @@ class Lowering {
   }
 
   Status other(const Node& node) {
+    // Max pooling between blocked convolutions stays in their blocks (ResNet's first layers).
+    if (node.op == "MaxPool") {
+      auto it = block_.find(p_.storage(node.inputs.at(0)));
+      if (it != block_.end() && !outputs_.count(node.outputs[0])) {
+        auto c = blocked_max_pool_compute(graph_, node, it->first, it->second);
+        if (c.ok()) {
+          add_step(node.name, node.op, *c, true);
+          block_[node.outputs[0]] = it->second;
+          return Status();
+        }
+      }
+    }
     Node n = node;
     for (auto& in : n.inputs) {
       if (in.empty()) continue;

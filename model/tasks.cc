@@ -25,13 +25,15 @@ StatusOr<Workload> make_workload(const Node& node, const std::string& text) {
 
 // The channel blocks of a convolution run channel-blocked (conv2d_nchwc): output channels in
 // vectors of 16 (8 when 16 does not divide them, as MobileNet's 24), input channels in blocks of 16,
-// 8 or 4. {0, 0} keeps NCHW: a first layer's three colour channels, or channel counts the blocks
+// 8 or 4, or all of them when there are fewer than 4. {0, 0} keeps NCHW: channel counts the blocks
 // do not divide.
 std::pair<int64_t, int64_t> conv_blocks(int64_t c, int64_t k) {
   int64_t oc = k % 16 == 0 ? 16 : k % 8 == 0 ? 8 : 0;
   if (oc == 0) return {0, 0};
   for (int64_t ic : {16, 8, 4})
     if (c % ic == 0) return {ic, oc};
+  // A first layer's colour channels are one block: its output is what the blocked layers read.
+  if (c < 4) return {c, oc};
   return {0, 0};
 }
 
