@@ -217,7 +217,8 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "Measured duration")->capture_default_str()->check(CLI::PositiveNumber);
   int exit_code = 0;
   if (!tunefarm::parse_command_line(app, argc, argv, exit_code)) return exit_code;
-  if (auto s = tunefarm::setup_logging("tracker_bench", common.log_level.empty() ? "warn" : common.log_level); !s.ok()) {
+  if (auto s = tunefarm::setup_logging("tracker_bench", common.log_level.empty() ? "warn" : common.log_level,
+                                          common.log_format); !s.ok()) {
     fmt::print(stderr, "tracker_bench: {}\n", s.message());
     return 2;
   }
