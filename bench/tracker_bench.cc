@@ -91,7 +91,10 @@ double percentile(std::vector<double>& values, double p) {
 int run(int num_agents, int num_tuners, int batch, double seconds) {
   std::string trackerd = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "trackerd").string();
   std::string address = fmt::format("127.0.0.1:{}", free_port());
-  std::vector<std::string> args = {trackerd, "--listen", address, "--log-level", "warn"};
+  // Metrics on, as a farm runs: the broker counts every lease and result. On a free port, so that
+  // the bench never meets a trackerd of this machine on the default one.
+  std::vector<std::string> args = {trackerd, "--listen", address, "--log-level", "warn", "--metrics-listen",
+                                   fmt::format("127.0.0.1:{}", free_port())};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
