@@ -41,6 +41,15 @@ DaemonExit run_device_agent(AgentFlags f) {
   f.agent.credentials = *credentials;
 
   StopSignals signals;
+  // Before the sandbox starts: a mistake in the flags is said at once.
+  if (f.agent.agent_id.empty()) f.agent.agent_id = default_agent_id();
+  auto registry = std::make_shared<prometheus::Registry>();
+  AgentMetrics metrics(*registry, f.agent.agent_id, f.agent.device_key);
+  auto endpoint = MetricsEndpoint::start({f.metrics_listen, f.metrics_tls, f.metrics_tokens, f.insecure,
+                                          "--metrics-tls-cert, --metrics-tls-key", "--metrics-token",
+                                          "a metrics token (--metrics-token)"},
+                                         registry);
+  if (!endpoint.ok()) return DaemonExit::of(endpoint.status());
   v1::Capabilities capabilities = local_capabilities();
   // The CUDA driver reserves far more address space than any cap that still stops a runaway CPU
   // kernel, so a board with a GPU gets none unless one is asked for.
@@ -50,14 +59,6 @@ DaemonExit run_device_agent(AgentFlags f) {
   auto measurer = Measurer::create(f.measurer);
   if (!measurer.ok()) return DaemonExit::environment(measurer.status());
   if (Status s = (*measurer)->self_test(); !s.ok()) return DaemonExit::environment(s);
-  if (f.agent.agent_id.empty()) f.agent.agent_id = default_agent_id();
-  auto registry = std::make_shared<prometheus::Registry>();
-  AgentMetrics metrics(*registry, f.agent.agent_id, f.agent.device_key);
-  auto endpoint = MetricsEndpoint::start({f.metrics_listen, f.metrics_tls, f.metrics_tokens, f.insecure,
-                                          "--metrics-tls-cert, --metrics-tls-key", "--metrics-token",
-                                          "a metrics token (--metrics-token)"},
-                                         registry);
-  if (!endpoint.ok()) return DaemonExit::of(endpoint.status());
   auto measure = [m = measurer->get(), &metrics](const v1::LeasedBatch& batch, const v1::Candidate& candidate) {
     // The self-test started the first worker: every start counted here replaces a killed one.
     int starts = m->worker_starts();

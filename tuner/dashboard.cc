@@ -101,11 +101,10 @@ HttpResponse list_jobs(JobManager& jobs, const HttpRequest& request) {
   if (Status s = check_params(request, {"state", "limit"}); !s.ok()) return error_response(s);
   std::vector<v1::JobState> states;
   for (auto [it, end] = request.query.equal_range("state"); it != end; ++it) {
-    std::string_view rest = it->second;
-    while (!rest.empty()) {
-      size_t comma = rest.find(',');
-      std::string name(rest.substr(0, comma));
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    // Every piece between commas names a state: an empty one is a mistake too.
+    for (size_t start = 0;;) {
+      size_t comma = it->second.find(',', start);
+      std::string name = it->second.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
       v1::JobState state;
       if (!v1::JobState_Parse(name, &state) || state == v1::JOB_STATE_UNSPECIFIED)
@@ -113,6 +112,8 @@ HttpResponse list_jobs(JobManager& jobs, const HttpRequest& request) {
                                                     "CANCELLED",
                                                     name.substr(0, 64)));
       states.push_back(state);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
     }
   }
   int limit = kDefaultJobLimit;
