@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -146,6 +147,8 @@ TEST_F(FarmMetricsTest, CountersMatchWhatHappenedDuringAJobCrashesAndAKilledAgen
   EXPECT_EQ(agents_sum("tunefarm_agent_measurements_total", {{"error", "RUNTIME_ERROR"}}), 3);
   // Each crash kills the worker; the candidates after the first crash each start a new one.
   EXPECT_GE(agents_sum("tunefarm_agent_worker_restarts_total") - restarts_before, 2);
+  std::string agents_exposed;
+  for (const auto& [id, port] : agent_ports_) agents_exposed += http_get(port, "/metrics").body;
 
   // --- An agent killed mid-batch: its unanswered candidates are requeued to the survivor. ---
   double ok_before = tracker.get("tunefarm_tracker_results_total", {{"device_key", "local-cpu"}, {"error", "OK"}});
@@ -176,6 +179,21 @@ TEST_F(FarmMetricsTest, CountersMatchWhatHappenedDuringAJobCrashesAndAKilledAgen
   EXPECT_EQ(tracker.get("tunefarm_tracker_agents", {{"device_key", "local-cpu"}}), 1);
   std::cout << retried << " candidates requeued; the tracker counted "
             << tracker.sum("tunefarm_tracker_requeued_candidates_total") << "\n";
+
+  // Every metric the Grafana dashboard plots is one the daemons serve (only a lease expiry, which
+  // nothing here causes, leaves a family without a series).
+  std::string exposed = http_get(tracker_port_, "/metrics").body + http_get(tunerd_port, "/metrics").body + agents_exposed;
+  std::ifstream grafana(std::string(TUNEFARM_SOURCE_DIR) + "/deploy/grafana/tunefarm.json");
+  std::string dashboard((std::istreambuf_iterator<char>(grafana)), std::istreambuf_iterator<char>());
+  std::regex metric("tunefarm_[a-z_]+");
+  int plotted = 0;
+  for (auto it = std::sregex_iterator(dashboard.begin(), dashboard.end(), metric); it != std::sregex_iterator(); ++it) {
+    std::string name = it->str();
+    if (name == "tunefarm_tracker_lease_expirations_total") continue;
+    ++plotted;
+    EXPECT_NE(exposed.find("\n" + name), std::string::npos) << name << " is plotted but not served";
+  }
+  EXPECT_GT(plotted, 15);
 }
 
 // --- Tokens ------------------------------------------------------------------------------------
