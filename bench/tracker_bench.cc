@@ -91,7 +91,10 @@ double percentile(std::vector<double>& values, double p) {
 int run(int num_agents, int num_tuners, int batch, double seconds) {
   std::string trackerd = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "trackerd").string();
   std::string address = fmt::format("127.0.0.1:{}", free_port());
-  std::vector<std::string> args = {trackerd, "--listen", address, "--log-level", "warn"};
+  // Metrics on, as a farm runs: the broker counts every lease and result. On a free port, so that
+  // the bench never meets a trackerd of this machine on the default one.
+  std::vector<std::string> args = {trackerd, "--listen", address, "--log-level", "warn", "--metrics-listen",
+                                   fmt::format("127.0.0.1:{}", free_port())};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -217,7 +220,8 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "Measured duration")->capture_default_str()->check(CLI::PositiveNumber);
   int exit_code = 0;
   if (!tunefarm::parse_command_line(app, argc, argv, exit_code)) return exit_code;
-  if (auto s = tunefarm::setup_logging("tracker_bench", common.log_level.empty() ? "warn" : common.log_level); !s.ok()) {
+  if (auto s = tunefarm::setup_logging("tracker_bench", common.log_level.empty() ? "warn" : common.log_level,
+                                          common.log_format); !s.ok()) {
     fmt::print(stderr, "tracker_bench: {}\n", s.message());
     return 2;
   }

@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   }
   int exit_code = 0;
   if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
-  if (Status s = setup_logging("tune-client", common.log_level.empty() ? "warn" : common.log_level); !s.ok())
+  if (Status s = setup_logging("tune-client", common.log_level.empty() ? "warn" : common.log_level,
+                                common.log_format); !s.ok())
     return client::fail(s.message());
   auto security = channel_credentials(tls);
   if (!security.ok()) return client::fail(security.status().message());

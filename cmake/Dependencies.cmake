@@ -29,6 +29,20 @@ find_package(ONNX CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
+# The daemons' HTTP endpoints (metrics, dashboard): Debian's cpp-httplib is a compiled library
+# whose pkg-config file carries the defines (OpenSSL, zlib, brotli) its header must be read with;
+# prometheus-cpp's core (metric types, text format) through pkg-config too, since its CMake config
+# also demands the pull exposer's civetweb, which nothing here uses.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+pkg_check_modules(PROMETHEUS_CORE REQUIRED IMPORTED_TARGET prometheus-cpp-core)
+# The dashboard's charts (libjs-chart.js); tunerd serves the file from where Debian installs it.
+find_file(CHARTJS_FILE chart.min.js PATHS /usr/share/javascript/chart.js NO_DEFAULT_PATH)
+if(NOT CHARTJS_FILE)
+  message(WARNING "chart.min.js (Debian's libjs-chart.js) not found: tunerd's dashboard will show tables without "
+                  "charts until --chart-js names the file (bash deploy/install-deps.sh installs it)")
+  set(CHARTJS_FILE "/usr/share/javascript/chart.js/chart.min.js")
+endif()
 find_package(CLI11 CONFIG QUIET)
 if(NOT CLI11_FOUND)
   find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)

@@ -17,13 +17,14 @@
 
 #include "common/address.h"
 #include "common/credentials.h"
+#include "common/flags.h"
 #include "common/logging.h"
 
 namespace tunefarm {
 
-int run_daemon(std::string_view program, const std::string& log_level, const std::function<DaemonExit()>& daemon) {
+int run_daemon(std::string_view program, const CommonFlags& common, const std::function<DaemonExit()>& daemon) {
   DaemonExit exit;
-  if (Status s = setup_logging(program, log_level); !s.ok())
+  if (Status s = setup_logging(program, common.log_level, common.log_format); !s.ok())
     exit = DaemonExit::configuration(s);
   else
     exit = daemon();
@@ -64,11 +65,7 @@ int StopSignals::wait() {
   return sig;
 }
 
-namespace {
-
-// Why `listen` cannot be bound, from binding it ourselves: gRPC only logs the reason. Empty when a
-// plain bind succeeds (then the address was malformed for gRPC, or the race was lost).
-std::string bind_error(const std::string& listen) {
+std::string listen_error(const std::string& listen) {
   if (listen.starts_with("unix:")) return {};
   size_t colon = listen.rfind(':');
   if (colon == std::string::npos) return {};
@@ -93,8 +90,6 @@ std::string bind_error(const std::string& listen) {
   return why;
 }
 
-}  // namespace
-
 StatusOr<std::unique_ptr<grpc::Server>> start_server(grpc::ServerBuilder& builder, const std::string& listen,
                                                      std::shared_ptr<grpc::ServerCredentials> credentials) {
   int port = 0;
@@ -103,7 +98,7 @@ StatusOr<std::unique_ptr<grpc::Server>> start_server(grpc::ServerBuilder& builde
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server && port != 0) return server;
   if (server) server->Shutdown();
-  std::string why = bind_error(listen);
+  std::string why = listen_error(listen);
   return unavailable(fmt::format("cannot listen on {}: {}", listen, why.empty() ? "malformed address?" : why));
 }
 

@@ -32,12 +32,19 @@ struct DaemonExit {
   static DaemonExit ok() { return {}; }
   static DaemonExit configuration(const Status& why) { return {2, why.message()}; }
   static DaemonExit environment(const Status& why) { return {1, why.message()}; }
+  // UNAVAILABLE (a taken port, a missing resource) is the environment's; anything else the
+  // configuration's.
+  static DaemonExit of(const Status& why) {
+    return why.code() == StatusCode::kUnavailable ? environment(why) : configuration(why);
+  }
 };
 
-// A daemon's main after parsing its flags: sets up logging as `program`, runs `daemon` (which
-// returns when the daemon stops) and prints a failure as "program: message" to stderr. Returns the
-// exit code.
-int run_daemon(std::string_view program, const std::string& log_level, const std::function<DaemonExit()>& daemon);
+struct CommonFlags;
+
+// A daemon's main after parsing its flags: sets up logging as `program` (level and format from
+// `common`), runs `daemon` (which returns when the daemon stops) and prints a failure as
+// "program: message" to stderr. Returns the exit code.
+int run_daemon(std::string_view program, const CommonFlags& common, const std::function<DaemonExit()>& daemon);
 
 // What a daemon has of the protections that make serving beyond loopback safe.
 struct Exposure {
@@ -71,6 +78,11 @@ class StopSignals {
  private:
   sigset_t set_;
 };
+
+// Why `listen` cannot be bound, from binding it ourselves (gRPC and the HTTP server only say that
+// it failed): "address already in use (...)" or the system's reason. Empty when a plain bind
+// succeeds (then the address was malformed, or the race was lost).
+std::string listen_error(const std::string& listen);
 
 // Adds a listening port on `listen` (never shared: gRPC lets two processes bind one port unless told
 // not to, and clients then reach either at random) and starts the server. A taken port is an error

@@ -15,6 +15,9 @@ namespace tunefarm {
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_config_file) {
   app.add_option("--log-level", flags.log_level,
                  "trace, debug, info, warn, error, critical or off (default: $TUNEFARM_LOG_LEVEL or info)");
+  app.add_option("--log-format", flags.log_format, "text (for people) or json (one object per line, for log shippers)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
   if (with_config_file) {
     app.set_config("--config", "", "TOML file with default values for these flags (keys are the flag names)");
   }

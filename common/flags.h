@@ -14,9 +14,11 @@ namespace tunefarm {
 
 struct CommonFlags {
   std::string log_level;
+  std::string log_format = "text";
 };
 
-// Adds --log-level; with `with_config_file`, also --config (a TOML file).
+// Adds --log-level and --log-format (text, or json for log shippers); with `with_config_file`,
+// also --config (a TOML file).
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_config_file);
 
 // Adds a secret (a token) as `--NAME`, readable from the --config file, from $ENV, or from the file

@@ -188,4 +188,19 @@ StatusOr<std::vector<v1::Job>> RecordStore::list_jobs(const std::vector<v1::JobS
   return jobs;
 }
 
+StatusOr<std::map<v1::JobState, int64_t>> RecordStore::count_jobs_by_state() {
+  std::map<v1::JobState, int64_t> counts;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    counts.clear();
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+    for (;;) {
+      TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+      if (!row) return Status();
+      int64_t state = stmt.column_int(0);
+      if (v1::JobState_IsValid(static_cast<int>(state))) counts[static_cast<v1::JobState>(state)] = stmt.column_int(1);
+    }
+  }));
+  return counts;
+}
+
 }  // namespace tunefarm::db

@@ -265,7 +265,7 @@ StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path
       },
       options.busy_budget, path);
   TF_RETURN_IF_ERROR(status);
-  auto writer = std::make_unique<Writer>(std::move(connection), options.busy_budget);
+  auto writer = std::make_unique<Writer>(std::move(connection), options.busy_budget, 50000, options.on_commit);
   return std::unique_ptr<RecordStore>(new RecordStore(path, options, std::move(writer)));
 }
 

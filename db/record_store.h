@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -44,6 +45,9 @@ struct RecordStoreOptions {
   // integrity_check (indexes against tables too; slower).
   enum class Check { kQuick, kFull };
   Check check = Check::kQuick;
+  // Told after each write transaction how long it took, how many writes it held and whether it
+  // committed (tunerd's history-write metrics); on the writer's thread, so it must not block.
+  std::function<void(double seconds, size_t writes, bool committed)> on_commit;
 };
 
 // Which records a listing or an export covers; unset fields match everything.
@@ -137,6 +141,8 @@ class RecordStore {
   StatusOr<v1::Job> get_job(std::string_view job_id);
   // Jobs in any of `states` (all when empty), newest first; `limit` 0 means 100.
   StatusOr<std::vector<v1::Job>> list_jobs(const std::vector<v1::JobState>& states, int limit = 0);
+  // How many jobs are in each state, over the whole history.
+  StatusOr<std::map<v1::JobState, int64_t>> count_jobs_by_state();
 
  private:
   RecordStore(std::string path, RecordStoreOptions options, std::unique_ptr<Writer> writer);

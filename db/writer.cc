@@ -11,8 +11,11 @@
 namespace tunefarm::db {
 
 Writer::Writer(std::unique_ptr<Connection> connection, std::chrono::milliseconds busy_budget,
-               int64_t max_batch_weight)
-    : connection_(std::move(connection)), busy_budget_(busy_budget), max_batch_weight_(max_batch_weight) {
+               int64_t max_batch_weight, CommitObserver on_commit)
+    : connection_(std::move(connection)),
+      busy_budget_(busy_budget),
+      max_batch_weight_(max_batch_weight),
+      on_commit_(std::move(on_commit)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -88,7 +91,11 @@ void Writer::run() {
       }
     }
     Status failure;
+    auto started = std::chrono::steady_clock::now();
     std::vector<StatusOr<int64_t>> results = commit(batch, failure);
+    if (on_commit_)
+      on_commit_(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), batch.size(),
+                 failure.ok());
     std::lock_guard lock(mutex_);
     // At shutdown there is no later: what cannot be written now is reported below as lost.
     if (is_outage(failure) && !stopping_) {

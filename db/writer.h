@@ -33,11 +33,14 @@ class Writer {
   // case everything it wrote is rolled back. An operation may run more than once when the
   // transaction had to be retried, so it must not act outside the database.
   using Operation = std::function<StatusOr<int64_t>(Connection&)>;
+  // Told after each transaction how long it took, how many operations it held and whether it
+  // committed (for the service's metrics); called on the writer's thread, so it must not block.
+  using CommitObserver = std::function<void(double seconds, size_t operations, bool committed)>;
 
   // `weight` of an operation: roughly how many rows it writes. A transaction takes queued
   // operations until their weight reaches `max_batch_weight`.
   Writer(std::unique_ptr<Connection> connection, std::chrono::milliseconds busy_budget,
-         int64_t max_batch_weight = 50000);
+         int64_t max_batch_weight = 50000, CommitObserver on_commit = nullptr);
   // Commits what is queued, then stops the thread.
   ~Writer();
   Writer(const Writer&) = delete;
@@ -73,6 +76,7 @@ class Writer {
   std::unique_ptr<Connection> connection_;
   const std::chrono::milliseconds busy_budget_;
   const int64_t max_batch_weight_;
+  const CommitObserver on_commit_;
 
   mutable std::mutex mutex_;
   std::condition_variable work_ready_;

@@ -16,8 +16,13 @@ PACKAGES=(
   # ONNX models: the importer's library, and the package the model scripts write them with; the
   # virtual environment for ONNX Runtime (below)
   libonnx-dev python3-onnx python3-numpy python3-venv
+  # metrics (prometheus-cpp's core: counters, histograms, the text format), the daemons' HTTP
+  # endpoints (cpp-httplib, with OpenSSL for TLS) and the dashboard's charts
+  prometheus-cpp-dev libcpp-httplib-dev libssl-dev libjs-chart.js
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libdnnl-dev
+  # the dashboard's browser test
+  chromium-headless-shell
   # ARM boards, emulated
   qemu-user g++-aarch64-linux-gnu
   # fuzzing (libFuzzer comes with clang's runtime)

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -19,6 +21,10 @@ struct AgentFlags {
   TlsClientFiles tls;
   int64_t memory_limit_mb = -1;  // -1: the default of add_agent_flags' help
   uint64_t max_artifact_mb = kDefaultMaxArtifactBytes >> 20;
+  std::string metrics_listen;
+  TlsServerFiles metrics_tls;
+  std::vector<std::string> metrics_tokens;
+  bool insecure = false;
 };
 
 void add_agent_flags(CLI::App& app, AgentFlags& flags);

@@ -9,6 +9,7 @@
 #include "common/credentials.h"
 #include "common/wire.h"
 #include "measure/measure_options.h"
+#include "tracker/metrics.h"
 
 namespace tunefarm {
 namespace {
@@ -223,6 +224,7 @@ void Broker::close_session_locked(SessionId session, const std::string& reason) 
   Agent& agent = it->second;
   std::string key_name = agent.hello.device_key();
   spdlog::info("agent '{}' left key '{}': {}", agent.hello.agent_id(), key_name, reason);
+  if (options_.metrics) options_.metrics->agent_lost(key_name);
   if (!agent.lease_id.empty()) {
     if (auto lease = leases_.find(agent.lease_id); lease != leases_.end())
       requeue_locked(lease->second, fmt::format("agent '{}' was lost: {}", agent.hello.agent_id(), reason));
@@ -264,7 +266,11 @@ StatusOr<RequestId> Broker::submit(v1::MeasureRequest proto, std::shared_ptr<Tun
   request.proto.clear_token();
   request.candidates.resize(request.proto.candidates_size());
   request.unanswered = request.proto.candidates_size();
-  for (int i = 0; i < request.unanswered; ++i) request.pending.push_back(i);
+  auto now = options_.clock();
+  for (int i = 0; i < request.unanswered; ++i) {
+    request.pending.push_back(i);
+    request.candidates[i].queued_at = now;
+  }
   enqueue_locked(request, false);
   dispatch_locked(request.proto.device_key());
   return id;
@@ -349,6 +355,9 @@ void Broker::dispatch_locked(const std::string& key_name) {
       request.pending.pop_front();
       request.candidates[index].attempts++;
       request.candidates[index].lease_id = lease.id;
+      if (options_.metrics)
+        options_.metrics->dispatch_wait(key_name,
+                                        std::chrono::duration<double>(now - request.candidates[index].queued_at).count());
       lease.open.push_back(index);
       *batch.add_candidates() = request.proto.candidates(index);
     }
@@ -368,6 +377,7 @@ void Broker::dispatch_locked(const std::string& key_name) {
       }
     }
     agent.lease_id = lease.id;
+    if (options_.metrics) options_.metrics->lease(key_name, static_cast<int>(lease.open.size()));
     leases_[lease.id] = std::move(lease);
     spdlog::debug("lease {} of request {}: {} candidates to agent {}", batch.lease_id(), id, batch.candidates_size(), agent.hello.agent_id());
     agent.channel->send_batch(std::move(batch));
@@ -380,6 +390,7 @@ void Broker::deliver_locked(Request& request, int index, v1::MeasureResult resul
   c.answered = true;
   c.lease_id.clear();
   result.set_attempts(c.attempts);
+  if (options_.metrics) options_.metrics->result(request.proto.device_key(), result.error());
   v1::MeasureResponse response;
   response.set_candidate_id(request.proto.candidates(index).id());
   *response.mutable_result() = std::move(result);
@@ -404,17 +415,26 @@ void Broker::requeue_locked(Lease& lease, const std::string& reason) {
   open.swap(lease.open);
   if (it == requests_.end()) return;
   Request& request = it->second;
+  std::string key = request.proto.device_key();
+  auto now = options_.clock();
+  int requeued = 0;
   // Walk backwards so that push_front keeps the original order at the head of the line.
   for (auto i = open.rbegin(); i != open.rend(); ++i) {
     Candidate& c = request.candidates[*i];
     c.lease_id.clear();
     if (c.attempts >= options_.max_attempts) {
       deliver_locked(request, *i, lost(fmt::format("{} (tried on {} agents)", reason, c.attempts), c.attempts));
-      if (requests_.find(lease.request) == requests_.end()) return;
+      if (requests_.find(lease.request) == requests_.end()) {
+        if (options_.metrics && requeued > 0) options_.metrics->requeued(key, requeued);
+        return;
+      }
     } else {
+      c.queued_at = now;
       request.pending.push_front(*i);
+      ++requeued;
     }
   }
+  if (options_.metrics && requeued > 0) options_.metrics->requeued(key, requeued);
   spdlog::warn("requeued {} candidates of request {}: {}", open.size(), request.id, reason);
   enqueue_locked(request, true);
 }
@@ -434,6 +454,7 @@ void Broker::tick() {
     agent.stale_lease = id;
     agent.lease_id.clear();
     std::string key = agent.hello.device_key();
+    if (options_.metrics) options_.metrics->lease_expired(key);
     requeue_locked(lease, fmt::format("the lease on agent '{}' expired", agent.hello.agent_id()));
     end_lease_locked(id);
     dispatch_locked(key);

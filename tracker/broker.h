@@ -26,6 +26,8 @@
 
 namespace tunefarm {
 
+class TrackerMetrics;
+
 using BrokerClock = std::chrono::steady_clock;
 using SessionId = uint64_t;
 using RequestId = uint64_t;
@@ -49,6 +51,8 @@ struct BrokerOptions {
   // certificate.
   std::vector<std::string> reader_tokens;
   std::function<BrokerClock::time_point()> clock = [] { return BrokerClock::now(); };
+  // Counts leases, requeues, results and dispatch waits as they happen; null: none.
+  std::shared_ptr<TrackerMetrics> metrics;
 };
 
 // The way down to one agent (its session stream).
@@ -114,6 +118,7 @@ class Broker {
     int attempts = 0;
     bool answered = false;
     std::string lease_id;  // The lease holding it now; empty when pending or answered.
+    BrokerClock::time_point queued_at;  // When it last joined the queue, for the dispatch wait.
   };
   struct Request {
     RequestId id = 0;

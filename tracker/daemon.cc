@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/flags.h"
+#include "common/metrics.h"
+#include "tracker/metrics.h"
 #include "tracker/service.h"
 
 namespace tunefarm {
@@ -15,6 +17,7 @@ namespace tunefarm {
 void add_trackerd_flags(CLI::App& app, TrackerdFlags& f) {
   BrokerOptions& o = f.broker;
   app.add_option("--listen", f.listen, "Address to serve on")->capture_default_str();
+  add_metrics_listen_flag(app, f.metrics_listen, "127.0.0.1:9390");
   add_secret_option(app, "agent-token", o.agent_token, "TUNEFARM_AGENT_TOKEN", "Token agents must present in their hello");
   add_secret_option(app, "tuner-token", o.tuner_token, "TUNEFARM_TUNER_TOKEN",
                     "Token tuners must present with each Measure request");
@@ -87,7 +90,18 @@ DaemonExit run_trackerd(TrackerdFlags f) {
   options.no_agent_timeout = std::chrono::seconds(f.no_agent_timeout_s);
 
   StopSignals signals;
+  auto registry = std::make_shared<prometheus::Registry>();
+  options.metrics = std::make_shared<TrackerMetrics>(*registry);
   Broker broker(options);
+  // The metrics are the farm's inventory: the same tokens that may list it may scrape them.
+  MetricsEndpointOptions metrics_options{f.metrics_listen, f.tls, options.reader_tokens, f.insecure,
+                                         "--tls-cert, --tls-key", "--tuner-token or --reader-token",
+                                         "the tuner token or a reader token"};
+  if (!options.tuner_token.empty()) metrics_options.tokens.push_back(options.tuner_token);
+  auto metrics = MetricsEndpoint::start(metrics_options, registry, [&broker, m = options.metrics] {
+    m->sample(broker.queue_status(""));
+  });
+  if (!metrics.ok()) return DaemonExit::of(metrics.status());
   TrackerService service(broker);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxTrackerMessageBytes);

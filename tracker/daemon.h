@@ -13,6 +13,7 @@ namespace tunefarm {
 
 struct TrackerdFlags {
   std::string listen = "127.0.0.1:9190";
+  std::string metrics_listen;
   BrokerOptions broker;
   int heartbeat_timeout_ms = static_cast<int>(BrokerOptions{}.heartbeat_timeout.count());
   int no_agent_timeout_s = 30;

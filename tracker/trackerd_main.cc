@@ -12,5 +12,5 @@ int main(int argc, char** argv) {
   add_trackerd_flags(app, flags);
   int exit_code = 0;
   if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
-  return run_daemon("trackerd", common.log_level, [&] { return run_trackerd(std::move(flags)); });
+  return run_daemon("trackerd", common, [&] { return run_trackerd(std::move(flags)); });
 }

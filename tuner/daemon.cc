@@ -1,20 +1,33 @@
 #include "tuner/daemon.h"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include "common/flags.h"
+#include "common/http_server.h"
+#include "common/metrics.h"
 #include "common/temp_dir.h"
 #include "tuner/compiler_task.h"
+#include "tuner/dashboard.h"
+#include "tuner/metrics.h"
 #include "tuner/tracker_backend.h"
 
 namespace tunefarm {
 
 void add_tunerd_flags(CLI::App& app, TunerdFlags& f) {
   app.add_option("--listen", f.listen, "Address to serve on")->capture_default_str();
+  add_metrics_listen_flag(app, f.metrics_listen, "127.0.0.1:9391");
+  app.add_option("--http-listen", f.http_listen,
+                 "Address of the web dashboard (jobs, tuning curves, the farm; JSON under /api/): host:port or a port "
+                 "(on 127.0.0.1); off when not given. Beyond loopback it needs TLS and tokens, as tunerd does");
+  f.chart_js = TUNEFARM_CHARTJS_FILE;
+  app.add_option("--chart-js", f.chart_js, "Chart.js file the dashboard draws its charts with (Debian's libjs-chart.js)")
+      ->capture_default_str();
   app.add_option("--tracker", f.tracker, "The tracker's address")->capture_default_str();
   app.add_option("--data-dir", f.data_dir, "Directory of the history database (created if missing)")
       ->capture_default_str();
@@ -61,7 +74,7 @@ struct History {
   std::unique_ptr<db::RecordStore> store;
 };
 
-StatusOr<History> open_history(const TunerdFlags& f) {
+StatusOr<History> open_history(const TunerdFlags& f, const std::shared_ptr<TunerMetrics>& metrics) {
   std::error_code ec;
   std::filesystem::create_directories(f.data_dir, ec);
   if (ec) return unavailable(fmt::format("cannot create data directory {}: {}", f.data_dir, ec.message()));
@@ -71,9 +84,24 @@ StatusOr<History> open_history(const TunerdFlags& f) {
   remove_stale_temp_dirs("", "tunefarm-link");
   db::RecordStoreOptions options;
   options.check = f.check_history == "full" ? db::RecordStoreOptions::Check::kFull : db::RecordStoreOptions::Check::kQuick;
+  options.on_commit = [metrics](double seconds, size_t writes, bool committed) {
+    metrics->history_write(seconds, writes, committed);
+  };
   TF_ASSIGN_OR_RETURN(history.store,
                       db::RecordStore::open((std::filesystem::path(f.data_dir) / "history.db").string(), options));
   return history;
+}
+
+// The dashboard's charts; without the file the dashboard still serves its tables and JSON.
+std::string read_chart_js(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  if (in) text << in.rdbuf();
+  if (text.str().empty())
+    spdlog::warn("cannot read Chart.js from {} (apt-get install libjs-chart.js, or --chart-js FILE): the dashboard "
+                 "shows no charts",
+                 path);
+  return text.str();
 }
 
 std::shared_ptr<grpc::Channel> tracker_channel(const TunerdFlags& f,
@@ -95,7 +123,9 @@ DaemonExit run_tunerd(TunerdFlags f) {
   if (!tracker_credentials.ok()) return DaemonExit::configuration(tracker_credentials.status());
   f.jobs.model.objective = *parse_objective(f.objective);
   f.jobs.build_mark_dir = f.data_dir;
-  auto history = open_history(f);
+  auto registry = std::make_shared<prometheus::Registry>();
+  f.jobs.metrics = std::make_shared<TunerMetrics>(*registry);
+  auto history = open_history(f, f.jobs.metrics);
   if (!history.ok()) return DaemonExit::environment(history.status());
   db::RecordStore& store = *history->store;
 
@@ -114,6 +144,29 @@ DaemonExit run_tunerd(TunerdFlags f) {
       },
       [&](const std::string& key) { return check_device_key(tracker, key, f.tracker_token); }, f.jobs);
   TunerService service(jobs, store, f.tokens);
+  // The read-only token suffices for the metrics and the dashboard: both only show.
+  std::vector<std::string> readers = f.tokens.client;
+  readers.insert(readers.end(), f.tokens.read_only.begin(), f.tokens.read_only.end());
+  auto metrics = MetricsEndpoint::start({f.metrics_listen, f.tls, readers, f.insecure, "--tls-cert, --tls-key",
+                                         "--client-token or --read-only-token", "a client or read-only token"},
+                                        registry, [&store, m = f.jobs.metrics] {
+                                          if (auto counts = store.count_jobs_by_state(); counts.ok()) m->sample_jobs(*counts);
+                                        });
+  if (!metrics.ok()) return DaemonExit::of(metrics.status());
+  std::unique_ptr<HttpServer> dashboard;
+  if (!f.http_listen.empty() && f.http_listen != "off") {
+    std::string listen = normalize_listen_address(f.http_listen);
+    Exposure http_exposure{listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key",
+                           "--client-token or --read-only-token", "whoever can reach it may read the jobs and the farm"};
+    if (Status s = check_exposure(http_exposure); !s.ok()) return DaemonExit::configuration(s.with_context("--http-listen"));
+    HttpServerOptions http{listen, f.tls.cert, f.tls.key, readers, "a client or read-only token (as the password)",
+                           "dashboard"};
+    auto farm = [tracker, token = f.tracker_token] { return farm_status(tracker, token); };
+    auto started = HttpServer::start(http, dashboard_routes(jobs, store, farm, read_chart_js(f.chart_js)));
+    if (!started.ok()) return DaemonExit::of(started.status());
+    dashboard = std::move(*started);
+    spdlog::info("dashboard on {}://{}/", f.tls.enabled() ? "https" : "http", dashboard->address());
+  }
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.RegisterService(&service);
@@ -125,6 +178,7 @@ DaemonExit run_tunerd(TunerdFlags f) {
   int sig = signals.wait();
   spdlog::info("signal {}: stopping (running jobs resume at the next start)", sig);
   service.stop_watches();
+  dashboard.reset();
   jobs.shutdown();
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (Status s = store.flush(); !s.ok()) spdlog::error("history: {}", s.message());

@@ -16,6 +16,9 @@ namespace tunefarm {
 
 struct TunerdFlags {
   std::string listen = "127.0.0.1:9191";
+  std::string metrics_listen;
+  std::string http_listen;  // The dashboard; empty: off.
+  std::string chart_js;     // Chart.js for the dashboard's charts.
   std::string tracker = "127.0.0.1:9190";
   std::string data_dir = "tunefarm-data";
   std::string tracker_token;

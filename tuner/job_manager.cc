@@ -59,6 +59,7 @@ TuningOptions tuning_options(const v1::Job& job, const JobManagerOptions& defaul
   if (spec.batch_size() <= 0 && spec.tasks_size() > 1)
     options.batch_size = std::max(1, std::min(options.batch_size, options.trials / spec.tasks_size()));
   options.build_threads = defaults.build_threads;
+  options.metrics = defaults.metrics;
   switch (spec.strategy()) {
     case v1::RANDOM: options.strategy = Strategy::kRandom; break;
     case v1::GRID: options.strategy = Strategy::kGrid; break;

@@ -50,6 +50,7 @@ struct JobManagerOptions {
   std::string build_mark_dir;
   ModelOptions model;              // The cost model of xgb-sa jobs (its seed comes from the job).
   v1::MeasureOptions default_measure = default_tuning_measure_options();
+  std::shared_ptr<TunerMetrics> metrics;  // Every job's loop counts its trials and builds here; null: none.
 };
 
 // The default batch of a job on a farm whose key has `agents` agents (0: unknown), at most `cap`.

@@ -116,8 +116,7 @@ void TrackerMeasureBackend::cancel() {
   if (context_) context_->TryCancel();
 }
 
-StatusOr<std::vector<AgentPlatform>> check_device_key(const std::shared_ptr<grpc::Channel>& channel,
-                                                      const std::string& device_key, const std::string& token) {
+StatusOr<v1::QueueStatusResponse> farm_status(const std::shared_ptr<grpc::Channel>& channel, const std::string& token) {
   auto stub = v1::Tracker::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -125,8 +124,16 @@ StatusOr<std::vector<AgentPlatform>> check_device_key(const std::shared_ptr<grpc
   v1::QueueStatusRequest request;
   v1::QueueStatusResponse response;
   grpc::Status status = stub->QueueStatus(&context, request, &response);
+  if (!status.ok()) return unavailable(fmt::format("cannot reach the tracker: {}", status.error_message()));
+  return response;
+}
+
+StatusOr<std::vector<AgentPlatform>> check_device_key(const std::shared_ptr<grpc::Channel>& channel,
+                                                      const std::string& device_key, const std::string& token) {
+  auto status = farm_status(channel, token);
   if (!status.ok())
-    return unavailable(fmt::format("cannot ask the tracker which device keys exist: {}", status.error_message()));
+    return unavailable(fmt::format("cannot ask the tracker which device keys exist: {}", status.status().message()));
+  const v1::QueueStatusResponse& response = *status;
   std::string known;
   for (const auto& key : response.keys()) {
     if (key.device_key() == device_key && key.agents_total() > 0) {

@@ -13,6 +13,7 @@
 
 #include "common/platform.h"
 #include "tuner/tuning_loop.h"
+#include "tunefarm/v1/tracker.pb.h"
 
 namespace grpc {
 class Channel;
@@ -47,6 +48,10 @@ class TrackerMeasureBackend : public MeasureBackend {
   bool cancelled_ = false;                   // Guarded by mu_.
   grpc::ClientContext* context_ = nullptr;   // The call in flight; guarded by mu_.
 };
+
+// The tracker's queue status of every device key (agents, queues); UNAVAILABLE when it cannot be
+// reached. `token` is the tuner token, which the tracker asks for when its tokens are on.
+StatusOr<v1::QueueStatusResponse> farm_status(const std::shared_ptr<grpc::Channel>& channel, const std::string& token);
 
 // What each agent the tracker has for `device_key` can run (at least one agent); INVALID_ARGUMENT
 // naming the keys it does have otherwise; UNAVAILABLE when the tracker cannot be reached.

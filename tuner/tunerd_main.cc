@@ -12,5 +12,5 @@ int main(int argc, char** argv) {
   add_tunerd_flags(app, flags);
   int exit_code = 0;
   if (!parse_command_line(app, argc, argv, exit_code)) return exit_code;
-  return run_daemon("tunerd", common.log_level, [&] { return run_tunerd(std::move(flags)); });
+  return run_daemon("tunerd", common, [&] { return run_tunerd(std::move(flags)); });
 }

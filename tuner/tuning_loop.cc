@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/figure.h"
+#include "tuner/metrics.h"
 #include "tuner/parallel_for.h"
 #include "tuner/task_scheduler.h"
 
@@ -29,6 +30,11 @@ double mean_of(const Costs& costs) {
 }
 
 double mean(const google::protobuf::RepeatedField<double>& costs) { return mean_of(costs); }
+
+// The error code of a candidate that did not build.
+v1::ErrorCode build_error(const Status& status) {
+  return status.code() == StatusCode::kInvalidArgument ? v1::INVALID_CONFIG : v1::COMPILE_ERROR;
+}
 
 }  // namespace
 
@@ -142,6 +148,9 @@ StatusOr<TuningLoop::Batch> TuningLoop::prepare_batch(int task, int size) {
     auto start = Clock::now();
     batch.artifacts[i] = t->build(batch.points[i]);
     batch.build_times[i] = seconds_since(start);
+    if (options_.metrics)
+      options_.metrics->built(batch.artifacts[i].ok() ? v1::OK : build_error(batch.artifacts[i].status()),
+                              batch.build_times[i]);
   });
   return batch;
 }
@@ -166,7 +175,7 @@ Status TuningLoop::measure_batch(Batch& batch, const ResultSink& on_result) {
       batch.built_index.push_back(i);
     } else {
       const Status& st = batch.artifacts[i].status();
-      r.result.set_error(st.code() == StatusCode::kInvalidArgument ? v1::INVALID_CONFIG : v1::COMPILE_ERROR);
+      r.result.set_error(build_error(st));
       r.result.set_error_msg(st.message());
       batch.reported[i] = true;
       on_result(r);
@@ -214,8 +223,10 @@ Status TuningLoop::absorb_batch(Batch& batch, TuningProgress& progress) {
   for (const TrialResult& r : batch.results) {
     if (r.result.error() == v1::DEVICE_LOST) {
       ++lost;
+      if (options_.metrics) options_.metrics->unmeasured();
       continue;
     }
+    if (options_.metrics) options_.metrics->trial(r.result.error());
     measured.push_back(r.point);
     gflops.push_back(r.gflops);
     batch_best = std::max(batch_best, r.gflops);
@@ -266,6 +277,7 @@ Status TuningLoop::remeasure(int task, const ResultSink& on_result) {
                                      r.config = t->config_at(top.point);
                                      r.result = result;
                                      r.remeasure_round = round;
+                                     if (options_.metrics) options_.metrics->remeasurement(result.error());
                                      if (result.error() == v1::OK && mean(result.costs()) > 0) {
                                        r.gflops = t->flops() / mean(result.costs()) / 1e9;
                                        top.measurements.emplace_back(result.costs().begin(), result.costs().end());

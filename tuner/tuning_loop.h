@@ -28,6 +28,8 @@
 
 namespace tunefarm {
 
+class TunerMetrics;
+
 // A measurement of a related workload (same template and target), for transfer learning.
 struct HistoryRecord {
   std::string workload;  // Canonical workload string: labels are normalised per workload.
@@ -119,6 +121,8 @@ struct TuningOptions {
   int remeasure_top = 5;
   int remeasure_rounds = 3;       // Interleaved rounds of that re-measurement.
   int build_threads = 0;          // 0: one per CPU.
+  // Counts trials, re-measurements and builds as they happen (tuner/metrics.h); null: none.
+  std::shared_ptr<TunerMetrics> metrics;
 };
 
 struct TaskOutcome {

@@ -56,6 +56,9 @@ Process::Process(const std::string& binary, const std::vector<std::string>& args
   for (auto& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_storage = extra_env;
+  // Daemons serve metrics on fixed loopback ports by default, which tests running side by side
+  // would fight over: a test that scrapes gives --metrics-listen, which wins over this.
+  env_storage.emplace_back("TUNEFARM_METRICS_LISTEN=off");
   for (char** e = environ; *e; ++e) env_storage.emplace_back(*e);
   std::vector<char*> envp;
   for (auto& e : env_storage) envp.push_back(e.data());

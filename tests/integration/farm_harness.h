@@ -29,7 +29,8 @@ std::string secret_file(const std::string& token);
 
 class Process {
  public:
-  // Starts `binary` with `args`; stdout and stderr go to `log_path`.
+  // Starts `binary` with `args`; stdout and stderr go to `log_path`. Its metrics endpoint is off
+  // unless `args` give --metrics-listen (or `extra_env` TUNEFARM_METRICS_LISTEN).
   Process(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
           const std::vector<std::string>& extra_env = {});
   ~Process();

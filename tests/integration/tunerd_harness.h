@@ -22,17 +22,21 @@ namespace tunefarm::testing {
 
 class Tunerd {
  public:
-  Tunerd(const Farm& farm, std::string data_dir) : farm_(farm), data_dir_(std::move(data_dir)) { start(); }
+  // `extra_args` go after the harness's own (--metrics-listen, --http-listen, tokens...).
+  Tunerd(const Farm& farm, std::string data_dir, std::vector<std::string> extra_args = {})
+      : farm_(farm), data_dir_(std::move(data_dir)), extra_args_(std::move(extra_args)) {
+    start();
+  }
 
   void start() {
     // A restarted tunerd comes back on its port, as a service would.
     if (port_ == 0) port_ = free_port();
     address_ = fmt::format("127.0.0.1:{}", port_);
-    process_ = std::make_unique<Process>(
-        bin_path("tunerd"),
-        std::vector<std::string>{"--listen", address_, "--tracker", farm_.address(), "--data-dir", data_dir_,
-                                 "--build-threads", "1", "--log-level", "info"},
-        fmt::format("{}/tunerd-{}.log", farm_.log_dir(), ++starts_));
+    std::vector<std::string> args{"--listen", address_, "--tracker", farm_.address(), "--data-dir", data_dir_,
+                                  "--build-threads", "1", "--log-level", "info"};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    process_ = std::make_unique<Process>(bin_path("tunerd"), args,
+                                         fmt::format("{}/tunerd-{}.log", farm_.log_dir(), ++starts_));
     channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
     ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)))
         << process_->log();
@@ -112,6 +116,7 @@ class Tunerd {
  private:
   const Farm& farm_;
   std::string data_dir_;
+  std::vector<std::string> extra_args_;
   int port_ = 0;
   int starts_ = 0;
   std::string address_;

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "common/wire.h"
 #include "tests/integration/farm_harness.h"
@@ -170,6 +171,37 @@ TEST_F(SecurityTlsTest, TunerdServesTlsDialsTheTrackerOverTlsAndTuneClientFollow
   auto submit = client(ca + " submit --workload matmul:M=32,N=32,K=32 --target llvm --device tls-cpu --trials 4 "
                             "--watch --json");
   EXPECT_EQ(submit.first, 0) << submit.second << tunerd.log();
+}
+
+// Metrics beyond loopback: served over TLS with the daemon's certificate, and only to a token.
+TEST_F(SecurityTlsTest, MetricsBeyondLoopbackAreServedOverTlsToATokenOnly) {
+  int port = free_port();
+  Process tracker(bin_path("trackerd"),
+                  {"--listen", fmt::format("127.0.0.1:{}", free_port()), "--tls-cert", pem("server.pem"), "--tls-key",
+                   pem("server.key"), "--tuner-token-file", secret_file("t-secret"), "--agent-token-file",
+                   secret_file("a-secret"), "--metrics-listen", fmt::format("0.0.0.0:{}", port)},
+                  *dir_ + "/trackerd-metrics.log");
+  httplib::SSLClient client("127.0.0.1", port);
+  client.set_ca_cert_path(pem("ca.pem").c_str());
+  client.enable_server_certificate_verification(true);
+  client.set_connection_timeout(std::chrono::seconds(2));
+  int refused = 0;
+  for (int i = 0; i < 100 && refused == 0; ++i) {
+    if (auto r = client.Get("/metrics")) refused = r->status;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(refused, 401) << tracker.log();
+  auto scraped = client.Get("/metrics", {{"Authorization", "Bearer t-secret"}});
+  ASSERT_TRUE(scraped);
+  EXPECT_EQ(scraped->status, 200);
+  EXPECT_EQ(scraped->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  // Plaintext to the TLS port gets no metrics.
+  httplib::Client plain("127.0.0.1", port);
+  plain.set_connection_timeout(std::chrono::seconds(2));
+  plain.set_read_timeout(std::chrono::seconds(2));
+  auto answer = plain.Get("/metrics", {{"Authorization", "Bearer t-secret"}});
+  EXPECT_TRUE(!answer || answer->status != 200);
+  EXPECT_TRUE(tracker.running());
 }
 
 TEST(SecurityListen, DaemonsRefuseToListenBeyondLoopbackWithoutTlsAndTokens) {
