@@ -160,6 +160,16 @@ def main():
         for i in top:
             print(f"  {100 * profile[i] / total:5.1f}%  {1e3 * profile[i] / args.runs:8.3f} ms  {ours.step_names[i]}")
         result["profile_top"] = [{"step": ours.step_names[i], "ms": 1e3 * profile[i] / args.runs} for i in top]
+        # The same time by kind of step (the operator, or the epilogue / layout conversion a step
+        # is), which says what a gap to ONNX Runtime is made of.
+        kinds = {}
+        for i in range(ours.steps):
+            kind = ours.step_names[i].rsplit("(", 1)[-1].rstrip(")")
+            kinds[kind] = kinds.get(kind, 0.0) + profile[i]
+        print("time by kind of step:")
+        for kind, t in sorted(kinds.items(), key=lambda kv: -kv[1]):
+            print(f"  {100 * t / total:5.1f}%  {1e3 * t / args.runs:8.3f} ms  {kind}")
+        result["profile_by_kind"] = {kind: 1e3 * t / args.runs for kind, t in kinds.items()}
     print(json.dumps(result))
     return 0
 

@@ -49,6 +49,11 @@ std::vector<ParamSpec> conv_params(bool depthwise, bool blocked = false) {
     p.push_back({"ic_block", true, 0, 1, 64, true});
     p.push_back({"oc_block", true, 0, 1, 64, true});
   }
+  if (blocked) {
+    // Epilogues applied in the output stage, in this order: a bias per output channel, a residual
+    // tensor of the output's shape and layout, then ReLU or ReLU6.
+    for (const char* f : {"bias", "residual", "relu", "relu6"}) p.push_back(flag(f));
+  }
   return p;
 }
 
@@ -129,6 +134,8 @@ Status check_shapes(const Workload& w) {
         "kernel {}x{} (dilated) is larger than the padded input {}x{}: the output would be empty", eff_r, eff_s,
         H + 2 * pad, W + 2 * pad));
   int64_t P = conv_output_extent(H, R, stride, pad, dil), Q = conv_output_extent(W, S, stride, pad, dil);
+  if ((op == "conv2d_nchwc" || op == "depthwise_conv2d_nchwc") && w.param("relu") && w.param("relu6"))
+    return invalid_argument("relu=1 and relu6=1 exclude each other");
   if (op == "depthwise_conv2d_nchwc" && C % w.param("block") != 0)
     return invalid_argument(fmt::format("C={} must be a multiple of block={}", C, w.param("block")));
   if (op == "conv2d_nchwc") {

@@ -188,6 +188,10 @@ class Lowering {
   Status blocked_conv(const Node& node, TunedCall& call) {
     const std::string& out = node.outputs[0];
     TF_ASSIGN_OR_RETURN(call.tensors[0], blocked(node, node.inputs[0], call.input_block));
+    if (call.residual_index > 0) {
+      TF_ASSIGN_OR_RETURN(call.tensors[call.residual_index],
+                          blocked(node, call.tensors[call.residual_index], call.output_block));
+    }
     // A depthwise filter has one input channel: its blocks are of output channels only.
     int64_t weight_ic = call.workload.op == "depthwise_conv2d_nchwc" ? 1 : call.input_block;
     TF_RETURN_IF_ERROR(add_packed(graph_, node, node.inputs[1], call.tensors[1], weight_ic, call.output_block));

@@ -37,6 +37,38 @@ std::pair<int64_t, int64_t> conv_blocks(int64_t c, int64_t k) {
   return {0, 0};
 }
 
+// A convolution's epilogues in order: its own bias input first, then what the passes folded in.
+std::vector<Epilogue> conv_epilogues(const Node& node) {
+  std::vector<Epilogue> epilogues = node.epilogue;
+  if (node.inputs.size() > 2 && !node.inputs[2].empty()) epilogues.insert(epilogues.begin(), Epilogue{"bias", node.inputs[2]});
+  return epilogues;
+}
+
+// How many of a blocked convolution's epilogues its kernel applies (the prefix the templates know:
+// a bias, a residual add, then ReLU or ReLU6), and the workload parameters that say so.
+struct FusedEpilogues {
+  size_t count = 0;
+  std::string params;
+};
+
+FusedEpilogues fused_epilogues(const std::vector<Epilogue>& epilogues) {
+  FusedEpilogues f;
+  auto at = [&](const char* op) { return f.count < epilogues.size() && epilogues[f.count].op == op; };
+  for (const char* op : {"bias", "add"}) {
+    if (!at(op)) continue;
+    f.params += std::string(",") + (std::string(op) == "add" ? "residual" : op) + "=1";
+    ++f.count;
+  }
+  if (at("relu")) {
+    f.params += ",relu=1";
+    ++f.count;
+  } else if (at("clip") && epilogues[f.count].lo == 0.f && epilogues[f.count].hi == 6.f) {
+    f.params += ",relu6=1";
+    ++f.count;
+  }
+  return f;
+}
+
 StatusOr<Workload> conv_workload(const Graph& graph, const Node& node) {
   TF_ASSIGN_OR_RETURN(const Value* x, graph.value_of(node, node.inputs[0]));
   TF_ASSIGN_OR_RETURN(const Value* w, graph.value_of(node, node.inputs[1]));
@@ -63,15 +95,17 @@ StatusOr<Workload> conv_workload(const Graph& graph, const Node& node) {
   std::string params = fmt::format("N={},C={},H={},W={}", n, c, h, wd);
   std::string tail = fmt::format("R={},S={},stride={},pad={}", r, s, strides[0], pads[0]);
   if (dilations[0] != 1) tail += fmt::format(",dilation={}", dilations[0]);
+  std::string fused = fused_epilogues(conv_epilogues(node)).params;
   if (group == 1) {
     auto [ic, oc] = conv_blocks(c, k);
     if (ic > 0)
-      return make_workload(node, fmt::format("conv2d_nchwc:{},K={},{},ic_block={},oc_block={}", params, k, tail, ic, oc));
+      return make_workload(node, fmt::format("conv2d_nchwc:{},K={},{},ic_block={},oc_block={}{}", params, k, tail, ic, oc, fused));
     return make_workload(node, fmt::format("conv2d_nchw:{},K={},{}", params, k, tail));
   }
   if (group == c && k == c && w->shape[1] == 1) {
     for (int64_t b : {16, 8})
-      if (c % b == 0) return make_workload(node, fmt::format("depthwise_conv2d_nchwc:{},{},block={}", params, tail, b));
+      if (c % b == 0)
+        return make_workload(node, fmt::format("depthwise_conv2d_nchwc:{},{},block={}{}", params, tail, b, fused));
     return make_workload(node, fmt::format("depthwise_conv2d_nchw:{},{}", params, tail));
   }
   return unsupported(node, fmt::format("a grouped convolution with {} groups of {} channels is not supported (only "
@@ -153,8 +187,8 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
   std::vector<Epilogue> epilogues = node.epilogue;
   if (op == "conv2d_nchw" || op == "depthwise_conv2d_nchw" || op == "conv2d_nchwc" || op == "depthwise_conv2d_nchwc") {
     call.tensors = {node.inputs[0], node.inputs[1]};
-    // The convolution templates compute the sum only: the node's own bias is an epilogue.
-    if (node.inputs.size() > 2 && !node.inputs[2].empty()) epilogues.insert(epilogues.begin(), Epilogue{"bias", node.inputs[2]});
+    // The NCHW convolution templates compute the sum only: the node's own bias is an epilogue.
+    epilogues = conv_epilogues(node);
     if (op == "conv2d_nchwc") {
       call.input_block = call.workload.param("ic_block");
       call.output_block = call.workload.param("oc_block");
@@ -164,6 +198,18 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
       call.input_block = call.output_block = call.workload.param("block");
       call.tensors[0] = fmt::format("{}/nchw{}c", node.inputs[0], call.input_block);
       call.tensors[1] = fmt::format("{}/chw{}c", node.inputs[1], call.input_block);
+    }
+    if (call.output_block > 0) {
+      // The blocked templates apply the prefix their workload names; its operands follow the weight.
+      size_t fused = fused_epilogues(epilogues).count;
+      for (size_t i = 0; i < fused; ++i) {
+        if (epilogues[i].op == "bias") call.tensors.push_back(epilogues[i].operand);
+        if (epilogues[i].op == "add") {
+          call.residual_index = call.tensors.size();
+          call.tensors.push_back(epilogues[i].operand);
+        }
+      }
+      epilogues.erase(epilogues.begin(), epilogues.begin() + static_cast<std::ptrdiff_t>(fused));
     }
   } else if (op == "dense") {
     bool trans_b = node.op == "Gemm" && node.int_attr("transB", 0);

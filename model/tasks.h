@@ -33,8 +33,9 @@ StatusOr<Workload> workload_of(const Graph& graph, const Node& node);
 
 // How a built model calls the kernel of a tunable node: the workload, the values it takes in the
 // workload's argument order (its output last: the node's output, or `pre_epilogue` when epilogues
-// or a layout conversion remain), how many of the node's epilogues the kernel applies itself (a dense layer's bias and
-// ReLU), and the epilogues left to apply after it — a Conv's own bias input first.
+// or a layout conversion remain), the epilogues the kernel applies itself (a dense layer's bias and
+// ReLU; a blocked convolution's bias, residual add and ReLU/ReLU6, their operands after the weight),
+// and the epilogues left to apply after it — a Conv's own bias input first.
 struct TunedCall {
   Workload workload;
   std::vector<std::string> tensors;
@@ -47,6 +48,9 @@ struct TunedCall {
   // output, in NCHW[output_block]c, converted back by the epilogue step. 0 for NCHW.
   int64_t input_block = 0;
   int64_t output_block = 0;
+  // Where in `tensors` a fused residual add's operand is (it is read in the output's blocks); 0
+  // when the kernel adds none.
+  size_t residual_index = 0;
 };
 StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node);
 

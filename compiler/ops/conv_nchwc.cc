@@ -24,6 +24,66 @@ namespace {
 using ir::Expr;
 using ir::Var;
 
+// The epilogues a blocked convolution applies in its output stage, while the tile is in
+// registers: out = act(sum + bias[k] + residual[...]), act ReLU or ReLU6 (a network's Conv, its
+// BatchNormalization folded into the bias, a residual Add and the activation in one pass).
+struct ConvEpilogue {
+  bool bias = false, residual = false, relu = false, relu6 = false;
+  bool any() const { return bias || residual || relu || relu6; }
+};
+
+ConvEpilogue conv_epilogue_of(const Workload& w) {
+  return {w.param("bias") != 0, w.param("residual") != 0, w.param("relu") != 0, w.param("relu6") != 0};
+}
+
+// The epilogue's extra arguments, between the weight and the output.
+void add_epilogue_args(const ConvEpilogue& e, int64_t channels, const TensorArg& output, std::vector<TensorArg>& args) {
+  if (e.bias) args.push_back({"bias", {channels}});
+  if (e.residual) args.push_back({"residual", output.shape, DType::kFloat32, false, output.layout});
+}
+
+double epilogue_value(const ConvEpilogue& e, double sum, float bias, float residual) {
+  double v = sum + (e.bias ? bias : 0.0) + (e.residual ? residual : 0.0);
+  if (e.relu || e.relu6) v = std::max(v, 0.0);
+  if (e.relu6) v = std::min(v, 6.0);
+  return v;
+}
+
+// The output stage over `sum` [N, C/b, P, Q, b]: the sum itself when there is no epilogue.
+// `inputs` receives the epilogue's placeholders in argument order.
+te::Tensor epilogue_stage(const ConvEpilogue& e, const te::Tensor& sum, const std::vector<int64_t>& shape,
+                          std::vector<te::Tensor>& inputs) {
+  if (!e.any()) return sum;
+  int64_t block = shape[4];
+  te::Tensor bias, residual;
+  if (e.bias) inputs.push_back(bias = te::placeholder("bias", {shape[1] * block}));
+  if (e.residual) inputs.push_back(residual = te::placeholder("residual", shape));
+  return te::compute("output", shape, [&](const std::vector<Var>& v) {
+    std::vector<Expr> at(v.begin(), v.end());
+    Expr val = sum(at);
+    if (e.bias) val = val + bias(Expr(v[1]) * block + v[4]);
+    if (e.residual) val = val + residual(at);
+    if (e.relu || e.relu6) val = ir::max(val, ir::float_imm(0));
+    if (e.relu6) val = ir::min(val, ir::float_imm(6));
+    return val;
+  }, {"n", "cb", "p", "q", "c"});
+}
+
+// A blocked convolution's inputs in argument order: input, weight, then the epilogue's.
+std::vector<te::Tensor> conv_inputs(const te::Tensor& input, const te::Tensor& weight,
+                                    const std::vector<te::Tensor>& epilogue_inputs) {
+  std::vector<te::Tensor> args = {input, weight};
+  args.insert(args.end(), epilogue_inputs.begin(), epilogue_inputs.end());
+  return args;
+}
+
+std::vector<te::Tensor> kernel_args(const te::Tensor& input, const te::Tensor& weight,
+                                    const std::vector<te::Tensor>& epilogue_inputs, const te::Tensor& out) {
+  std::vector<te::Tensor> args = conv_inputs(input, weight, epilogue_inputs);
+  args.push_back(out);
+  return args;
+}
+
 struct Blocked {
   int64_t N, C, H, W, K, R, S, stride, pad, dil, P, Q, ic, oc;
   int64_t cb() const { return C / ic; }
@@ -44,9 +104,13 @@ Blocked blocked_of(const Workload& w) {
 std::vector<TensorArg> blocked_args(const Workload& w) {
   Blocked b = blocked_of(w);
   std::string in = fmt::format("NCHW{}c", b.ic), out = fmt::format("NCHW{}c", b.oc);
-  return {{"input", {b.N, b.cb(), b.H, b.W, b.ic}, DType::kFloat32, false, in},
-          {"weight", {b.kb(), b.cb(), b.R, b.S, b.ic, b.oc}, DType::kFloat32, false, fmt::format("OIHW{}i{}o", b.ic, b.oc)},
-          {"output", {b.N, b.kb(), b.P, b.Q, b.oc}, DType::kFloat32, true, out}};
+  std::vector<TensorArg> args = {
+      {"input", {b.N, b.cb(), b.H, b.W, b.ic}, DType::kFloat32, false, in},
+      {"weight", {b.kb(), b.cb(), b.R, b.S, b.ic, b.oc}, DType::kFloat32, false, fmt::format("OIHW{}i{}o", b.ic, b.oc)}};
+  TensorArg output{"output", {b.N, b.kb(), b.P, b.Q, b.oc}, DType::kFloat32, true, out};
+  add_epilogue_args(conv_epilogue_of(w), b.K, output, args);
+  args.push_back(output);
+  return args;
 }
 
 double blocked_flops(const Workload& w) {
@@ -58,6 +122,9 @@ void blocked_reference(const Workload& w, const std::vector<const float*>& in, f
   Blocked b = blocked_of(w);
   const float* x = in[0];
   const float* wt = in[1];
+  ConvEpilogue e = conv_epilogue_of(w);
+  const float* bias = e.bias ? in[2] : nullptr;
+  const float* residual = e.residual ? in[e.bias ? 3 : 2] : nullptr;
   for (int64_t n = 0; n < b.N; ++n)
     for (int64_t k = 0; k < b.K; ++k)
       for (int64_t p = 0; p < b.P; ++p)
@@ -72,7 +139,8 @@ void blocked_reference(const Workload& w, const std::vector<const float*>& in, f
                 double wv = wt[((((k / b.oc * b.cb() + c / b.ic) * b.R + r) * b.S + s) * b.ic + c % b.ic) * b.oc + k % b.oc];
                 acc += xv * wv;
               }
-          out[(((n * b.kb() + k / b.oc) * b.P + p) * b.Q + q) * b.oc + k % b.oc] = static_cast<float>(acc);
+          int64_t o = (((n * b.kb() + k / b.oc) * b.P + p) * b.Q + q) * b.oc + k % b.oc;
+          out[o] = static_cast<float>(epilogue_value(e, acc, bias ? bias[k] : 0.f, residual ? residual[o] : 0.f));
         }
 }
 
@@ -93,13 +161,14 @@ Read5 guarded_read(const te::Tensor& in, int64_t H, int64_t W, int64_t pad) {
 }
 
 struct BlockedTensors {
-  te::Tensor input, weight, padded, out;
+  te::Tensor input, weight, padded, sum, out;  // out is sum when there is no epilogue.
+  std::vector<te::Tensor> epilogue_inputs;
   te::IterVar rcb, rr, rs, rci;
 };
 
 // `pad_stage`: the zero-padded input as a stage of its own, so that the reduction reads without
 // bounds checks; otherwise reads are guarded (the naive reference).
-BlockedTensors define_blocked(const Blocked& b, bool pad_stage) {
+BlockedTensors define_blocked(const Blocked& b, const ConvEpilogue& e, bool pad_stage) {
   BlockedTensors t;
   t.input = te::placeholder("input", {b.N, b.cb(), b.H, b.W, b.ic});
   t.weight = te::placeholder("weight", {b.kb(), b.cb(), b.R, b.S, b.ic, b.oc});
@@ -118,17 +187,19 @@ BlockedTensors define_blocked(const Blocked& b, bool pad_stage) {
   t.rs = te::reduce_axis(b.S, "rs");
   t.rci = te::reduce_axis(b.ic, "rci");
   te::Tensor wt = t.weight;
-  t.out = te::compute("output", {b.N, b.kb(), b.P, b.Q, b.oc}, [&](const std::vector<Var>& v) {
+  std::vector<int64_t> shape = {b.N, b.kb(), b.P, b.Q, b.oc};
+  t.sum = te::compute(e.any() ? "sum" : "output", shape, [&](const std::vector<Var>& v) {
     Expr h = Expr(v[2]) * b.stride + Expr(t.rr->var) * b.dil, w = Expr(v[3]) * b.stride + Expr(t.rs->var) * b.dil;
     Expr x = read(v[0], t.rcb->var, h, w, t.rci->var);
     return te::sum(x * wt(v[1], t.rcb->var, t.rr->var, t.rs->var, t.rci->var, v[4]), {t.rcb, t.rr, t.rs, t.rci});
   }, {"n", "kb", "p", "q", "ko"});
+  t.out = epilogue_stage(e, t.sum, shape, t.epilogue_inputs);
   return t;
 }
 
 ComputeDef blocked_compute(const Workload& w) {
-  BlockedTensors t = define_blocked(blocked_of(w), false);
-  return ComputeDef{{t.input, t.weight}, t.out};
+  BlockedTensors t = define_blocked(blocked_of(w), conv_epilogue_of(w), false);
+  return ComputeDef{conv_inputs(t.input, t.weight, t.epilogue_inputs), t.out};
 }
 
 // Vector registers the accumulators may take (of 32 on AVX-512; the rest hold the weights and
@@ -202,15 +273,23 @@ Config blocked_default(const std::string& name, const Blocked& b) {
   return cfg;
 }
 
+// The register tile of sums: the output's own stage kept in registers when there is no epilogue
+// (as before epilogues existed, so old configs build the same kernel), else the sum stage.
+te::Tensor local_sum(schedule::Schedule& s, const te::Tensor& sum, const te::Tensor& out) {
+  if (sum.op == out.op) return s.cache_write(out, ir::MemScope::kLocal);
+  s[sum].set_scope(ir::MemScope::kLocal);
+  return sum;
+}
+
 StatusOr<Scheduled> blocked_schedule(const Workload& w, const Config& cfg) {
   Blocked b = blocked_of(w);
   int64_t qr = knob_list(cfg, "tile_q")[1], kr = knob_list(cfg, "tile_kb")[1];
   const auto& rorder = knob_list(cfg, "reduce_order");
   bool par = knob_str(cfg, "parallel") == "outer";
-  BlockedTensors t = define_blocked(b, knob_int(cfg, "pad_stage") != 0);
+  BlockedTensors t = define_blocked(b, conv_epilogue_of(w), knob_int(cfg, "pad_stage") != 0);
   auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.out});
   schedule::Schedule& s = *owned;
-  te::Tensor acc = s.cache_write(t.out, ir::MemScope::kLocal);
+  te::Tensor acc = local_sum(s, t.sum, t.out);
   auto& out = s[t.out];
   te::IterVar n = out.axis(0), kb = out.axis(1), p = out.axis(2), q = out.axis(3), ko = out.axis(4);
   auto [kbo, kbi] = out.split(kb, kr);
@@ -245,7 +324,7 @@ StatusOr<Scheduled> blocked_schedule(const Workload& w, const Config& cfg) {
     pd.vectorize(pd.op()->axes.back());
     if (par) pd.parallel(pd.axis(1));
   }
-  return Scheduled{std::move(owned), {t.input, t.weight, t.out}};
+  return Scheduled{std::move(owned), kernel_args(t.input, t.weight, t.epilogue_inputs, t.out)};
 }
 
 // ---- depthwise_conv2d_nchwc: one filter per channel, channels in blocks of a vector ----
@@ -274,9 +353,12 @@ Depthwise depthwise_of(const Workload& w) {
 std::vector<TensorArg> depthwise_args(const Workload& w) {
   Depthwise d = depthwise_of(w);
   std::string layout = fmt::format("NCHW{}c", d.b);
-  return {{"input", {d.N, d.cb(), d.H, d.W, d.b}, DType::kFloat32, false, layout},
-          {"weight", {d.cb(), d.R, d.S, d.b}, DType::kFloat32, false, fmt::format("CHW{}c", d.b)},
-          {"output", {d.N, d.cb(), d.P, d.Q, d.b}, DType::kFloat32, true, layout}};
+  std::vector<TensorArg> args = {{"input", {d.N, d.cb(), d.H, d.W, d.b}, DType::kFloat32, false, layout},
+                                 {"weight", {d.cb(), d.R, d.S, d.b}, DType::kFloat32, false, fmt::format("CHW{}c", d.b)}};
+  TensorArg output{"output", {d.N, d.cb(), d.P, d.Q, d.b}, DType::kFloat32, true, layout};
+  add_epilogue_args(conv_epilogue_of(w), d.C, output, args);
+  args.push_back(output);
+  return args;
 }
 
 double depthwise_flops(const Workload& w) {
@@ -286,6 +368,9 @@ double depthwise_flops(const Workload& w) {
 
 void depthwise_reference(const Workload& w, const std::vector<const float*>& in, float* out) {
   Depthwise d = depthwise_of(w);
+  ConvEpilogue e = conv_epilogue_of(w);
+  const float* bias = e.bias ? in[2] : nullptr;
+  const float* residual = e.residual ? in[e.bias ? 3 : 2] : nullptr;
   for (int64_t n = 0; n < d.N; ++n)
     for (int64_t c = 0; c < d.C; ++c)
       for (int64_t p = 0; p < d.P; ++p)
@@ -298,18 +383,20 @@ void depthwise_reference(const Workload& w, const std::vector<const float*>& in,
               acc += double(in[0][(((n * d.cb() + c / d.b) * d.H + h) * d.W + x) * d.b + c % d.b]) *
                      in[1][((c / d.b * d.R + r) * d.S + s) * d.b + c % d.b];
             }
-          out[(((n * d.cb() + c / d.b) * d.P + p) * d.Q + q) * d.b + c % d.b] = static_cast<float>(acc);
+          int64_t o = (((n * d.cb() + c / d.b) * d.P + p) * d.Q + q) * d.b + c % d.b;
+          out[o] = static_cast<float>(epilogue_value(e, acc, bias ? bias[c] : 0.f, residual ? residual[o] : 0.f));
         }
 }
 
 struct DepthwiseTensors {
-  te::Tensor input, weight, out;
+  te::Tensor input, weight, sum, out;  // out is sum when there is no epilogue.
+  std::vector<te::Tensor> epilogue_inputs;
 };
 
 // Reads outside the input are guarded (zero). There is no padded copy: with one FMA per loaded
 // input vector, copying the input cost as much as the convolution (half of oneDNN's speed at
 // stride 2), while loop partitioning takes the guards out of the interior rows.
-DepthwiseTensors define_depthwise(const Depthwise& d) {
+DepthwiseTensors define_depthwise(const Depthwise& d, const ConvEpilogue& e) {
   DepthwiseTensors t;
   t.input = te::placeholder("input", {d.N, d.cb(), d.H, d.W, d.b});
   t.weight = te::placeholder("weight", {d.cb(), d.R, d.S, d.b});
@@ -318,16 +405,18 @@ DepthwiseTensors define_depthwise(const Depthwise& d) {
   auto rr = te::reduce_axis(d.R, "rr");
   auto rs = te::reduce_axis(d.S, "rs");
   te::Tensor wt = t.weight;
-  t.out = te::compute("output", {d.N, d.cb(), d.P, d.Q, d.b}, [&](const std::vector<Var>& v) {
+  std::vector<int64_t> shape = {d.N, d.cb(), d.P, d.Q, d.b};
+  t.sum = te::compute(e.any() ? "sum" : "output", shape, [&](const std::vector<Var>& v) {
     Expr h = Expr(v[2]) * d.stride + Expr(rr->var) * d.dil, w = Expr(v[3]) * d.stride + Expr(rs->var) * d.dil;
     return te::sum(read(v[0], v[1], h, w, v[4]) * wt(v[1], rr->var, rs->var, v[4]), {rr, rs});
   }, {"n", "cb", "p", "q", "ci"});
+  t.out = epilogue_stage(e, t.sum, shape, t.epilogue_inputs);
   return t;
 }
 
 ComputeDef depthwise_compute(const Workload& w) {
-  DepthwiseTensors t = define_depthwise(depthwise_of(w));
-  return ComputeDef{{t.input, t.weight}, t.out};
+  DepthwiseTensors t = define_depthwise(depthwise_of(w), conv_epilogue_of(w));
+  return ComputeDef{conv_inputs(t.input, t.weight, t.epilogue_inputs), t.out};
 }
 
 ConfigSpace depthwise_space(const std::string& name, const Depthwise& d) {
@@ -358,10 +447,10 @@ StatusOr<Scheduled> depthwise_schedule(const Workload& w, const Config& cfg) {
   Depthwise d = depthwise_of(w);
   int64_t qr = knob_list(cfg, "tile_q")[1];
   bool par = knob_str(cfg, "parallel") == "outer";
-  DepthwiseTensors t = define_depthwise(d);
+  DepthwiseTensors t = define_depthwise(d, conv_epilogue_of(w));
   auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.out});
   schedule::Schedule& s = *owned;
-  te::Tensor acc = s.cache_write(t.out, ir::MemScope::kLocal);
+  te::Tensor acc = local_sum(s, t.sum, t.out);
   auto& out = s[t.out];
   te::IterVar n = out.axis(0), cb = out.axis(1), p = out.axis(2), q = out.axis(3), ci = out.axis(4);
   auto [qo, qi] = out.split(q, qr);
@@ -378,7 +467,7 @@ StatusOr<Scheduled> depthwise_schedule(const Workload& w, const Config& cfg) {
     a.unroll(a.reduce_axis(0));
     a.unroll(a.reduce_axis(1));
   }
-  return Scheduled{std::move(owned), {t.input, t.weight, t.out}};
+  return Scheduled{std::move(owned), kernel_args(t.input, t.weight, t.epilogue_inputs, t.out)};
 }
 
 }  // namespace

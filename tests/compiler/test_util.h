@@ -46,6 +46,11 @@ inline const std::vector<std::string>& blocked_workloads() {
       "conv2d_nchwc:N=1,C=4,H=9,W=13,K=20,R=3,S=2,stride=3,pad=1,dilation=2,ic_block=4,oc_block=20",
       "depthwise_conv2d_nchwc:N=1,C=32,H=9,W=11,R=3,S=3,stride=1,pad=1,block=16",
       "depthwise_conv2d_nchwc:N=2,C=24,H=12,W=10,R=5,S=3,stride=2,pad=2,block=8",
+      // Epilogues in the output stage: bias, a residual tensor, ReLU or ReLU6.
+      "conv2d_nchwc:N=1,C=16,H=6,W=7,K=24,R=3,S=3,stride=1,pad=1,ic_block=8,oc_block=8,bias=1,residual=1,relu=1",
+      "conv2d_nchwc:N=1,C=3,H=11,W=9,K=16,R=3,S=3,stride=2,pad=1,ic_block=3,oc_block=16,bias=1,relu6=1",
+      "depthwise_conv2d_nchwc:N=1,C=32,H=7,W=10,R=3,S=3,stride=2,pad=1,block=16,bias=1,relu6=1",
+      "depthwise_conv2d_nchwc:N=1,C=16,H=5,W=6,R=3,S=3,stride=1,pad=1,block=8,residual=1",
   };
   return kWorkloads;
 }

@@ -206,7 +206,7 @@ TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
   const v1::Job& job = response.jobs(0);
   EXPECT_EQ(job.state(), v1::SUCCEEDED) << job.error();
   EXPECT_EQ(job.spec().name(), "resnet50_small.onnx");
-  ASSERT_EQ(job.progress().tasks_size(), 17);
+  ASSERT_EQ(job.progress().tasks_size(), 18);
   for (const auto& t : job.progress().tasks()) EXPECT_GT(t.trials_done(), 0) << t.workload().ShortDebugString();
   auto best = tunerd.best(from_proto(job.progress().tasks(0).workload())->to_string());
   ASSERT_EQ(best.size(), 1u);

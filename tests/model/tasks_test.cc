@@ -79,9 +79,10 @@ TEST(ModelTasks, FullSizeModelsGiveTheirWholeTaskTables) {
   ASSERT_TRUE(table.ok());
   // 4.1 G multiply-adds, as the literature counts ResNet-50.
   EXPECT_NEAR(table->total_flops / 2e9, 4.1, 0.1);
-  // Convolutions run channel-blocked, the first layer's three colour channels as one block.
+  // Convolutions run channel-blocked, the first layer's three colour channels as one block, with
+  // their bias (the folded BatchNormalization) and ReLU in the kernel.
   EXPECT_EQ(table->tasks.front().workload.to_string(),
-            "conv2d_nchwc:N=1,C=256,H=14,W=14,K=256,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+            "conv2d_nchwc:N=1,C=256,H=14,W=14,K=256,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,relu=1");
   bool first_layer = false;
   for (const Task& t : table->tasks)
     first_layer |= t.workload.op == "conv2d_nchwc" && t.workload.param("C") == 3 && t.workload.param("ic_block") == 3;
@@ -94,13 +95,21 @@ TEST(ModelTasks, ConvolutionsAndDenseLayersCarryTheirShapesAndEpilogues) {
   ASSERT_TRUE(graph.ok());
   auto table = extract_tasks(*graph);
   ASSERT_TRUE(table.ok()) << table.status().to_string();
-  bool depthwise = false, classifier = false;
+  bool depthwise = false, classifier = false, expand = false, project_residual = false;
   for (const Task& t : table->tasks) {
     depthwise |= t.workload.op.starts_with("depthwise_conv2d");
     classifier |= t.workload.to_string() == "dense:M=1,N=10,K=320,bias=1";
+    // Blocked convolutions take their bias, a residual add and ReLU6 into the kernel: the
+    // expansions end in ReLU6, the projections of repeated blocks add the block's input.
+    bool blocked = t.workload.op.ends_with("_nchwc");
+    EXPECT_TRUE(!blocked || t.workload.param("bias")) << t.workload.to_string();
+    expand |= blocked && t.workload.param("relu6") && !t.workload.param("residual");
+    project_residual |= blocked && t.workload.param("residual") && !t.workload.param("relu6");
   }
   EXPECT_TRUE(depthwise);
   EXPECT_TRUE(classifier);
+  EXPECT_TRUE(expand);
+  EXPECT_TRUE(project_residual);
   // BatchNormalization is folded, ReLU6 joins its convolution: neither is left as a node.
   EXPECT_EQ(table->untuned_ops.count("BatchNormalization"), 0u);
   EXPECT_EQ(table->untuned_ops.count("Clip"), 0u);
