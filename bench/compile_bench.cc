@@ -52,9 +52,11 @@ int main(int argc, char** argv) {
   std::string workload_text = "matmul:M=1024,N=1024,K=1024";
   std::string workloads_file;
   int samples = 40;
+  bool verbose = false;
   app.add_option("--workload", workload_text, "workload to compile candidates of");
   app.add_option("--workloads", workloads_file, "workload file; its first matmul is used");
   app.add_option("--samples", samples, "number of random valid configs")->check(CLI::Range(1, 100000));
+  app.add_flag("--verbose", verbose, "print each config with its time");
   CLI11_PARSE(app, argc, argv);
 
   if (!workloads_file.empty()) {
@@ -99,6 +101,7 @@ int main(int argc, char** argv) {
       continue;
     }
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (verbose) fmt::print("{:8.2f} ms  {}\n", ms.back(), c->to_json());
     cpu.push_back(c1 - c0);
   }
   std::vector<double> sorted = ms;

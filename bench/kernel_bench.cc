@@ -72,18 +72,34 @@ Buffer random_vector(int64_t n, unsigned seed) {
   return v;
 }
 
+// The value of --threads, read before the command line is parsed: the thread counts of OpenBLAS
+// and OpenMP (oneDNN) are fixed when they initialise.
+int threads_argument(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string_view(argv[i]) == "--threads") return std::max(1, std::atoi(argv[i + 1]));
+  return 1;
+}
+
 // Environment that must be in place before OpenBLAS, OpenMP and oneDNN initialise.
-void ensure_environment(char** argv) {
+void ensure_environment(int argc, char** argv) {
   if (std::getenv("TUNEFARM_KERNEL_BENCH_CHILD")) return;
+  std::string threads = std::to_string(threads_argument(argc, argv));
   setenv("TUNEFARM_KERNEL_BENCH_CHILD", "1", 1);
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
-  setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  setenv("OMP_NUM_THREADS", "1", 1);
+  setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
+  setenv("OMP_NUM_THREADS", threads.c_str(), 1);
   setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
-  setenv("TUNEFARM_NUM_THREADS", "1", 1);
+  setenv("TUNEFARM_NUM_THREADS", threads.c_str(), 1);
   execv("/proc/self/exe", argv);
   // Without re-exec the numbers may be off; say so and go on.
   fmt::print(stderr, "kernel_bench: cannot re-execute; OpenBLAS may use a generic kernel\n");
+}
+
+// A config whose template has a `parallel` knob, with its outer loop split across the threads.
+Config split_outer_loop(Config c) {
+  for (auto& [name, value] : c.knobs)
+    if (name == "parallel" && std::holds_alternative<std::string>(value)) value = std::string("outer");
+  return c;
 }
 
 struct Loaded {
@@ -323,12 +339,16 @@ int call_library_function(void* fn, const std::vector<void*>& t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ensure_environment(argv);
+  ensure_environment(argc, argv);
   CLI::App app("kernel_bench: our kernels vs OpenBLAS and oneDNN, single thread, interleaved");
   std::string workloads_file, config_file, library_dir;
   int repeats = 7;
   double min_ms = 40;
+  int threads = 1;
   app.add_option("--workloads", workloads_file, "workload file (one workload string a line)")->required();
+  app.add_option("--threads", threads,
+                 "threads for every contender; with more than one, our configs split their outer loop (parallel=outer)")
+      ->check(CLI::Range(1, 256));
   app.add_option("--config-file", config_file, "JSON lines: {\"workload\":…, \"config\":{…}}; default: heuristic configs");
   app.add_option("--library", library_dir,
                  "directory of `tune-client build`: its kernels race the configs they were built from");
@@ -360,14 +380,14 @@ int main(int argc, char** argv) {
     library = std::move(*l);
     if (config_file.empty()) configs = library.configs;
   }
-  tunefarm_runtime_set_num_threads(1);
-  openblas_set_num_threads(1);
+  tunefarm_runtime_set_num_threads(threads);
+  openblas_set_num_threads(threads);
   char host_name[256] = {};
   gethostname(host_name, sizeof(host_name) - 1);
   double load[1] = {0};
   getloadavg(load, 1);
-  fmt::print("kernel_bench on {} ({} CPUs online, load average {:.2f}), 1 thread, {} interleaved rounds of ~{} ms "
-             "samples; OPENBLAS_CORETYPE={}\n", host_name, sysconf(_SC_NPROCESSORS_ONLN), load[0], repeats, min_ms,
+  fmt::print("kernel_bench on {} ({} CPUs online, load average {:.2f}), {} thread(s), {} interleaved rounds of ~{} ms "
+             "samples; OPENBLAS_CORETYPE={}\n", host_name, sysconf(_SC_NPROCESSORS_ONLN), load[0], threads, repeats, min_ms,
              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   Target host;
@@ -380,6 +400,7 @@ int main(int argc, char** argv) {
     if (!config_file.empty() && cfg_it == configs.end())
       fmt::print(stderr, "kernel_bench: {} has no config in {}; measuring the template's default\n", ws, config_file);
     StatusOr<Config> config = cfg_it != configs.end() ? StatusOr<Config>(cfg_it->second) : default_config(w, host);
+    if (config.ok() && threads > 1) config = split_outer_loop(*config);
     auto flops = workload_flops(w);
     auto args = kernel_args(w);
     StatusOr<BuiltKernel> kernel = config.ok() ? build_kernel(w, host, *config) : StatusOr<BuiltKernel>(config.status());
@@ -429,6 +450,7 @@ int main(int argc, char** argv) {
     std::vector<void*> default_ptrs;
     if (cfg_it != configs.end()) {
       auto dc = default_config(w, host);
+      if (dc.ok() && threads > 1) dc = split_outer_loop(*dc);
       auto dk = dc.ok() ? build_kernel(w, host, *dc) : StatusOr<BuiltKernel>(dc.status());
       Status ds = dk.ok() ? load_shared_object(dk->binary, default_loaded) : dk.status();
       if (ds.ok()) {
@@ -474,6 +496,25 @@ int main(int argc, char** argv) {
     if (gflops.count("library")) entry["library_gflops"] = gflops["library"];
     results.push_back(entry);
   }
-  fmt::print("{}\n", nlohmann::ordered_json{{"workloads", results}}.dump());
+  // The geometric mean of our speed over each library's, and the layer where we fall furthest.
+  nlohmann::ordered_json summary = nlohmann::ordered_json::object();
+  for (const char* lib : {"onednn", "openblas"}) {
+    double log_sum = 0, worst = 0;
+    int count = 0;
+    std::string worst_workload;
+    for (const auto& r : results) {
+      if (!r[std::string(lib) + "_gflops"].is_number()) continue;
+      double ratio = r["ours_gflops"].get<double>() / r[std::string(lib) + "_gflops"].get<double>();
+      log_sum += std::log(ratio);
+      ++count;
+      if (worst == 0 || ratio < worst) worst = ratio, worst_workload = r["workload"].get<std::string>();
+    }
+    if (count == 0) continue;
+    double geomean = std::exp(log_sum / count);
+    fmt::print("ours/{}: geometric mean {:.3f}x over {} workloads; lowest {:.3f}x ({})\n", lib, geomean, count, worst,
+               worst_workload);
+    summary[lib] = {{"geomean", geomean}, {"count", count}, {"lowest", worst}, {"lowest_workload", worst_workload}};
+  }
+  fmt::print("{}\n", nlohmann::ordered_json{{"threads", threads}, {"summary", summary}, {"workloads", results}}.dump());
   return exit_code;
 }
