@@ -1,5 +1,7 @@
 #include "compiler/build.h"
 
+#include "compiler/codegen/codegen.h"
+
 #include <fmt/format.h>
 
 #include "compiler/features/features.h"
@@ -45,7 +47,7 @@ StatusOr<ops::ConfigSpace> config_space(const Workload& workload, const Target& 
 
 StatusOr<Config> default_config(const Workload& workload, const Target& target) {
   TF_ASSIGN_OR_RETURN(const ops::Template* t, lookup_template(workload, target, ""));
-  return t->default_config(workload);
+  return t->default_config(workload, codegen::cpu_model(target));
 }
 
 StatusOr<double> workload_flops(const Workload& workload) {

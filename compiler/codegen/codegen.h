@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "common/target.h"
 #include "compiler/ir/ir.h"
+#include "compiler/ops/cpu_model.h"
 
 namespace tunefarm::codegen {
 
@@ -28,6 +29,10 @@ namespace tunefarm::codegen {
 // a CPU and features from LLVM's tables, and the baseline features the kernels assume. Every path
 // that builds code checks it first; services call it to refuse a target at submit.
 Status check_target(const Target& target);
+
+// The vectors and caches of the target's CPU, for the templates' defaults (compiler/ops/cpu_model.h);
+// the AVX-512 model of ops::CpuModel{} for targets that are not CPUs or that check_target refuses.
+ops::CpuModel cpu_model(const Target& target);
 
 StatusOr<std::string> compile_object(const ir::LoweredFunc& f, const Target& target, const std::string& entry);
 

@@ -254,13 +254,16 @@ int64_t pick(const std::vector<int64_t>& candidates, int64_t extent, int64_t cap
   return best ? best : 1;
 }
 
-Config blocked_default(const std::string& name, const Blocked& b) {
+Config blocked_default(const std::string& name, const Blocked& b, const CpuModel& cpu) {
   Config cfg;
   cfg.template_name = name;
-  // About 14 accumulators: enough independent FMAs to hide their latency, leaving registers for the
-  // weight vectors. Columns first (each reuses the weights already loaded), then channel blocks.
-  int64_t qr = pick({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, b.Q, 14 / vectors(b.oc));
-  int64_t kr = pick({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, 14 / (qr * vectors(b.oc))));
+  // About 14 accumulators of 32 registers (7 of AVX2's 16): enough independent FMAs to hide their
+  // latency, leaving registers for the weight vectors. Columns first (each reuses the weights
+  // already loaded), then channel blocks.
+  int64_t acc = std::max<int64_t>(1, cpu.vector_registers * 14 / 32);
+  int64_t oc_vectors = (b.oc + cpu.lanes - 1) / cpu.lanes;
+  int64_t qr = pick({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, b.Q, std::max<int64_t>(1, acc / oc_vectors));
+  int64_t kr = pick({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, acc / (qr * oc_vectors)));
   bool unroll_window = b.R * b.S <= 9;
   // Guards cost a select per unrolled window position and column, shared by all channels of a
   // block: cheap when the window is unrolled and there is one input-channel block to reread.
@@ -436,10 +439,12 @@ ConfigSpace depthwise_space(const std::string& name, const Depthwise& d) {
   return s;
 }
 
-Config depthwise_default(const std::string& name, const Depthwise& d) {
+Config depthwise_default(const std::string& name, const Depthwise& d, const CpuModel& cpu) {
   Config cfg;
   cfg.template_name = name;
-  cfg.knobs = {{"tile_q", std::vector<int64_t>{-1, pick({1, 2, 4, 7, 8, 14, 16, 28}, d.Q, 16 / vectors(d.b))}},
+  int64_t block_vectors = (d.b + cpu.lanes - 1) / cpu.lanes;
+  int64_t acc = std::max<int64_t>(1, cpu.vector_registers / 2);
+  cfg.knobs = {{"tile_q", std::vector<int64_t>{-1, pick({1, 2, 4, 7, 8, 14, 16, 28}, d.Q, std::max<int64_t>(1, acc / block_vectors))}},
                {"unroll_window", int64_t{d.R * d.S <= 25 ? 1 : 0}},
                {"parallel", std::string("none")}};
   return cfg;
@@ -483,7 +488,7 @@ std::vector<OpDef> blocked_conv_ops() {
   op.compute = blocked_compute;
   std::string cpu = "conv2d_nchwc.cpu.direct";
   op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload& w) { return blocked_space(cpu, blocked_of(w)); },
-                          [cpu](const Workload& w) { return blocked_default(cpu, blocked_of(w)); }, blocked_schedule, nullptr});
+                          [cpu](const Workload& w, const CpuModel& m) { return blocked_default(cpu, blocked_of(w), m); }, blocked_schedule, nullptr});
   OpDef dw;
   dw.name = "depthwise_conv2d_nchwc";
   dw.flops = depthwise_flops;
@@ -492,7 +497,7 @@ std::vector<OpDef> blocked_conv_ops() {
   dw.compute = depthwise_compute;
   std::string dcpu = "depthwise_conv2d_nchwc.cpu.direct";
   dw.templates.push_back({dcpu, Target::Kind::kLLVM, [dcpu](const Workload& w) { return depthwise_space(dcpu, depthwise_of(w)); },
-                          [dcpu](const Workload& w) { return depthwise_default(dcpu, depthwise_of(w)); }, depthwise_schedule,
+                          [dcpu](const Workload& w, const CpuModel& m) { return depthwise_default(dcpu, depthwise_of(w), m); }, depthwise_schedule,
                           nullptr});
   return {op, dw};
 }

@@ -16,6 +16,7 @@
 #include "common/target.h"
 #include "common/workload.h"
 #include "compiler/ir/ir.h"
+#include "compiler/ops/cpu_model.h"
 #include "compiler/ops/space.h"
 #include "compiler/schedule/schedule.h"
 #include "compiler/te/tensor.h"
@@ -61,7 +62,8 @@ struct Template {
   std::string name;  // "<op>.<cpu|cuda>.<variant>"
   Target::Kind target_kind;
   std::function<ConfigSpace(const Workload&)> space;
-  std::function<Config(const Workload&)> default_config;
+  // The untuned config: sized by the target CPU's vectors and caches (ignored by CUDA templates).
+  std::function<Config(const Workload&, const CpuModel&)> default_config;
   // Applies a config that `space(w).check(config)` accepted: the schedule that compiler/build.cc
   // then lowers and compiles.
   std::function<StatusOr<Scheduled>(const Workload&, const Config&)> schedule;

@@ -60,6 +60,45 @@ TEST(CompilerConfigSpace, AConfigRecordedBeforeAKnobExistedReadsAsItsFirstChoice
   EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
 }
 
+// conv2d_nchwc gained `pad_stage` (0: guarded reads) after configs were recorded: an old config
+// keeps the padded copy it always had, and builds.
+TEST(CompilerConfigSpace, ABlockedConvolutionConfigFromBeforePadStageKeepsThePaddedCopy) {
+  Workload conv = *parse_workload("conv2d_nchwc:N=1,C=16,H=7,W=7,K=16,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  Target host;
+  auto space = *config_space(conv, host);
+  auto old = parse_config_json(
+      R"({"template":"conv2d_nchwc.cpu.direct","knobs":{"tile_q":[-1,7],"tile_kb":[-1,1],"reduce_order":[0,1,2],)"
+      R"("unroll_window":1,"unroll_ci":0,"parallel":"none"}})");
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  ASSERT_TRUE(space.check(*old).ok());
+  auto completed = space.complete(*old);
+  ASSERT_TRUE(completed.ok());
+  EXPECT_EQ(std::get<int64_t>(*completed->find("pad_stage")), 1);
+  EXPECT_TRUE(build_kernel(conv, host, *old).ok());
+}
+
+// Untuned defaults follow the target CPU's registers: a GEMM's register tile fits AVX-512's 32
+// vector registers on this host's target model, AVX2's 16 on a Haswell board and NEON's 32
+// four-lane registers on an ARM board.
+TEST(CompilerDefaults, RegisterTilesFollowTheTargetCpu) {
+  struct Case {
+    const char* target;
+    int64_t lanes, registers;
+  };
+  for (const Case& c : {Case{"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", 16, 32},
+                        Case{"llvm -mtriple=x86_64-linux-gnu -mcpu=haswell", 8, 16},
+                        Case{"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", 4, 32}}) {
+    Target target = *parse_target(c.target);
+    auto config = default_config(matmul(1000, 1000, 1000), target);
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    int64_t mr = std::get<std::vector<int64_t>>(*config->find("tile_m"))[2];
+    int64_t nr = std::get<std::vector<int64_t>>(*config->find("tile_n"))[2];
+    EXPECT_EQ(nr, 2 * c.lanes) << c.target;
+    EXPECT_LE(mr * nr / c.lanes + 4, c.registers) << c.target << ": " << config->to_json();
+    EXPECT_GE(mr, 4) << c.target;
+  }
+}
+
 TEST(CompilerConfigSpace, FactorSplitsDivideTheExtent) {
   ops::ConfigSpace s("t");
   s.define_split_factors("tile", 12, 3);
