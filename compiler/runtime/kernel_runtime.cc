@@ -24,8 +24,25 @@ int default_threads() {
 
 thread_local bool in_parallel_body = false;
 
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How long a worker waits for the next launch, and a launcher for its last tasks, by spinning
+// before it sleeps: a model runs one kernel after another, tens of microseconds each, and waking
+// a sleeping thread costs about as much. Past this the thread sleeps, so an idle pool costs nothing.
+constexpr int kSpins = 20000;
+
 // A fixed pool of workers. One launch at a time: a launch hands out task ids from an atomic
-// counter, the caller takes part, and it returns when every task has finished.
+// counter, the caller takes part, and it returns when every task has finished. A task id carries
+// its launch's generation and each launch's function sits in the slot of its generation's parity,
+// so a worker that arrives late for one launch neither takes a task of the next nor runs a task
+// with another launch's function (the next-but-one launch, which reuses the slot, starts only
+// after the next one has retagged the counter).
 class ThreadPool {
  public:
   explicit ThreadPool(int num_threads) : num_threads_(num_threads < 1 ? 1 : num_threads) {
@@ -35,7 +52,7 @@ class ThreadPool {
   ~ThreadPool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+      stop_.store(true);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -45,30 +62,40 @@ class ThreadPool {
 
   int32_t launch(tunefarm_parallel_lambda fn, void* closure, int32_t num_tasks) {
     std::lock_guard<std::mutex> one_launch(launch_mu_);
+    uint32_t gen;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      fn_ = fn;
-      closure_ = closure;
-      num_tasks_ = num_tasks;
-      next_task_.store(0);
-      pending_ = num_tasks;
-      result_.store(0);
-      ++generation_;
+      gen = static_cast<uint32_t>(generation_.load(std::memory_order_relaxed) + 1);
+      Slot& slot = slots_[gen & 1];
+      slot.fn.store(fn, std::memory_order_relaxed);
+      slot.closure.store(closure, std::memory_order_relaxed);
+      slot.num_tasks.store(num_tasks, std::memory_order_relaxed);
+      result_.store(0, std::memory_order_relaxed);
+      pending_.store(num_tasks, std::memory_order_relaxed);
+      next_task_.store(uint64_t{gen} << 32, std::memory_order_relaxed);
+      generation_.store(gen, std::memory_order_release);
     }
-    wake_.notify_all();
-    run_tasks();
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [&] { return pending_ == 0; });
-    fn_ = nullptr;
+    if (sleepers_.load(std::memory_order_acquire) > 0) wake_.notify_all();
+    run_tasks(gen, fn, closure, num_tasks);
+    for (int i = 0; i < kSpins && pending_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
+    if (pending_.load(std::memory_order_acquire) != 0) {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    }
     return result_.load();
   }
 
  private:
-  void run_tasks() {
+  // Runs tasks of launch `gen` until its tasks are all handed out (or a newer launch began).
+  void run_tasks(uint32_t gen, tunefarm_parallel_lambda fn, void* closure, int32_t num_tasks) {
     in_parallel_body = true;
-    int finished = 0;
-    for (int32_t task = next_task_.fetch_add(1); task < num_tasks_; task = next_task_.fetch_add(1)) {
-      int32_t rc = fn_(task, num_tasks_, closure_);
+    int32_t finished = 0;
+    for (;;) {
+      uint64_t v = next_task_.load(std::memory_order_acquire);
+      if (static_cast<uint32_t>(v >> 32) != gen || static_cast<int32_t>(v & 0xffffffffu) >= num_tasks) break;
+      if (!next_task_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) continue;
+      int32_t task = static_cast<int32_t>(v & 0xffffffffu);
+      int32_t rc = fn(task, num_tasks, closure);
       if (rc != 0) {
         int32_t expected = 0;
         result_.compare_exchange_strong(expected, rc);
@@ -76,23 +103,33 @@ class ThreadPool {
       ++finished;
     }
     in_parallel_body = false;
-    if (finished > 0) {
+    if (finished > 0 && pending_.fetch_sub(finished, std::memory_order_acq_rel) == finished) {
       std::lock_guard<std::mutex> lock(mu_);
-      pending_ -= finished;
-      if (pending_ == 0) done_.notify_all();
+      done_.notify_all();
     }
   }
 
   void worker_loop() {
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || (generation_ != seen && fn_ != nullptr); });
-        if (stop_) return;
-        seen = generation_;
+      uint32_t gen = static_cast<uint32_t>(generation_.load(std::memory_order_acquire));
+      for (int i = 0; i < kSpins && gen == seen && !stop_.load(std::memory_order_relaxed); ++i) {
+        cpu_relax();
+        gen = static_cast<uint32_t>(generation_.load(std::memory_order_acquire));
       }
-      run_tasks();
+      if (gen == seen) {
+        std::unique_lock<std::mutex> lock(mu_);
+        sleepers_.fetch_add(1, std::memory_order_acq_rel);
+        wake_.wait(lock, [&] { return stop_.load() || static_cast<uint32_t>(generation_.load()) != seen; });
+        sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+        if (stop_.load()) return;
+        gen = static_cast<uint32_t>(generation_.load(std::memory_order_acquire));
+      }
+      if (stop_.load()) return;
+      seen = gen;
+      const Slot& slot = slots_[gen & 1];
+      run_tasks(gen, slot.fn.load(std::memory_order_relaxed), slot.closure.load(std::memory_order_relaxed),
+                slot.num_tasks.load(std::memory_order_relaxed));
     }
   }
 
@@ -101,13 +138,18 @@ class ThreadPool {
   std::mutex launch_mu_;
   std::mutex mu_;
   std::condition_variable wake_, done_;
-  bool stop_ = false;
-  uint64_t generation_ = 0;
-  tunefarm_parallel_lambda fn_ = nullptr;
-  void* closure_ = nullptr;
-  int32_t num_tasks_ = 0;
-  std::atomic<int32_t> next_task_{0};
-  int32_t pending_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> sleepers_{0};
+  struct Slot {
+    std::atomic<tunefarm_parallel_lambda> fn{nullptr};
+    std::atomic<void*> closure{nullptr};
+    std::atomic<int32_t> num_tasks{0};
+  };
+  Slot slots_[2];
+  // The generation of the launch (high 32 bits) and its next task id (low 32 bits).
+  std::atomic<uint64_t> next_task_{0};
+  std::atomic<int32_t> pending_{0};
   std::atomic<int32_t> result_{0};
 };
 

@@ -1,7 +1,9 @@
 #include "compiler/runtime/kernel_runtime.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -37,6 +39,36 @@ TEST(KernelRuntime, RunsEveryTaskOnceAndCoversTheRange) {
     ASSERT_EQ(s.calls.load(), 7);
     for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(out[i], i * 2);
   }
+}
+
+struct Tally {
+  std::atomic<int> runs[16];
+  int32_t expected_n;
+  std::atomic<int> wrong_n{0};
+};
+
+int32_t tally(int32_t task, int32_t n, void* closure) {
+  auto* t = static_cast<Tally*>(closure);
+  if (n != t->expected_n) t->wrong_n.fetch_add(1);
+  t->runs[task].fetch_add(1);
+  return 0;
+}
+
+// Back-to-back launches of different sizes, each with its own closure on the stack: workers that
+// spin between launches and arrive late for one must not run a task twice, run one of the next
+// launch with the old closure, or miss one; and after the pool has gone to sleep it wakes again.
+TEST(KernelRuntime, BackToBackLaunchesRunEachTaskOnceAndAnIdlePoolWakes) {
+  tunefarm_runtime_set_num_threads(4);
+  for (int round = 0; round < 20000; ++round) {
+    Tally t;
+    t.expected_n = 1 + round % 16;
+    for (auto& r : t.runs) r.store(0);
+    ASSERT_EQ(tunefarm_parallel_launch(tally, &t, t.expected_n), 0);
+    ASSERT_EQ(t.wrong_n.load(), 0) << "round " << round;
+    for (int i = 0; i < 16; ++i) ASSERT_EQ(t.runs[i].load(), i < t.expected_n ? 1 : 0) << "round " << round << " task " << i;
+    if (round % 5000 == 4999) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  tunefarm_runtime_set_num_threads(2);
 }
 
 TEST(KernelRuntime, ReportsTheFirstFailure) {
