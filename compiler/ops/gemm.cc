@@ -10,7 +10,10 @@
 //     (cache_write + compute_at), rows unrolled, columns vectorized (nr = 32 is two zmm
 //     registers), the reduction unrolled by ku, so that LLVM keeps the tile in registers and emits
 //     one broadcast and nr/16 FMAs per row and k;
-//   - the copy-out stage applies the epilogue (bias, ReLU) while the tile is in registers.
+//   - the copy-out stage applies the epilogue (bias, ReLU) while the tile is in registers;
+//   - with tile_k = kc (large K), the reduction is blocked: per block of kc, the register tile sums
+//     its slice of K and adds it to the output block, so that A's rows and B's panel slice stay
+//     in L1/L2 across the block instead of streaming all of K through the tile.
 // CPU template "dense.cpu.dot" (GEMV-shaped dense layers, few rows): W[N, K] is contiguous along
 //   the reduction, so the reduction itself is vectorized: partial sums over K in vector lanes
 //   for a few output columns at a time (rfactor-style), then a horizontal sum and the epilogue.
@@ -101,11 +104,13 @@ void gemm_reference(const Workload& w, const std::vector<const float*>& in, floa
 struct GemmTensors {
   std::vector<te::Tensor> inputs;
   te::Tensor packed;  // Null when B is read directly.
+  // With K blocked: partial[.., i, j, ko] sums block ko of K, and acc sums the blocks.
+  te::Tensor partial;
   te::Tensor acc, out;
   te::IterVar k;
 };
 
-GemmTensors define_gemm(const Gemm& g, int64_t pack_nr) {
+GemmTensors define_gemm(const Gemm& g, int64_t pack_nr, int64_t kc = 0) {
   GemmTensors t;
   te::Tensor A = te::placeholder("A", with_batch(g, {g.M, g.K}));
   te::Tensor B = g.transpose_b ? te::placeholder("W", {g.N, g.K}) : te::placeholder("B", with_batch(g, {g.K, g.N}));
@@ -145,10 +150,35 @@ GemmTensors define_gemm(const Gemm& g, int64_t pack_nr) {
     };
   }
   std::string acc_name = (g.bias || g.relu) ? "acc" : "C";
-  t.acc = te::compute(acc_name, with_batch(g, {g.M, g.N}), [&](const std::vector<Var>& v) {
-    Expr b = g.batched ? Expr(v[0]) : ir::int_imm(0);
-    return te::sum(a_at(b, v[off], kv) * b_read(b, kv, v[off + 1]), {t.k});
-  }, names);
+  if (kc > 0 && kc < g.K) {
+    int64_t blocks = (g.K + kc - 1) / kc;
+    te::IterVar ki = te::reduce_axis(kc, "ki");
+    std::vector<std::string> pnames = names;
+    pnames.push_back("ko");
+    t.partial = te::compute("partial", with_batch(g, {g.M, g.N, blocks}), [&](const std::vector<Var>& v) {
+      Expr b = g.batched ? Expr(v[0]) : ir::int_imm(0);
+      Expr k = Expr(v[off + 2]) * kc + ki->var;
+      if (g.K % kc == 0) return te::sum(a_at(b, v[off], k) * b_read(b, k, v[off + 1]), {ki});
+      // The last block reads past K: its products are zeros (clamped reads stay in bounds).
+      Expr kk = ir::min(k, ir::int_imm(g.K - 1));
+      return te::sum(ir::select(ir::lt(k, ir::int_imm(g.K)), a_at(b, v[off], kk) * b_read(b, kk, v[off + 1]),
+                                ir::float_imm(0)),
+                     {ki});
+    }, pnames);
+    t.k = te::reduce_axis(blocks, "ko");
+    te::Tensor partial = t.partial;
+    Var kov = t.k->var;
+    t.acc = te::compute(acc_name, with_batch(g, {g.M, g.N}), [&](const std::vector<Var>& v) {
+      std::vector<Expr> at(v.begin(), v.end());
+      at.push_back(kov);
+      return te::sum(partial(at), {t.k});
+    }, names);
+  } else {
+    t.acc = te::compute(acc_name, with_batch(g, {g.M, g.N}), [&](const std::vector<Var>& v) {
+      Expr b = g.batched ? Expr(v[0]) : ir::int_imm(0);
+      return te::sum(a_at(b, v[off], kv) * b_read(b, kv, v[off + 1]), {t.k});
+    }, names);
+  }
   t.out = t.acc;
   if (g.bias || g.relu) {
     te::Tensor acc = t.acc;
@@ -185,6 +215,8 @@ ConfigSpace cpu_space(const std::string& name) {
   s.define_reorder("order", kTileOrders);
   s.define_knob("pack_b", std::vector<int64_t>{1, 0});
   s.define_annotate("parallel", {"none", "outer"});
+  // 0: the register tile sums all of K (the template before K blocking, first for old configs).
+  s.define_knob("tile_k", std::vector<int64_t>{0, 128, 256, 512});
   s.set_validator([](const Config& c) -> Status {
     int64_t mr = knob_list(c, "tile_m")[2], nr = knob_list(c, "tile_n")[2];
     if (mr * nr > kMaxTileElements)
@@ -223,9 +255,14 @@ Config cpu_default(const std::string& name, const Workload& w, const CpuModel& c
              {"unroll_k", int64_t{2}},
              {"order", kTileOrders[0]},
              {"pack_b", int64_t{g.M >= 4 ? 1 : 0}},
-             {"parallel", std::string("none")}};
+             {"parallel", std::string("none")},
+             // Blocking K is left to tuning: on this kind of machine the measurements were too noisy
+             // to show which K it pays off from.
+             {"tile_k", int64_t{0}}};
   return c;
 }
+
+StatusOr<Scheduled> blocked_k_schedule(const Gemm& g, const Config& c);
 
 StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
   Gemm g = gemm_of(w);
@@ -235,6 +272,8 @@ StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
   const auto& order = knob_list(c, "order");
   bool pack = knob_int(c, "pack_b") != 0;
   bool par = knob_str(c, "parallel") == "outer";
+  int64_t kc = knob_int(c, "tile_k");
+  if (kc > 0 && kc < g.K && !g.batched) return blocked_k_schedule(g, c);
 
   GemmTensors t = define_gemm(g, pack ? nr : 0);
   auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.out});
@@ -274,6 +313,62 @@ StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
     auto& p = s[t.packed];
     p.vectorize(p.axis(off + 2));
     if (par) p.parallel(p.axis(0));
+  }
+  return Scheduled{std::move(owned), ComputeDef{t.inputs, t.out}.args()};
+}
+
+// The packed template with K blocked: the output (or, with an epilogue, an accumulator block
+// computed at the output's block) sums the K blocks; inside each, the register tile of partial
+// sums is computed over the block's kc values of K, then added to the output tile.
+StatusOr<Scheduled> blocked_k_schedule(const Gemm& g, const Config& c) {
+  int64_t mb = knob_list(c, "tile_m")[1], mr = knob_list(c, "tile_m")[2];
+  int64_t nb = knob_list(c, "tile_n")[1], nr = knob_list(c, "tile_n")[2];
+  int64_t ku = knob_int(c, "unroll_k"), kc = knob_int(c, "tile_k");
+  bool pack = knob_int(c, "pack_b") != 0;
+  bool par = knob_str(c, "parallel") == "outer";
+  GemmTensors t = define_gemm(g, pack ? nr : 0, kc);
+  auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.out});
+  schedule::Schedule& s = *owned;
+
+  auto& out = s[t.out];
+  auto [io, i1] = out.split(out.axis(0), mb * mr);
+  auto [im, ii] = out.split(i1, mr);
+  auto [jo, j1] = out.split(out.axis(1), nb * nr);
+  auto [jm, ji] = out.split(j1, nr);
+  out.vectorize(ji);
+  out.unroll(ii);
+  if (par) out.parallel(io);
+  // The stage that sums the K blocks, tiled like the output: the output itself, or the
+  // accumulator block of an epilogue's output block.
+  te::IterVar rn;
+  schedule::Stage* r = &out;
+  if (t.out.op != t.acc.op) {
+    out.reorder({io, jo, im, jm, ii, ji});
+    auto& a = s[t.acc];
+    a.compute_at(out, jo);
+    auto [am, ai] = a.split(a.axis(0), mr);
+    auto [an, aj] = a.split(a.axis(1), nr);
+    a.reorder({a.reduce_axis(0), am, an, ai, aj});
+    a.vectorize(aj);
+    a.unroll(ai);
+    r = &a;
+    rn = an;
+  } else {
+    out.reorder({io, jo, out.reduce_axis(0), im, jm, ii, ji});
+    rn = jm;
+  }
+  auto& p = s[t.partial];
+  p.set_scope(ir::MemScope::kLocal);
+  p.compute_at(*r, rn);
+  auto [ko, kin] = p.split(p.reduce_axis(0), ku);
+  p.reorder({p.axis(2), ko, kin, p.axis(0), p.axis(1)});
+  p.unroll(kin);
+  p.unroll(p.axis(0));
+  p.vectorize(p.axis(1));
+  if (pack) {
+    auto& pk = s[t.packed];
+    pk.vectorize(pk.axis(2));
+    if (par) pk.parallel(pk.axis(0));
   }
   return Scheduled{std::move(owned), ComputeDef{t.inputs, t.out}.args()};
 }

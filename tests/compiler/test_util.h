@@ -23,6 +23,9 @@ inline const std::vector<std::string>& small_workloads() {
       "matmul:M=5,N=70,K=33",
       "dense:M=3,N=41,K=29,bias=1,relu=1",
       "dense:M=17,N=20,K=13",
+      // K long enough for the K-blocked path (tile_k 128..512; 700 leaves a partial block).
+      "matmul:M=13,N=40,K=700",
+      "dense:M=9,N=33,K=300,bias=1,relu=1",
       "batch_matmul:B=3,M=11,N=35,K=9",
       "batch_matmul:B=2,M=20,N=17,K=24",
       "conv2d_nchw:N=1,C=5,H=9,W=11,K=7,R=3,S=3,stride=1,pad=1",
