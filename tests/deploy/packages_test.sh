@@ -67,20 +67,34 @@ fi
 
 WORK=$(mktemp -d /tmp/tunefarm-packages-test.XXXXXX)
 DAEMONS=()
+# Stops the daemons this run started, and waits for what they started (the agent's worker) to go:
+# the user can be removed only once nothing runs as it.
+stop_daemons() {
+  local pid
+  for pid in "${DAEMONS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${DAEMONS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  DAEMONS=()
+  for _ in $(seq 50); do
+    pgrep -u tunefarm >/dev/null 2>&1 || return 0
+    sleep 0.2
+  done
+}
 cleanup() {
   local rc=$?
   set +e
-  for pid in "${DAEMONS[@]}"; do kill "$pid" 2>/dev/null; done
-  for pid in "${DAEMONS[@]}"; do wait "$pid" 2>/dev/null; done
+  stop_daemons
   if [[ -n $(installed_packages) ]]; then
     echo "cleanup: purging $(installed_packages | tr '\n' ' ')"
     purge_all >/dev/null || { echo "cleanup: the purge failed; $MARKER stays for the next run" >&2; rc=1; }
   fi
-  [[ -n $(installed_packages) ]] || rm -f "$MARKER"
+  # The marker stays while anything this run made is left, so that the next run may clean it up.
+  [[ -n $(installed_packages) || -n $(getent passwd tunefarm || true) ]] || rm -f "$MARKER"
   rm -rf "$WORK"
   exit "$rc"
 }
 trap cleanup EXIT
+# A stop by signal (ctest's timeout, ^C) exits through cleanup too.
+trap 'exit 143' TERM INT HUP
 
 step "dpkg -i"
 touch "$MARKER"
@@ -148,7 +162,8 @@ ss = [socket.socket() for _ in range(2)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in ss))'))
 tracker=127.0.0.1:${ports[0]} server=127.0.0.1:${ports[1]}
-as_tunefarm() { setpriv --reuid=tunefarm --regid=tunefarm --init-groups "$@"; }
+# exec: the job's pid is the daemon's, so that cleanup can stop it.
+as_tunefarm() { exec setpriv --reuid=tunefarm --regid=tunefarm --init-groups "$@"; }
 as_tunefarm /usr/bin/trackerd --listen "$tracker" --metrics-listen off >"$WORK/trackerd.log" 2>&1 &
 DAEMONS+=($!)
 TMPDIR=$WORK as_tunefarm /usr/bin/device-agent --tracker "$tracker" --key packages-test --metrics-listen off \
@@ -170,17 +185,17 @@ fi
 best=$(tune-client --server "$server" best --workload "$workload" --target llvm --device packages-test --json)
 grep -q '"device_key":"packages-test"' <<<"$best" || { cat "$WORK"/*.log >&2; fail "no best record: $best"; }
 [[ $(stat -c %U "$WORK/history") == tunefarm ]] || fail "the history is not the tunefarm user's"
-for pid in "${DAEMONS[@]}"; do kill "$pid"; done
-for pid in "${DAEMONS[@]}"; do wait "$pid" || true; done
-DAEMONS=()
+stop_daemons
+! pgrep -u tunefarm >/dev/null || fail "processes still run as tunefarm: $(ps -o pid,args -u tunefarm)"
 
 step "dpkg --purge"
 dpkg_retrying --purge "${PACKAGES[@]}"
 [[ -z $(installed_packages) ]] || fail "still installed: $(installed_packages)"
 for pkg in "${PACKAGES[@]}"; do
   while read -r path; do
-    # Directories such as /usr/bin stay for the system's other packages; tunefarm's own go.
-    [[ -d $path && ! -L $path && $path != *tunefarm* ]] && continue
+    # Directories such as /usr/bin (or /lib, a link to one) stay for the system's other packages;
+    # tunefarm's own go.
+    [[ -d $path && $path != *tunefarm* ]] && continue
     [[ ! -e $path && ! -L $path ]] || fail "$path (from $pkg) is left after the purge"
   done <"$WORK/$pkg.files"
 done
