@@ -133,12 +133,13 @@ for pkg in "${!CONFIG_OF[@]}"; do
   done
 done
 
-step "the system user and the directories of secrets"
+step "the system user, its state directory and the directories of secrets"
 IFS=: read -r _ _ uid _ _ home shell < <(getent passwd tunefarm) || fail "no tunefarm user"
 (( uid < 1000 )) || fail "tunefarm is not a system user (uid $uid)"
 [[ $home == /var/lib/tunefarm && $shell == */nologin ]] || fail "tunefarm's home $home, shell $shell"
-for dir in /etc/tunefarm/secrets /etc/tunefarm/tls; do
-  [[ $(stat -c '%U:%G %a' "$dir") == "root:tunefarm 750" ]] || fail "$dir is $(stat -c '%U:%G %a' "$dir")"
+for dir in /etc/tunefarm/secrets:root /etc/tunefarm/tls:root /var/lib/tunefarm:tunefarm; do
+  path=${dir%%:*} owner=${dir#*:}
+  [[ $(stat -c '%U:%G %a' "$path") == "$owner:tunefarm 750" ]] || fail "$path is $(stat -c '%U:%G %a' "$path")"
 done
 
 step "the units: in place, enabled, and systemd-analyze verify"
