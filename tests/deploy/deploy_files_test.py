@@ -181,6 +181,8 @@ def check_k8s(args):
         check(security.get("runAsNonRoot") is True, f"{where}: runAsNonRoot is not true")
         check((security.get("runAsUser"), security.get("runAsGroup")) == (uid, gid),
               f"{where}: runs as {security.get('runAsUser')}:{security.get('runAsGroup')}, the images' user is {CONTAINER_USER}")
+        # Secret and volume files are readable by the daemons through their group.
+        check(security.get("fsGroup") == gid, f"{where}: fsGroup {security.get('fsGroup')}, expected {gid}")
         for container in spec["containers"]:
             cwhere = f"{where}, container {container['name']}"
             csec = container.get("securityContext", {})
