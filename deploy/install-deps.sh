@@ -29,7 +29,7 @@ PACKAGES=(
   clang libclang-rt-dev
   # Debian packages (CPack runs dpkg-shlibdeps), and the test that installs them and verifies the
   # units (systemd-analyze), with the tools their maintainer scripts use
-  dpkg-dev systemd adduser init-system-helpers
+  dpkg-dev systemd adduser init-system-helpers procps
 )
 
 install_packages() {

@@ -258,8 +258,10 @@ def main():
     units.add_argument("--source", required=True)
     units.add_argument("--bin-dir", required=True)
     args = parser.parse_args()
-    # Offline means offline: as root, the manifests are checked without a network at all.
-    if args.what == "k8s" and os.geteuid() == 0 and shutil.which("unshare") and not os.environ.get("TUNEFARM_OFFLINE"):
+    # Offline means offline: where this process may make a network namespace (root, mostly), the
+    # manifests are checked without a network at all.
+    if args.what == "k8s" and not os.environ.get("TUNEFARM_OFFLINE") and shutil.which("unshare") and \
+            subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0:
         os.environ["TUNEFARM_OFFLINE"] = "1"
         os.execvp("unshare", ["unshare", "--net", sys.executable] + sys.argv)
     {"containers": check_containers, "k8s": check_k8s, "units": check_units}[args.what](args)

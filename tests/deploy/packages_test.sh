@@ -27,7 +27,7 @@ done
 
 # One run at a time on this machine, from any build tree.
 exec 9>"$LOCK"
-flock -w 900 9 || fail "another run holds $LOCK"
+flock -w 300 9 || fail "another run holds $LOCK"
 
 installed_packages() {
   local pkg status
