@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 CTEST_JOBS ?= 2
 
-.PHONY: all deps configure build test demo bench clean
+.PHONY: all deps configure build test demo bench packages clean
 
 all: build
 
@@ -30,6 +30,11 @@ demo: deps
 	$(MAKE) configure
 	cmake --build $(BUILD_DIR) --target $(DEMO_TARGETS)
 	BUILD_DIR=$(BUILD_DIR) bash deploy/demo.sh
+
+# Debian packages of what the build holds (cmake/Packaging.cmake), into $(BUILD_DIR)/packages.
+packages: deps
+	$(MAKE) configure
+	cmake --build $(BUILD_DIR) --target packages
 
 bench: build
 	BUILD_DIR=$(BUILD_DIR) bash bench/run.sh

@@ -12,6 +12,10 @@
 
 namespace tunefarm {
 
+namespace {
+constexpr const char* kCheckConfigFlag = "--check-config";
+}  // namespace
+
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_config_file) {
   app.add_option("--log-level", flags.log_level,
                  "trace, debug, info, warn, error, critical or off (default: $TUNEFARM_LOG_LEVEL or info)");
@@ -20,6 +24,11 @@ void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_config_file) 
       ->check(CLI::IsMember({"text", "json"}));
   if (with_config_file) {
     app.set_config("--config", "", "TOML file with default values for these flags (keys are the flag names)");
+    // Installers and deployment tests validate a config where the daemon is not to start (a package
+    // upgrade, a Kubernetes ConfigMap checked offline).
+    app.add_flag(kCheckConfigFlag)->description(
+        "Check the --config file and the command line (keys, values, secret files), then exit: 0 when the daemon "
+        "would accept them");
   }
 }
 
@@ -99,7 +108,9 @@ Status check_config_file(const CLI::App& app, const std::string& path) {
   std::set<std::string> known;
   for (const CLI::Option* option : app.get_options())
     for (const std::string& name : option->get_lnames()) known.insert(name);
+  // Neither belongs in the file: one names it, the other would stop the daemon at every start.
   known.erase("config");
+  known.erase(std::string(kCheckConfigFlag).substr(2));
   for (auto&& [key, value] : parsed.table()) {
     std::string name(key.str());
     auto where = fmt::format("{}:{}", path, key.source().begin.line);
@@ -156,6 +167,11 @@ bool parse_command_line(CLI::App& app, int argc, char** argv, int& exit_code) {
   } catch (const CLI::ParseError& e) {
     std::cerr << app.get_name() << ": " << e.what() << " (see --help)\n";
     exit_code = 2;
+    return false;
+  }
+  if (const CLI::Option* check = app.get_option_no_throw(kCheckConfigFlag); check && check->count() > 0) {
+    std::cout << program << ": the configuration is valid\n";
+    exit_code = 0;
     return false;
   }
   return true;

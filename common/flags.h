@@ -18,7 +18,7 @@ struct CommonFlags {
 };
 
 // Adds --log-level and --log-format (text, or json for log shippers); with `with_config_file`,
-// also --config (a TOML file).
+// also --config (a TOML file) and --check-config (validate the file and flags, then exit).
 void add_common_flags(CLI::App& app, CommonFlags& flags, bool with_config_file);
 
 // Adds a secret (a token) as `--NAME`, readable from the --config file, from $ENV, or from the file
@@ -35,7 +35,8 @@ CLI::Option* add_secret_option(CLI::App& app, const std::string& name, std::vect
 Status check_config_file(const CLI::App& app, const std::string& path);
 
 // Parses argv; a --config file is checked with check_config_file first. On --help prints help and returns 0 through `exit_code`; on a bad command line
-// prints one line naming the problem and returns 2. Returns true when the program should run.
+// prints one line naming the problem and returns 2; on --check-config that passed, says so and
+// returns 0. Returns true when the program should run.
 bool parse_command_line(CLI::App& app, int argc, char** argv, int& exit_code);
 
 }  // namespace tunefarm

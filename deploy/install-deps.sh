@@ -27,6 +27,9 @@ PACKAGES=(
   qemu-user g++-aarch64-linux-gnu
   # fuzzing (libFuzzer comes with clang's runtime)
   clang libclang-rt-dev
+  # Debian packages (CPack runs dpkg-shlibdeps), and the test that installs them and verifies the
+  # units (systemd-analyze), with the tools their maintainer scripts use
+  dpkg-dev systemd adduser init-system-helpers procps
 )
 
 install_packages() {

@@ -67,5 +67,45 @@ TEST_F(ConfigFile, ParseCommandLineStopsOnABadFile) {
   EXPECT_EQ(exit_code, 2);
 }
 
+// The daemons' --check-config: a valid file and command line exit 0 without running, a bad value
+// exits 2, and the flag cannot be set from the file (it would stop the daemon at every start).
+class CheckConfig : public ConfigFile {
+ protected:
+  void SetUp() override {
+    ConfigFile::SetUp();
+    app_.add_option("--max-jobs", max_jobs_)->check(CLI::Range(1, 64));
+    add_common_flags(app_, common_, true);
+  }
+  bool parse(const std::string& text, int& exit_code) {
+    std::ofstream(path_) << text;
+    std::string prog = "prog", flag = "--config", file = path_, check = "--check-config";
+    char* argv[] = {prog.data(), flag.data(), file.data(), check.data()};
+    return parse_command_line(app_, 4, argv, exit_code);
+  }
+
+  CommonFlags common_;
+  int max_jobs_ = 1;
+};
+
+TEST_F(CheckConfig, AValidFileExitsZeroWithoutRunning) {
+  int exit_code = -1;
+  EXPECT_FALSE(parse("listen = \"127.0.0.1:1\"\nmax-jobs = 4\n", exit_code));
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(max_jobs_, 4);
+}
+
+TEST_F(CheckConfig, AnOutOfRangeValueExitsTwo) {
+  int exit_code = -1;
+  EXPECT_FALSE(parse("max-jobs = 65\n", exit_code));
+  EXPECT_EQ(exit_code, 2);
+}
+
+TEST_F(CheckConfig, IsNotAKeyOfTheFile) {
+  std::ofstream(path_) << "check-config = true\n";
+  Status s = check_config_file(app_, path_);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown key \"check-config\""), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace tunefarm
