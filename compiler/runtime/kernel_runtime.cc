@@ -32,10 +32,27 @@ void cpu_relax() {
 #endif
 }
 
-// How long a worker waits for the next launch, and a launcher for its last tasks, by spinning
-// before it sleeps: a model runs one kernel after another, tens of microseconds each, and waking
-// a sleeping thread costs about as much. Past this the thread sleeps, so an idle pool costs nothing.
-constexpr int kSpins = 20000;
+// How long a worker waits for the next launch, and a launcher for its last tasks, before it
+// sleeps: a model runs one kernel after another, tens of microseconds each, and waking a sleeping
+// thread costs about as much. First a short busy spin (~50 us), then yielding the core (so that on
+// a machine with more threads than cores, the thread being waited for gets to run), then sleep:
+// an idle pool costs nothing.
+constexpr int kSpins = 2000;
+constexpr int kYields = 200;
+
+// Waits until `done()` by spinning, then yielding; false if it still is not, and the caller sleeps.
+template <typename Done>
+bool wait_briefly(Done done) {
+  for (int i = 0; i < kSpins; ++i) {
+    if (done()) return true;
+    cpu_relax();
+  }
+  for (int i = 0; i < kYields; ++i) {
+    if (done()) return true;
+    std::this_thread::yield();
+  }
+  return done();
+}
 
 // A fixed pool of workers. One launch at a time: a launch hands out task ids from an atomic
 // counter, the caller takes part, and it returns when every task has finished. A task id carries
@@ -77,8 +94,7 @@ class ThreadPool {
     }
     if (sleepers_.load(std::memory_order_acquire) > 0) wake_.notify_all();
     run_tasks(gen, fn, closure, num_tasks);
-    for (int i = 0; i < kSpins && pending_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
-    if (pending_.load(std::memory_order_acquire) != 0) {
+    if (!wait_briefly([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
       std::unique_lock<std::mutex> lock(mu_);
       done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
     }
@@ -112,11 +128,11 @@ class ThreadPool {
   void worker_loop() {
     uint32_t seen = 0;
     for (;;) {
-      uint32_t gen = static_cast<uint32_t>(generation_.load(std::memory_order_acquire));
-      for (int i = 0; i < kSpins && gen == seen && !stop_.load(std::memory_order_relaxed); ++i) {
-        cpu_relax();
+      uint32_t gen = seen;
+      wait_briefly([&] {
         gen = static_cast<uint32_t>(generation_.load(std::memory_order_acquire));
-      }
+        return gen != seen || stop_.load(std::memory_order_relaxed);
+      });
       if (gen == seen) {
         std::unique_lock<std::mutex> lock(mu_);
         sleepers_.fetch_add(1, std::memory_order_acq_rel);
