@@ -170,6 +170,8 @@ def main():
         for kind, t in sorted(kinds.items(), key=lambda kv: -kv[1]):
             print(f"  {100 * t / total:5.1f}%  {1e3 * t / args.runs:8.3f} ms  {kind}")
         result["profile_by_kind"] = {kind: 1e3 * t / args.runs for kind, t in kinds.items()}
+        result["profile_steps"] = [{"step": ours.step_names[i], "ms": 1e3 * profile[i] / args.runs}
+                                   for i in range(ours.steps)]
     print(json.dumps(result))
     return 0
 
