@@ -23,11 +23,37 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libdnnl-dev
   # the dashboard's browser test
   chromium-headless-shell
-  # ARM boards, emulated
+  # ARM boards, emulated (the aarch64 agent's own libraries are ARM64_PACKAGES below)
   qemu-user g++-aarch64-linux-gnu
   # fuzzing (libFuzzer comes with clang's runtime)
   clang libclang-rt-dev
 )
+
+# The aarch64 device agent's cross build (make agent-arm64): Debian's cross toolchain and the
+# multiarch :arm64 development packages, installed beside the amd64 ones. prometheus-cpp-dev is not
+# among them: its arm64 package conflicts with the amd64 one, so the ARM agent is built without metrics.
+ARM64_PACKAGES=(
+  crossbuild-essential-arm64
+  libgrpc++-dev:arm64 libprotobuf-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64
+)
+PACKAGES+=("${ARM64_PACKAGES[@]}")
+
+sudo_prefix() {
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to $1" >&2; exit 1; }
+    echo "sudo"
+  fi
+}
+
+# Packages of another architecture install only once dpkg knows it; apt-get update (which
+# install_packages runs when anything is missing) then fetches its package lists.
+add_arm64_architecture() {
+  if dpkg --print-foreign-architectures | grep -qx arm64; then return; fi
+  local sudo
+  sudo=$(sudo_prefix "add the arm64 architecture")
+  echo "install-deps: adding the arm64 architecture to dpkg"
+  $sudo dpkg --add-architecture arm64
+}
 
 install_packages() {
   local missing=()
@@ -39,11 +65,8 @@ install_packages() {
     echo "install-deps: all ${#PACKAGES[@]} packages already installed"
     return
   fi
-  local sudo=""
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-    sudo="sudo"
-  fi
+  local sudo
+  sudo=$(sudo_prefix "install: ${missing[*]}")
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -q
@@ -67,5 +90,6 @@ install_venv() {
   cp "$requirements" "$dir/requirements.txt"
 }
 
+add_arm64_architecture
 install_packages
 install_venv
