@@ -57,9 +57,16 @@ add_arm64_architecture() {
 
 install_packages() {
   local missing=()
+  local native
+  native=$(dpkg --print-architecture)
   for pkg in "${PACKAGES[@]}"; do
-    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-    [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+    # With two architectures a name matches a package of each: the one wanted is the name's
+    # ":arch" qualifier, or the native architecture (or "all") when it has none.
+    local arch="$native"
+    [[ "$pkg" == *:* ]] && arch="${pkg#*:}"
+    local status
+    status=$(dpkg-query -W -f='${Status}|${Architecture}\n' "${pkg%%:*}" 2>/dev/null || true)
+    grep -qxE "install ok installed\|($arch|all)" <<<"$status" || missing+=("$pkg")
   done
   if [[ ${#missing[@]} -eq 0 ]]; then
     echo "install-deps: all ${#PACKAGES[@]} packages already installed"
