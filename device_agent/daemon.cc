@@ -6,8 +6,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/flags.h"
-#include "common/metrics.h"
-#include "device_agent/metrics.h"
 
 namespace tunefarm {
 
@@ -27,12 +25,7 @@ void add_agent_flags(CLI::App& app, AgentFlags& f) {
   app.add_option("--cpu-seconds-per-candidate", f.measurer.cpu_seconds_per_candidate,
                  "CPU time one candidate may use (default: its timeout times the cores)");
   app.add_option("--max-artifact-mb", f.max_artifact_mb, "Largest artifact this agent loads")->capture_default_str();
-  add_metrics_listen_flag(app, f.metrics_listen, "127.0.0.1:9392");
-  app.add_option("--metrics-tls-cert", f.metrics_tls.cert, "PEM certificate to serve the metrics over TLS with");
-  app.add_option("--metrics-tls-key", f.metrics_tls.key, "PEM private key of --metrics-tls-cert");
-  add_secret_option(app, "metrics-token", f.metrics_tokens, "TUNEFARM_METRICS_TOKEN",
-                    "Token a scraper must present to read the metrics (repeatable)");
-  app.add_flag("--insecure", f.insecure, "Allow a non-loopback --metrics-listen without TLS and a metrics token");
+  f.metrics = add_agent_metrics_flags(app);
 }
 
 DaemonExit run_device_agent(AgentFlags f) {
@@ -43,13 +36,8 @@ DaemonExit run_device_agent(AgentFlags f) {
   StopSignals signals;
   // Before the sandbox starts: a mistake in the flags is said at once.
   if (f.agent.agent_id.empty()) f.agent.agent_id = default_agent_id();
-  auto registry = std::make_shared<prometheus::Registry>();
-  AgentMetrics metrics(*registry, f.agent.agent_id, f.agent.device_key);
-  auto endpoint = MetricsEndpoint::start({f.metrics_listen, f.metrics_tls, f.metrics_tokens, f.insecure,
-                                          "--metrics-tls-cert, --metrics-tls-key", "--metrics-token",
-                                          "a metrics token (--metrics-token)"},
-                                         registry);
-  if (!endpoint.ok()) return DaemonExit::of(endpoint.status());
+  auto metrics = start_agent_metrics(*f.metrics, f.agent.agent_id, f.agent.device_key);
+  if (!metrics.ok()) return DaemonExit::of(metrics.status());
   v1::Capabilities capabilities = local_capabilities();
   // The CUDA driver reserves far more address space than any cap that still stops a runaway CPU
   // kernel, so a board with a GPU gets none unless one is asked for.
@@ -59,13 +47,13 @@ DaemonExit run_device_agent(AgentFlags f) {
   auto measurer = Measurer::create(f.measurer);
   if (!measurer.ok()) return DaemonExit::environment(measurer.status());
   if (Status s = (*measurer)->self_test(); !s.ok()) return DaemonExit::environment(s);
-  auto measure = [m = measurer->get(), &metrics](const v1::LeasedBatch& batch, const v1::Candidate& candidate) {
+  auto measure = [m = measurer->get(), counters = metrics->get()](const v1::LeasedBatch& batch, const v1::Candidate& candidate) {
     // The self-test started the first worker: every start counted here replaces a killed one.
     int starts = m->worker_starts();
     auto begin = std::chrono::steady_clock::now();
     v1::MeasureResult result = m->measure(batch.workload(), batch.options(),
                                           batch.has_reference() ? &batch.reference() : nullptr, candidate.artifact());
-    metrics.measured(result, std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(),
+    if (counters) counters->measured(result, std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(),
                      m->worker_starts() - starts);
     return result;
   };
