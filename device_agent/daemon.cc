@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/cpu_detect.h"
 #include "common/flags.h"
 
 namespace tunefarm {
@@ -24,7 +25,19 @@ void add_agent_flags(CLI::App& app, AgentFlags& f) {
                  "none on a board with a GPU; 0: none)");
   app.add_option("--cpu-seconds-per-candidate", f.measurer.cpu_seconds_per_candidate,
                  "CPU time one candidate may use (default: its timeout times the cores)");
+  app.add_option("--worker-launcher", f.measurer.worker_launcher,
+                 "Program (and its arguments) that runs the measurement worker, e.g. qemu-aarch64 for an agent "
+                 "under user-mode emulation where binfmt_misc does not run aarch64 programs")
+      ->allow_extra_args(false)
+      ->delimiter(' ');
   app.add_option("--max-artifact-mb", f.max_artifact_mb, "Largest artifact this agent loads")->capture_default_str();
+  app.add_option("--cpu", f.cpu,
+                 "This board's CPU as LLVM names it (e.g. haswell, cortex-a72), which tunerd compiles its jobs for "
+                 "(default: detected; a CPU named here brings its own features, not this machine's)");
+  app.add_option("--cpu-features", f.cpu_features,
+                 "Its vector features in LLVM's spelling, e.g. +avx2,-avx512f (default: detected, or the --cpu "
+                 "CPU's own)")
+      ->each([&f](const std::string&) { f.cpu_features_given = true; });
   f.metrics = add_agent_metrics_flags(app);
 }
 
@@ -39,6 +52,14 @@ DaemonExit run_device_agent(AgentFlags f) {
   auto metrics = start_agent_metrics(*f.metrics, f.agent.agent_id, f.agent.device_key);
   if (!metrics.ok()) return DaemonExit::of(metrics.status());
   v1::Capabilities capabilities = local_capabilities();
+  CpuDescription cpu{capabilities.cpu_name(), capabilities.cpu_features()};
+  if (!f.cpu.empty()) cpu = {f.cpu, ""};
+  if (f.cpu_features_given) cpu.features = f.cpu_features;
+  if (Status s = check_cpu_description(cpu); !s.ok()) return DaemonExit::configuration(s.with_context("--cpu, --cpu-features"));
+  capabilities.set_cpu_name(cpu.name);
+  capabilities.set_cpu_features(cpu.features);
+  spdlog::info("CPU {} ({}{}), as tunerd will compile for it", cpu.name, cpu.features.empty() ? "its own features" : cpu.features,
+               f.cpu.empty() && !f.cpu_features_given ? "; detected" : "; from --cpu/--cpu-features");
   // The CUDA driver reserves far more address space than any cap that still stops a runaway CPU
   // kernel, so a board with a GPU gets none unless one is asked for.
   if (f.memory_limit_mb < 0 && !capabilities.gpu_name().empty()) f.memory_limit_mb = 0;

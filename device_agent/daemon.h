@@ -23,6 +23,10 @@ struct AgentFlags {
   int64_t memory_limit_mb = -1;  // -1: the default of add_agent_flags' help
   uint64_t max_artifact_mb = kDefaultMaxArtifactBytes >> 20;
   std::shared_ptr<AgentMetricsFlags> metrics;
+  // The CPU the hello names, instead of the one detected (common/cpu_detect.h).
+  std::string cpu;
+  std::string cpu_features;
+  bool cpu_features_given = false;
 };
 
 void add_agent_flags(CLI::App& app, AgentFlags& flags);

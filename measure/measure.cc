@@ -171,26 +171,30 @@ Status Measurer::start_worker() {
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attributes, 0);
   std::string parent = std::to_string(getpid());
-  std::vector<std::string> args = {
+  std::vector<std::string> args = options_.worker_launcher;
+  args.insert(args.end(), {
       options_.worker_path,
       scratch_dir_,
       parent,
       format_limit_flag("memory-bytes", static_cast<uint64_t>(options_.memory_limit_bytes)),
       format_limit_flag("file-bytes", file_limit(options_)),
       format_limit_flag("cpu-seconds", options_.cpu_seconds_per_candidate),
-  };
+  });
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
   std::vector<char*> env = worker_environment();
-  int rc = posix_spawn(&pid, options_.worker_path.c_str(), &actions, &attributes, argv.data(), env.data());
+  // A launcher is looked up in PATH, as a shell would.
+  int rc = options_.worker_launcher.empty()
+               ? posix_spawn(&pid, options_.worker_path.c_str(), &actions, &attributes, argv.data(), env.data())
+               : posix_spawnp(&pid, args[0].c_str(), &actions, &attributes, argv.data(), env.data());
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(child_end);
   if (rc != 0) {
     close(fds[0]);
-    return unavailable(fmt::format("cannot start '{}': {}", options_.worker_path, std::strerror(rc)));
+    return unavailable(fmt::format("cannot start '{}': {}", args[0], std::strerror(rc)));
   }
   worker_pid_ = pid;
   channel_fd_ = fds[0];

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "tunefarm/v1/common.pb.h"
@@ -28,6 +29,9 @@ inline constexpr uint64_t kDefaultMaxArtifactBytes = 64ull << 20;
 struct MeasurerOptions {
   // The worker binary; empty looks beside this program, in $TUNEFARM_BIN_DIR, then in ../bin.
   std::string worker_path;
+  // A program that runs the worker, with its arguments, e.g. {"qemu-aarch64"} for an agent under
+  // user-mode emulation on a machine without binfmt_misc; empty runs the worker itself.
+  std::vector<std::string> worker_launcher;
   // Parent of the private scratch directory; empty uses $TMPDIR, else /tmp.
   std::string scratch_root;
   // The worker's address-space cap: negative picks three quarters of this machine's memory (at

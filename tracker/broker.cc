@@ -568,7 +568,13 @@ v1::QueueStatusResponse Broker::queue_status(const std::string& device_key) cons
       if (agent.hello.device_key() == name) members.push_back(&agent);
     std::sort(members.begin(), members.end(),
               [](const Agent* a, const Agent* b) { return a->hello.agent_id() < b->hello.agent_id(); });
-    for (const Agent* agent : members) *status->add_agents() = agent_info_locked(*agent);
+    std::vector<AgentPlatform> platforms;
+    for (const Agent* agent : members) {
+      *status->add_agents() = agent_info_locked(*agent);
+      platforms.push_back(agent_platform(status->agents(status->agents_size() - 1)));
+    }
+    if (Status agree = check_agents_agree_on_cpu(name, platforms); !agree.ok())
+      status->set_cpu_disagreement(agree.message());
   }
   return response;
 }

@@ -160,10 +160,20 @@ void Farm::kill_tracker(int sig) {
 }
 
 Process& Farm::start_agent(const std::string& id, const std::string& key, const std::vector<std::string>& extra_args) {
-  std::vector<std::string> args = {"--tracker", address_, "--key", key, "--id", id, "--log-level", "debug"};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  auto process = std::make_unique<Process>(bin_path("device-agent"), args, dir_ + "/agent-" + id + ".log",
-                                           std::vector<std::string>{"TUNEFARM_NUM_THREADS=1"});
+  return start_emulated_agent(id, key, {}, bin_path("device-agent"), extra_args, {});
+}
+
+Process& Farm::start_emulated_agent(const std::string& id, const std::string& key,
+                                    const std::vector<std::string>& emulator, const std::string& agent_binary,
+                                    const std::vector<std::string>& extra_args, const std::vector<std::string>& env) {
+  std::vector<std::string> command = emulator;
+  command.insert(command.end(), {agent_binary, "--tracker", address_, "--key", key, "--id", id, "--log-level", "debug"});
+  command.insert(command.end(), extra_args.begin(), extra_args.end());
+  std::string program = command.front();
+  command.erase(command.begin());
+  std::vector<std::string> environment = {"TUNEFARM_NUM_THREADS=1"};
+  environment.insert(environment.end(), env.begin(), env.end());
+  auto process = std::make_unique<Process>(program, command, dir_ + "/agent-" + id + ".log", environment);
   Process& ref = *process;
   agents_[id] = std::move(process);
   return ref;

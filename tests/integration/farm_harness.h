@@ -69,6 +69,11 @@ class Farm {
   Process& tracker() { return *tracker_; }
   Process& start_agent(const std::string& id, const std::string& key = "local-cpu",
                        const std::vector<std::string>& extra_args = {});
+  // An agent built for another architecture, run by `emulator` (its program and arguments, e.g.
+  // qemu-aarch64 -L /usr/aarch64-linux-gnu) with `env` added to the environment.
+  Process& start_emulated_agent(const std::string& id, const std::string& key, const std::vector<std::string>& emulator,
+                                const std::string& agent_binary, const std::vector<std::string>& extra_args,
+                                const std::vector<std::string>& env);
   Process& agent(const std::string& id) { return *agents_.at(id); }
 
   std::unique_ptr<v1::Tracker::Stub> stub() const;
