@@ -55,6 +55,21 @@ add_arm64_architecture() {
   $sudo dpkg --add-architecture arm64
 }
 
+# The multiarch libc6:arm64 (pulled in by the :arm64 packages) is a newer build than the cross
+# toolchain's libc6-arm64-cross. Under `qemu-aarch64 -L /usr/aarch64-linux-gnu` the cross loader
+# then finds /lib/aarch64-linux-gnu/libc.so.6 through the host's ld.so.cache, and a loader and C
+# library of two builds hang the first thread a program starts. The multiarch directory inside the
+# cross root, pointing at the cross root's own libraries, keeps loader and C library of one build;
+# libraries that only the multiarch packages have (gRPC, protobuf) are still found beside them.
+align_arm64_cross_root() {
+  local link=/usr/aarch64-linux-gnu/lib/aarch64-linux-gnu
+  [[ -d /usr/aarch64-linux-gnu/lib && ! -e "$link" ]] || return 0
+  local sudo
+  sudo=$(sudo_prefix "link $link")
+  echo "install-deps: linking $link to the cross root's own libraries"
+  $sudo ln -s . "$link"
+}
+
 install_packages() {
   local missing=()
   local native
@@ -99,4 +114,5 @@ install_venv() {
 
 add_arm64_architecture
 install_packages
+align_arm64_cross_root
 install_venv
