@@ -43,6 +43,17 @@ struct MeasurerOptions {
   uint64_t max_artifact_bytes = kDefaultMaxArtifactBytes;
 };
 
+// The probe kernel (measure/probe_kernel.c, a 32x32x32 matmul installed beside the worker) as a
+// candidate of its workload, with its reference: what Measurer::self_test() measures, and what
+// tests send to agents of another architecture, whose kernels this build cannot compile.
+struct ProbeKernel {
+  v1::Workload workload;
+  v1::Artifact candidate;
+  v1::Artifact reference;
+};
+// `path` is the probe kernel's shared object; NOT_FOUND says what to install when it is missing.
+StatusOr<ProbeKernel> load_probe_kernel(const std::string& path);
+
 class Measurer {
  public:
   static StatusOr<std::unique_ptr<Measurer>> create(MeasurerOptions options = {});

@@ -6,10 +6,8 @@
 #include <signal.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -17,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/wire.h"
+#include "measure/measure.h"
 #include "tests/integration/farm_harness.h"
 #include "tests/measure/test_kernels.h"
 #include "tests/integration/tunerd_harness.h"
@@ -37,40 +36,27 @@ std::string arm_bin_dir() {
   return TUNEFARM_ARM64_BIN_DIR;
 }
 
-// n candidates of the aarch64 probe kernel (measure/probe_kernel.c, a 32x32 matmul, built beside
-// the aarch64 worker), its reference attached.
+// n candidates of the aarch64 probe kernel (measure/probe_kernel.c, built beside the aarch64
+// worker), its reference attached.
 v1::MeasureRequest probe_request(int n) {
-  std::ifstream in(arm_bin_dir() + "/tunefarm-probe-kernel.so", std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  v1::Artifact candidate;
-  candidate.set_format(v1::Artifact::SHARED_OBJECT);
-  candidate.set_data(bytes.str());
-  candidate.set_entry_symbol("entry");
-  for (const char* name : {"A", "B", "C"}) {
-    auto* arg = candidate.add_args();
-    arg->set_name(name);
-    arg->add_shape(32);
-    arg->add_shape(32);
-    arg->set_dtype(v1::FLOAT32);
-    arg->set_is_output(std::string_view(name) == "C");
-  }
-  *candidate.mutable_target() = to_proto(*parse_target(kArmTarget));
+  auto probe = load_probe_kernel(arm_bin_dir() + "/tunefarm-probe-kernel.so");
+  EXPECT_TRUE(probe.ok()) << probe.status().to_string();
+  if (!probe.ok()) return v1::MeasureRequest();
+  *probe->candidate.mutable_target() = to_proto(*parse_target(kArmTarget));
   v1::MeasureRequest request;
   request.set_device_key(kArmKey);
   request.set_job_id("arm-test");
-  *request.mutable_workload() = to_proto(*parse_workload("matmul:M=32,N=32,K=32"));
+  *request.mutable_workload() = probe->workload;
   request.mutable_options()->set_number(1);
   request.mutable_options()->set_repeat(2);
   request.mutable_options()->set_timeout_s(30);
   request.mutable_options()->set_check_correctness(true);
-  *request.mutable_reference() = candidate;
-  request.mutable_reference()->set_entry_symbol("reference_entry");
+  *request.mutable_reference() = probe->reference;
   for (int i = 0; i < n; ++i) {
     auto* c = request.add_candidates();
     c->set_id(static_cast<uint64_t>(i));
     c->mutable_config()->set_template_name("probe");
-    *c->mutable_artifact() = candidate;
+    *c->mutable_artifact() = probe->candidate;
   }
   return request;
 }
@@ -171,24 +157,9 @@ TEST_F(ArmFarmTest, AnArmBoardKilledMidBatchLosesNothingAndX86CodeIsALoadErrorNo
 
   constexpr int kCandidates = 16;
   bool killed = false;
-  MeasureOutcome out = farm_.measure(probe_request(kCandidates), [&](const v1::MeasureResponse& r, int) {
-    if (!killed && r.result().agent_id() == "victim") {
-      killed = true;
-      farm_.agent("victim").signal(SIGKILL);
-    }
-  });
+  MeasureOutcome out = farm_.measure_killing(probe_request(kCandidates), "victim", killed);
   ASSERT_TRUE(killed) << "the victim measured nothing";
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  std::map<uint64_t, int> seen;
-  int retried = 0;
-  for (const auto& r : out.results) {
-    seen[r.candidate_id()]++;
-    EXPECT_EQ(r.result().error(), v1::OK) << r.result().error_msg();
-    retried += r.result().attempts() > 1;
-  }
-  EXPECT_EQ(seen.size(), static_cast<size_t>(kCandidates));
-  for (auto [id, n] : seen) EXPECT_EQ(n, 1) << "candidate " << id;
-  EXPECT_GT(retried, 0) << "nothing the victim held was requeued";
+  EXPECT_GT(expect_each_candidate_once(out, kCandidates), 0) << "nothing the victim held was requeued";
 
   // x86 candidates sent to an ARM board: an error per candidate that says why, and the board
   // serves on.

@@ -2,11 +2,6 @@
 // name, never for its own host. Boards here are agents in this process whose measurer disassembles
 // every artifact it is sent (the candidates and the reference) and answers with a made-up time, so
 // what a board of that CPU would have had to run is checked whatever this machine's CPU is.
-#include <unistd.h>
-
-#include <atomic>
-#include <cstdio>
-#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -18,6 +13,7 @@
 #include "common/cpu_detect.h"
 #include "common/wire.h"
 #include "device_agent/agent.h"
+#include "tests/disassembly.h"
 #include "tests/integration/farm_harness.h"
 #include "tests/integration/tunerd_harness.h"
 
@@ -33,19 +29,6 @@ struct Sent {
   int with_zmm = 0;
   int with_ymm = 0;
 };
-
-std::string disassemble(const std::string& object) {
-  static std::atomic<int> serial{0};
-  std::string path = fmt::format("{}/artifact-{}-{}.so", ::testing::TempDir(), getpid(), serial++);
-  std::ofstream(path, std::ios::binary) << object;
-  std::string out;
-  FILE* p = popen(("objdump -d --no-show-raw-insn '" + path + "'").c_str(), "r");
-  char buf[4096];
-  while (p && fgets(buf, sizeof buf, p)) out += buf;
-  if (p) pclose(p);
-  std::remove(path.c_str());
-  return out;
-}
 
 // An agent of this process that declares `cpu` and disassembles what it is sent.
 class InspectingBoard {

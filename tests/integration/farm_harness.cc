@@ -12,8 +12,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "tests/measure/test_kernels.h"
 
@@ -248,6 +251,33 @@ v1::MeasureRequest kernel_request(const std::string& kernel, int n, const std::s
     *c->mutable_artifact() = artifact;
   }
   return request;
+}
+
+MeasureOutcome Farm::measure_killing(const v1::MeasureRequest& request, const std::string& victim, bool& killed) {
+  killed = false;
+  return measure(request, [&](const v1::MeasureResponse& r, int) {
+    if (!killed && r.result().agent_id() == victim) {
+      killed = true;
+      agent(victim).signal(SIGKILL);
+    }
+  });
+}
+
+int expect_each_candidate_once(const MeasureOutcome& outcome, size_t n) {
+  EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  std::map<uint64_t, int> seen;
+  int retried = 0;
+  for (const auto& r : outcome.results) {
+    seen[r.candidate_id()]++;
+    EXPECT_EQ(r.result().error(), v1::OK) << r.result().error_msg();
+    retried += r.result().attempts() > 1;
+  }
+  EXPECT_EQ(seen.size(), n);
+  for (auto [id, count] : seen) {
+    EXPECT_LT(id, n);
+    EXPECT_EQ(count, 1) << "candidate " << id;
+  }
+  return retried;
 }
 
 }  // namespace tunefarm::testing

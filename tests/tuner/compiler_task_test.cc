@@ -2,8 +2,6 @@
 // by the embedded compiler, measured in the sandbox worker, checked against the reference kernel.
 #include "tuner/compiler_task.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "common/wire.h"
+#include "tests/disassembly.h"
 #include "tuner/local_backend.h"
 
 
@@ -182,19 +181,6 @@ TEST(CompilerTask, HistoryOfAnotherShapeDescribesItsOwnLoops) {
   EXPECT_EQ(parse_feature_kind("itervar").status().code(), StatusCode::kInvalidArgument);
 }
 
-// The disassembly of a built candidate (binutils' objdump).
-std::string disassemble(const v1::Artifact& artifact) {
-  std::string path = ::testing::TempDir() + "/candidate-" + std::to_string(::getpid()) + ".so";
-  std::ofstream(path, std::ios::binary) << artifact.data();
-  std::string out;
-  FILE* p = popen(("objdump -d --no-show-raw-insn '" + path + "'").c_str(), "r");
-  char buf[4096];
-  while (p && fgets(buf, sizeof buf, p)) out += buf;
-  if (p) pclose(p);
-  std::remove(path.c_str());
-  return out;
-}
-
 // What tunerd builds for a key of AVX2-only boards (llvm resolved to -mcpu=haswell): no AVX-512
 // instruction, whatever this host has. The same config for an AVX-512 CPU shows that the check
 // can fail.
@@ -208,7 +194,7 @@ TEST(CompilerTask, CandidatesForAHaswellBoardHaveNoAvx512Instructions) {
     auto artifact = (*task)->build(*point);
     ASSERT_TRUE(artifact.ok()) << artifact.status().to_string();
     EXPECT_EQ(from_proto(artifact->target())->to_string(), text);
-    std::string code = disassemble(*artifact);
+    std::string code = testing::disassemble(artifact->data());
     ASSERT_THAT(code, ::testing::HasSubstr("vfmadd")) << text << ": not vectorized with FMA; the check says nothing";
     if (std::string_view(text) == "llvm -mcpu=haswell") {
       EXPECT_EQ(code.find("zmm"), std::string::npos) << "AVX-512 registers in code for haswell";

@@ -179,12 +179,15 @@ StatusOr<std::vector<AgentPlatform>> lab_keys(const std::string& key) {
   return invalid_argument(fmt::format("unknown device key '{}'", key));
 }
 
+v1::JobSpec on_key(v1::JobSpec spec, const std::string& key) {
+  spec.set_device_key(key);
+  return spec;
+}
+
 TEST_F(JobManagerTest, ALlvmJobIsBuiltForItsKeysCpuAndItsRecordsSaySo) {
   JobManager m(*store_, tasks_, backends(), lab_keys);
   ASSERT_TRUE(m.start().ok());
-  v1::JobSpec s = spec(16);
-  s.set_device_key("haswell-box");
-  auto job = m.submit(s);
+  auto job = m.submit(on_key(spec(16), "haswell-box"));
   ASSERT_TRUE(job.ok()) << job.status().to_string();
   EXPECT_EQ(from_proto(job->spec().build_target())->to_string(), "llvm -mcpu=haswell");
   EXPECT_EQ(wait_until_ended(m, job->id()).state(), v1::SUCCEEDED);
@@ -207,8 +210,7 @@ TEST_F(JobManagerTest, ALlvmJobIsBuiltForItsKeysCpuAndItsRecordsSaySo) {
 TEST_F(JobManagerTest, AJobOnAKeyWhoseAgentsDifferInCpuIsRefusedNamingThem) {
   JobManager m(*store_, tasks_, backends(), lab_keys);
   ASSERT_TRUE(m.start().ok());
-  v1::JobSpec s = spec(16);
-  s.set_device_key("mixed");
+  v1::JobSpec s = on_key(spec(16), "mixed");
   auto job = m.submit(s);
   ASSERT_FALSE(job.ok());
   EXPECT_EQ(job.status().code(), StatusCode::kFailedPrecondition);
