@@ -55,10 +55,12 @@ DaemonExit run_device_agent(AgentFlags f) {
   CpuDescription cpu{capabilities.cpu_name(), capabilities.cpu_features()};
   if (!f.cpu.empty()) cpu = {f.cpu, ""};
   if (f.cpu_features_given) cpu.features = f.cpu_features;
-  if (Status s = check_cpu_description(cpu); !s.ok()) return DaemonExit::configuration(s.with_context("--cpu, --cpu-features"));
+  if (Status s = check_cpu_description(cpu); !s.ok())
+    return DaemonExit::configuration(s.with_context("--cpu, --cpu-features"));
   capabilities.set_cpu_name(cpu.name);
   capabilities.set_cpu_features(cpu.features);
-  spdlog::info("CPU {} ({}{}), as tunerd will compile for it", cpu.name, cpu.features.empty() ? "its own features" : cpu.features,
+  spdlog::info("CPU {} ({}{}), as tunerd will compile for it", cpu.name,
+               cpu.features.empty() ? "its own features" : cpu.features,
                f.cpu.empty() && !f.cpu_features_given ? "; detected" : "; from --cpu/--cpu-features");
   // The CUDA driver reserves far more address space than any cap that still stops a runaway CPU
   // kernel, so a board with a GPU gets none unless one is asked for.
@@ -68,14 +70,15 @@ DaemonExit run_device_agent(AgentFlags f) {
   auto measurer = Measurer::create(f.measurer);
   if (!measurer.ok()) return DaemonExit::environment(measurer.status());
   if (Status s = (*measurer)->self_test(); !s.ok()) return DaemonExit::environment(s);
-  auto measure = [m = measurer->get(), counters = metrics->get()](const v1::LeasedBatch& batch, const v1::Candidate& candidate) {
+  auto measure = [m = measurer->get(), counters = metrics->get()](const v1::LeasedBatch& batch,
+                                                                  const v1::Candidate& candidate) {
     // The self-test started the first worker: every start counted here replaces a killed one.
     int starts = m->worker_starts();
     auto begin = std::chrono::steady_clock::now();
     v1::MeasureResult result = m->measure(batch.workload(), batch.options(),
                                           batch.has_reference() ? &batch.reference() : nullptr, candidate.artifact());
-    if (counters) counters->measured(result, std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(),
-                     m->worker_starts() - starts);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    if (counters) counters->measured(result, seconds, m->worker_starts() - starts);
     return result;
   };
   DeviceAgent agent(f.agent, capabilities, measure);

@@ -86,10 +86,14 @@ StatusOr<std::unique_ptr<AgentMetrics>> start_agent_metrics(const AgentMetricsFl
                                                            const std::string& device_key) {
   auto registry = std::make_shared<prometheus::Registry>();
   auto metrics = std::make_unique<PrometheusAgentMetrics>(registry, agent_id, device_key);
-  TF_ASSIGN_OR_RETURN(metrics->endpoint,
-                      MetricsEndpoint::start({f.listen, f.tls, f.tokens, f.insecure, "--metrics-tls-cert, --metrics-tls-key",
-                                              "--metrics-token", "a metrics token (--metrics-token)"},
-                                             registry));
+  MetricsEndpointOptions options{f.listen,
+                                 f.tls,
+                                 f.tokens,
+                                 f.insecure,
+                                 "--metrics-tls-cert, --metrics-tls-key",
+                                 "--metrics-token",
+                                 "a metrics token (--metrics-token)"};
+  TF_ASSIGN_OR_RETURN(metrics->endpoint, MetricsEndpoint::start(options, registry));
   if (!metrics->endpoint) return std::unique_ptr<AgentMetrics>();
   return std::unique_ptr<AgentMetrics>(std::move(metrics));
 }

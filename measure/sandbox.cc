@@ -255,8 +255,9 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
     report.landlock_abi = abi;
   } else {
     report.warnings +=
-        "this kernel (or emulator) has no Landlock: kernels may write outside the scratch directory and read whatever this user "
-        "can (keep the agent's token and TLS key unreadable to the agent's user, or run the agent under its own)\n";
+        "this kernel (or emulator) has no Landlock: kernels may write outside the scratch directory and read "
+        "whatever this user can (keep the agent's token and TLS key unreadable to the agent's user, or run the agent "
+        "under its own)\n";
   }
   // A kernel built without seccomp filters says ENOSYS or EINVAL; so does qemu-user, which
   // cannot let a filter of the emulated program bind the emulator's own system calls. Any other

@@ -17,7 +17,8 @@ std::string cpuinfo(const std::string& vendor, int family, int model, const std:
          "\n\nprocessor\t: 1\nvendor_id\t: " + vendor + "\ncpu family\t: 1\nmodel\t\t: 1\nflags\t\t: fpu\n";
 }
 
-const std::string kHaswellFlags = "fpu sse2 ssse3 cx16 sse4_1 sse4_2 popcnt lahf_lm avx avx2 fma f16c bmi1 bmi2 abm movbe xsave";
+const std::string kHaswellFlags =
+    "fpu sse2 ssse3 cx16 sse4_1 sse4_2 popcnt lahf_lm avx avx2 fma f16c bmi1 bmi2 abm movbe xsave";
 const std::string kAvx512Flags = kHaswellFlags + " avx512f avx512cd avx512bw avx512dq avx512vl avx512_vnni";
 
 TEST(CpuDetectTest, X86ModelsGetLlvmsNamesAndTheirVectorFeatures) {

@@ -92,7 +92,8 @@ TEST_F(ArmFarmTest, AnAarch64GemmIsTunedOnTheArmBoardsBesideAnX86Agent) {
   ASSERT_TRUE(farm_.wait_for_agents(kArmKey, 2, std::chrono::seconds(90))) << farm_.logs();
 
   // Each agent names its architecture and CPU; the emulated one its emulated Cortex-A72.
-  auto [devices_code, devices] = tune_client_output(farm_, {"--tracker", farm_.address(), "devices", "--json"}, "devices");
+  auto [devices_code, devices] =
+      tune_client_output(farm_, {"--tracker", farm_.address(), "devices", "--json"}, "devices");
   ASSERT_EQ(devices_code, 0) << devices;
   std::map<std::string, nlohmann::json> caps;
   nlohmann::json farm = nlohmann::json::parse(devices);

@@ -171,10 +171,14 @@ TEST_F(JobManagerTest, AJobRunsToItsBudgetAndRecordsEveryResult) {
 
 // Boards that name their CPU: a key of AVX2-only boards, and a key whose boards differ.
 StatusOr<std::vector<AgentPlatform>> lab_keys(const std::string& key) {
-  if (key == "haswell-box") return std::vector<AgentPlatform>{{.arch = host_arch(), .agent_id = "h1", .cpu_name = "haswell"}};
+  if (key == "haswell-box")
+    return std::vector<AgentPlatform>{{.arch = host_arch(), .agent_id = "h1", .cpu_name = "haswell"}};
   if (key == "mixed")
     return std::vector<AgentPlatform>{{.arch = host_arch(), .agent_id = "old", .cpu_name = "haswell"},
-                                      {.arch = host_arch(), .agent_id = "new", .cpu_name = "znver4", .cpu_features = "+avx512f"},
+                                      {.arch = host_arch(),
+                                       .agent_id = "new",
+                                       .cpu_name = "znver4",
+                                       .cpu_features = "+avx512f"},
                                       {.arch = host_arch(), .agent_id = "old2", .cpu_name = "haswell"}};
   return invalid_argument(fmt::format("unknown device key '{}'", key));
 }
