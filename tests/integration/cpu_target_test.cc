@@ -2,6 +2,8 @@
 // name, never for its own host. Boards here are agents in this process whose measurer disassembles
 // every artifact it is sent (the candidates and the reference) and answers with a made-up time, so
 // what a board of that CPU would have had to run is checked whatever this machine's CPU is.
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -113,6 +115,31 @@ TEST_F(CpuTargetTest, AHaswellBoardIsSentNoAvx512InstructionsWhateverTunerdsHost
     EXPECT_EQ(r["target"]["mcpu"], "");
     EXPECT_EQ(r["built_for"]["mcpu"], r["device_key"] == "haswell-box" ? "haswell" : "x86-64-v4") << r.dump();
   }
+}
+
+TEST_F(CpuTargetTest, ALibraryOfAHaswellKeysRecordsIsBuiltForHaswell) {
+  InspectingBoard haswell(farm_, "old-box", "haswell-box", "haswell");
+  ASSERT_TRUE(farm_.wait_for_agents("haswell-box", 1, std::chrono::seconds(20)));
+  Tunerd tunerd(farm_, data_dir("data"));
+  const std::string workload = "matmul:M=64,N=64,K=64";
+  auto [code, out] = tune_client_output(farm_,
+                                        {"--server", tunerd.address(), "submit", "--workload", workload, "--target",
+                                         "llvm", "--device", "haswell-box", "--trials", "4", "--watch"},
+                                        "submit");
+  ASSERT_EQ(code, 0) << out << "\n" << tunerd.log();
+  std::string dir = data_dir("kernels");
+  auto [built, why] = tune_client_output(farm_,
+                                         {"--server", tunerd.address(), "build", "--workload", workload, "--target",
+                                          "llvm", "--device", "haswell-box", "--require-tuned", "-o", dir},
+                                         "build");
+  ASSERT_EQ(built, 0) << why << "\n" << tunerd.log();
+  std::ifstream manifest_file(dir + "/manifest.json");
+  auto manifest = nlohmann::json::parse(manifest_file);
+  EXPECT_EQ(manifest["target"], "llvm -mcpu=haswell");
+  std::ifstream so(dir + "/libtunefarm_kernels.so", std::ios::binary);
+  std::string code_text = disassemble(std::string(std::istreambuf_iterator<char>(so), {}));
+  ASSERT_NE(code_text.find("ymm"), std::string::npos) << "not vectorized: the check below says nothing";
+  EXPECT_EQ(code_text.find("zmm"), std::string::npos) << "AVX-512 code in a library for haswell boards";
 }
 
 TEST_F(CpuTargetTest, AKeyWhoseAgentsDifferInCpuIsShownAndItsJobsAreRefused) {
