@@ -240,6 +240,10 @@ Status check_cpu_description(const CpuDescription& cpu) {
                                         "spells it (e.g. haswell, znver4, cortex-a72)",
                                         cpu.name));
   if (cpu.features.empty()) return Status();
+  // It becomes part of a target string (at most kMaxTargetLength) when tunerd compiles for it.
+  if (cpu.features.size() > kMaxCpuFeaturesLength)
+    return invalid_argument(fmt::format("CPU features of {} characters; at most {} (name the vector features only)",
+                                        cpu.features.size(), kMaxCpuFeaturesLength));
   std::string_view rest = cpu.features;
   while (true) {
     size_t comma = rest.find(',');

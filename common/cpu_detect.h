@@ -38,8 +38,11 @@ uint64_t aarch64_midr_from_cpuinfo(std::string_view cpuinfo);
 // This machine's CPU.
 CpuDescription host_cpu();
 
-// Checks a CPU name and feature list given by hand (device-agent --cpu, --cpu-features): the
-// characters of a name, and "+name"/"-name" items. Whether LLVM knows them is tunerd's check.
+inline constexpr size_t kMaxCpuFeaturesLength = 200;
+
+// Checks a CPU name and feature list given by hand (device-agent --cpu, --cpu-features) or in a
+// hello: the characters of a name, "+name"/"-name" items, and a list short enough for a target
+// string. Whether LLVM knows them is tunerd's check.
 Status check_cpu_description(const CpuDescription& cpu);
 
 }  // namespace tunefarm
