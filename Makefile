@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 CTEST_JOBS ?= 2
 
-.PHONY: all deps configure build test demo bench packages clean
+.PHONY: all deps configure build agent-arm64 test demo bench packages clean
 
 all: build
 
@@ -18,8 +18,19 @@ configure: $(BUILD_DIR)/build.ninja
 build: configure
 	cmake --build $(BUILD_DIR)
 
+# device-agent and its measurement worker for aarch64 boards, cross-built with Debian's toolchain
+# (cmake/aarch64-linux-gnu.cmake) into $(ARM64_BUILD_DIR); the test suite runs them under qemu-aarch64.
+ARM64_BUILD_DIR ?= $(BUILD_DIR)-arm64
+
+$(ARM64_BUILD_DIR)/build.ninja:
+	cmake -S . -B $(ARM64_BUILD_DIR) -G Ninja $(CMAKE_FLAGS) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTUNEFARM_AGENT_ONLY=ON
+
+agent-arm64: $(ARM64_BUILD_DIR)/build.ninja
+	cmake --build $(ARM64_BUILD_DIR)
+
 test: deps
 	$(MAKE) build
+	$(MAKE) agent-arm64
 	cd $(BUILD_DIR) && OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 ctest --output-on-failure -j $(CTEST_JOBS)
 	@if [ -f tests/fuzz/run.sh ]; then BUILD_DIR=$(BUILD_DIR) bash tests/fuzz/run.sh; fi
 
@@ -40,4 +51,4 @@ bench: build
 	BUILD_DIR=$(BUILD_DIR) bash bench/run.sh
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ARM64_BUILD_DIR)

@@ -33,18 +33,22 @@ void print_table(const v1::QueueStatusResponse& status) {
   for (const auto& key : status.keys())
     fmt::print("{:<20} {:>6} {:>5} {:>5} {:>16} {:>19}\n", key.device_key(), key.agents_total(), key.agents_free(),
                key.agents_busy(), key.pending_batches(), key.pending_candidates());
-  fmt::print("\n{:<28} {:<20} {:<24} {:<8} {:<10} {:>7} {:>8} {:<6} {}\n", "AGENT", "KEY", "ADDRESS", "ARCH",
-             "TARGETS", "UPTIME", "BATCHES", "STATE", "LAST ERROR");
+  fmt::print("\n{:<28} {:<20} {:<24} {:<8} {:<16} {:<10} {:>7} {:>8} {:<6} {}\n", "AGENT", "KEY", "ADDRESS", "ARCH",
+             "CPU", "TARGETS", "UPTIME", "BATCHES", "STATE", "LAST ERROR");
   for (const auto& key : status.keys())
     for (const auto& agent : key.agents()) {
       const v1::Capabilities& caps = agent.capabilities();
       // An agent older than the arch field does not say; tunerd then accepts any target for its key.
-      fmt::print("{:<28} {:<20} {:<24} {:<8} {:<10} {:>7} {:>8} {:<6} {}\n", agent.agent_id(), agent.device_key(),
-                 agent.address(), caps.arch().empty() ? "?" : caps.arch(),
+      fmt::print("{:<28} {:<20} {:<24} {:<8} {:<16} {:<10} {:>7} {:>8} {:<6} {}\n", agent.agent_id(),
+                 agent.device_key(), agent.address(), caps.arch().empty() ? "?" : caps.arch(),
+                 caps.cpu_name().empty() ? "?" : caps.cpu_name(),
                  caps.targets().empty() ? "-" : fmt::format("{}", fmt::join(caps.targets(), ",")),
                  uptime(agent.uptime_s()), agent.batches_done(), agent.busy() ? "busy" : "free",
                  agent.last_error().empty() ? "-" : agent.last_error().substr(0, 80));
     }
+  // The features are long; they are shown where they matter: when the agents of a key differ.
+  for (const auto& key : status.keys())
+    if (!key.cpu_disagreement().empty()) fmt::print("\nwarning: {}\n", key.cpu_disagreement());
 }
 
 int run_devices(const GlobalFlags& global, const DevicesFlags& flags) {

@@ -97,8 +97,10 @@ int run_records(const GlobalFlags& global, const RecordsFlags& flags) {
   for (const auto& r : response.records()) {
     auto w = from_proto(r.workload());
     std::string round = r.remeasure_round() > 0 ? fmt::format("re-measure {}", r.remeasure_round()) : "trial";
-    fmt::print("{:<14} {:>9.1f} GFLOP/s  {:<12} {:<32} {}\n", v1::ErrorCode_Name(r.result().error()), r.gflops(), round,
-               w.ok() ? w->to_string() : "?", from_proto(r.config()).to_json());
+    // The CPU it was compiled for: the target's own, or the one tunerd resolved for the board.
+    std::string cpu = r.built_for().mcpu().empty() ? r.target().mcpu() : r.built_for().mcpu();
+    fmt::print("{:<14} {:>9.1f} GFLOP/s  {:<12} {:<16} {:<32} {}\n", v1::ErrorCode_Name(r.result().error()), r.gflops(),
+               round, cpu.empty() ? "-" : cpu, w.ok() ? w->to_string() : "?", from_proto(r.config()).to_json());
   }
   return 0;
 }

@@ -7,41 +7,47 @@ find_package(Threads REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 
-# Pin LLVM 16: it is the only version whose NVPTX backend knows sm_90.
-find_package(LLVM 16 REQUIRED CONFIG HINTS /usr/lib/llvm-16/lib/cmake/llvm NO_DEFAULT_PATH)
-add_library(tunefarm_llvm INTERFACE)
-target_include_directories(tunefarm_llvm SYSTEM INTERFACE ${LLVM_INCLUDE_DIRS})
-target_compile_definitions(tunefarm_llvm INTERFACE ${LLVM_DEFINITIONS})
-# One shared libLLVM: fast links and small binaries.
-target_link_libraries(tunefarm_llvm INTERFACE LLVM)
-target_link_directories(tunefarm_llvm INTERFACE ${LLVM_LIBRARY_DIRS})
+# The compiler, the cost model, the history and models: not the agent side's (TUNEFARM_AGENT_ONLY).
+if(NOT TUNEFARM_AGENT_ONLY)
+  # Pin LLVM 16: it is the only version whose NVPTX backend knows sm_90.
+  find_package(LLVM 16 REQUIRED CONFIG HINTS /usr/lib/llvm-16/lib/cmake/llvm NO_DEFAULT_PATH)
+  add_library(tunefarm_llvm INTERFACE)
+  target_include_directories(tunefarm_llvm SYSTEM INTERFACE ${LLVM_INCLUDE_DIRS})
+  target_compile_definitions(tunefarm_llvm INTERFACE ${LLVM_DEFINITIONS})
+  # One shared libLLVM: fast links and small binaries.
+  target_link_libraries(tunefarm_llvm INTERFACE LLVM)
+  target_link_directories(tunefarm_llvm INTERFACE ${LLVM_LIBRARY_DIRS})
 
-# Debian's XGBoost CMake config names a binary that is not installed; import the library by hand.
-find_path(XGBOOST_INCLUDE_DIR xgboost/c_api.h REQUIRED)
-find_library(XGBOOST_LIBRARY xgboost REQUIRED)
-add_library(tunefarm_xgboost INTERFACE)
-target_include_directories(tunefarm_xgboost SYSTEM INTERFACE ${XGBOOST_INCLUDE_DIR})
-target_link_libraries(tunefarm_xgboost INTERFACE ${XGBOOST_LIBRARY})
+  # Debian's XGBoost CMake config names a binary that is not installed; import the library by hand.
+  find_path(XGBOOST_INCLUDE_DIR xgboost/c_api.h REQUIRED)
+  find_library(XGBOOST_LIBRARY xgboost REQUIRED)
+  add_library(tunefarm_xgboost INTERFACE)
+  target_include_directories(tunefarm_xgboost SYSTEM INTERFACE ${XGBOOST_INCLUDE_DIR})
+  target_link_libraries(tunefarm_xgboost INTERFACE ${XGBOOST_LIBRARY})
 
-find_package(SQLite3 REQUIRED)
-# ONNX models (model/): Debian's libonnx, its protobuf messages, checker and shape inference.
-find_package(ONNX CONFIG REQUIRED)
+  find_package(SQLite3 REQUIRED)
+  # ONNX models (model/): Debian's libonnx, its protobuf messages, checker and shape inference.
+  find_package(ONNX CONFIG REQUIRED)
+endif()
 find_package(fmt CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
-# The daemons' HTTP endpoints (metrics, dashboard): Debian's cpp-httplib is a compiled library
-# whose pkg-config file carries the defines (OpenSSL, zlib, brotli) its header must be read with;
-# prometheus-cpp's core (metric types, text format) through pkg-config too, since its CMake config
-# also demands the pull exposer's civetweb, which nothing here uses.
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
-pkg_check_modules(PROMETHEUS_CORE REQUIRED IMPORTED_TARGET prometheus-cpp-core)
-# The dashboard's charts (libjs-chart.js); tunerd serves the file from where Debian installs it.
-find_file(CHARTJS_FILE chart.min.js PATHS /usr/share/javascript/chart.js NO_DEFAULT_PATH)
-if(NOT CHARTJS_FILE)
-  message(WARNING "chart.min.js (Debian's libjs-chart.js) not found: tunerd's dashboard will show tables without "
-                  "charts until --chart-js names the file (bash deploy/install-deps.sh installs it)")
-  set(CHARTJS_FILE "/usr/share/javascript/chart.js/chart.min.js")
+# The agent-only build leaves them out (device_agent/metrics.h says why).
+if(NOT TUNEFARM_AGENT_ONLY)
+  # The daemons' HTTP endpoints (metrics, dashboard): Debian's cpp-httplib is a compiled library
+  # whose pkg-config file carries the defines (OpenSSL, zlib, brotli) its header must be read with;
+  # prometheus-cpp's core (metric types, text format) through pkg-config too, since its CMake config
+  # also demands the pull exposer's civetweb, which nothing here uses.
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+  pkg_check_modules(PROMETHEUS_CORE REQUIRED IMPORTED_TARGET prometheus-cpp-core)
+  # The dashboard's charts (libjs-chart.js); tunerd serves the file from where Debian installs it.
+  find_file(CHARTJS_FILE chart.min.js PATHS /usr/share/javascript/chart.js NO_DEFAULT_PATH)
+  if(NOT CHARTJS_FILE)
+    message(WARNING "chart.min.js (Debian's libjs-chart.js) not found: tunerd's dashboard will show tables without "
+                    "charts until --chart-js names the file (bash deploy/install-deps.sh installs it)")
+    set(CHARTJS_FILE "/usr/share/javascript/chart.js/chart.min.js")
+  endif()
 endif()
 find_package(CLI11 CONFIG QUIET)
 if(NOT CLI11_FOUND)

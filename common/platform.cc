@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace tunefarm {
 namespace {
@@ -32,6 +33,11 @@ std::string describe(std::span<const AgentPlatform> agents) {
   for (size_t i = 0; i < kinds.size(); ++i)
     out += fmt::format("{} {} {}", i ? "," : "", kinds[i].second, kinds[i].first);
   return out;
+}
+
+// "haswell +avx2,-avx512f", or "haswell" alone.
+std::string cpu_of(const AgentPlatform& agent) {
+  return agent.cpu_features.empty() ? agent.cpu_name : agent.cpu_name + " " + agent.cpu_features;
 }
 
 }  // namespace
@@ -68,6 +74,36 @@ Status check_agents_can_run(const std::string& device_key, const Target& target,
       "device key '{}' cannot run target '{}', which needs {}: the key has {}. Submit to a key {} "
       "('tune-client devices' shows each agent's architecture and targets), or choose a target its agents run",
       device_key, target.to_string(), needs, describe(agents), instead));
+}
+
+Status check_agents_agree_on_cpu(const std::string& device_key, std::span<const AgentPlatform> agents) {
+  // Each CPU with the agents that have it, in the order first seen, so that the message is stable.
+  std::vector<std::pair<std::string, std::vector<std::string>>> cpus;
+  for (const AgentPlatform& agent : agents) {
+    if (agent.cpu_name.empty()) continue;
+    std::string cpu = cpu_of(agent);
+    auto it = std::find_if(cpus.begin(), cpus.end(), [&](const auto& c) { return c.first == cpu; });
+    if (it == cpus.end()) cpus.push_back({cpu, {agent.agent_id}});
+    else it->second.push_back(agent.agent_id);
+  }
+  if (cpus.size() <= 1) return Status();
+  std::string groups;
+  for (const auto& [cpu, ids] : cpus)
+    groups += fmt::format("{}{} ({})", groups.empty() ? "" : "; ", fmt::join(ids, ", "), cpu);
+  return failed_precondition(fmt::format(
+      "the agents of device key '{}' differ in CPU: {}. A job is compiled for one CPU per key: give each kind of "
+      "board a key of its own (device-agent --key), or have the agents declare one CPU (--cpu, --cpu-features)",
+      device_key, groups));
+}
+
+Target resolve_target(const Target& target, std::span<const AgentPlatform> agents) {
+  if (target.kind != Target::Kind::kLLVM || !target.mcpu.empty()) return target;
+  auto named = std::find_if(agents.begin(), agents.end(), [](const AgentPlatform& a) { return !a.cpu_name.empty(); });
+  if (named == agents.end()) return target;
+  Target resolved = target;
+  resolved.mcpu = named->cpu_name;
+  if (resolved.mattr.empty()) resolved.mattr = named->cpu_features;
+  return resolved;
 }
 
 }  // namespace tunefarm

@@ -28,6 +28,11 @@ std::string target_arch(const Target& target, std::string_view host_arch);
 struct AgentPlatform {
   std::string arch;   // As llvm_arch_name() spells it; empty from agents too old to say.
   bool cuda = false;  // It has a CUDA driver and at least one device.
+  std::string agent_id;
+  // Its CPU as LLVM names it, and its features (common/cpu_detect.h); empty from agents too old
+  // to say.
+  std::string cpu_name;
+  std::string cpu_features;
 };
 
 // OK when one of `agents` can run `target`, when one of them is too old to say, or when there are
@@ -35,5 +40,16 @@ struct AgentPlatform {
 // are ("2 agents, all x86_64 without CUDA") and the target, and what to do instead.
 Status check_agents_can_run(const std::string& device_key, const Target& target,
                             std::span<const AgentPlatform> agents, std::string_view host_arch);
+
+// OK when the agents of `device_key` that name their CPU name the same one, with the same
+// features. Otherwise FAILED_PRECONDITION saying which agents have which CPU: tunerd compiles one
+// code per key, so a key must stand for one kind of board.
+Status check_agents_agree_on_cpu(const std::string& device_key, std::span<const AgentPlatform> agents);
+
+// What a job's candidates are compiled for on a key whose agents agree on their CPU: an llvm
+// `target` that names no -mcpu gets the agents' CPU as -mcpu, and their features as -mattr
+// unless it names its own. CUDA targets, targets with -mcpu, and keys with no agent that names
+// its CPU keep `target` as it is.
+Target resolve_target(const Target& target, std::span<const AgentPlatform> agents);
 
 }  // namespace tunefarm

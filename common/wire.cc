@@ -138,4 +138,18 @@ StatusOr<v1::Record> record_from_json_line(std::string_view line) {
   return record;
 }
 
+AgentPlatform agent_platform(const v1::AgentInfo& agent) {
+  const v1::Capabilities& capabilities = agent.capabilities();
+  AgentPlatform platform;
+  platform.arch = capabilities.arch();
+  for (const std::string& target : capabilities.targets()) {
+    auto parsed = parse_target(target);
+    if (parsed.ok() && parsed->kind == Target::Kind::kCUDA) platform.cuda = true;
+  }
+  platform.agent_id = agent.agent_id();
+  platform.cpu_name = capabilities.cpu_name();
+  platform.cpu_features = capabilities.cpu_features();
+  return platform;
+}
+
 }  // namespace tunefarm

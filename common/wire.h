@@ -5,10 +5,12 @@
 #include <grpcpp/support/status.h>
 
 #include "common/config.h"
+#include "common/platform.h"
 #include "common/status.h"
 #include "common/target.h"
 #include "common/workload.h"
 #include "tunefarm/v1/common.pb.h"
+#include "tunefarm/v1/tracker.pb.h"
 #include "tunefarm/v1/tuner.pb.h"
 
 namespace tunefarm {
@@ -32,6 +34,10 @@ Config from_proto(const v1::Config& config);
 inline constexpr size_t kMaxRecordLineBytes = 64 << 10;
 std::string record_to_json_line(const v1::Record& record);
 StatusOr<v1::Record> record_from_json_line(std::string_view line);
+
+// What an agent of the tracker's listing can run, and its CPU: an agent lists "cuda" among its
+// targets when it found a CUDA driver and a device.
+AgentPlatform agent_platform(const v1::AgentInfo& agent);
 
 grpc::Status to_grpc(const Status& status);
 Status from_grpc(const grpc::Status& status);

@@ -11,7 +11,8 @@ namespace tunefarm::db {
 inline constexpr std::string_view kSelectRecord =
     "SELECT r.id, w.text, t.text, r.device_key, r.config, r.config_index, r.costs, r.mean_cost_s, r.gflops, "
     "r.error_code, r.error_msg, r.build_time_s, r.started_at_us, r.finished_at_us, r.job_id, r.agent_id, "
-    "r.attempts, r.remeasure_round FROM records r JOIN workloads w ON w.id = r.workload_id JOIN targets t ON t.id = r.target_id ";
+    "r.attempts, r.remeasure_round, r.built_for "
+    "FROM records r JOIN workloads w ON w.id = r.workload_id JOIN targets t ON t.id = r.target_id ";
 
 // The fastest successful records: ?1 workload text, ?2 target text, ?3 how many, ?4 device key
 // (only `by_device`).

@@ -153,6 +153,9 @@ StatusOr<RecordRow> RowEncoder::to_row(const v1::Record& record) {
     return invalid_argument(fmt::format("record remeasure_round {} is outside 0..{}", record.remeasure_round(),
                                         kMaxRemeasureRound));
   row.remeasure_round = record.remeasure_round();
+  if (record.has_built_for()) {
+    TF_ASSIGN_OR_RETURN(row.built_for, canonical_text(record.built_for(), targets_, "record built_for"));
+  }
   TF_RETURN_IF_ERROR(check_key(record.job_id(), "record job_id", false));
   row.job_id = record.job_id();
   TF_RETURN_IF_ERROR(check_key(result.agent_id(), "record agent_id", false));
@@ -195,6 +198,11 @@ StatusOr<v1::Record> from_row(const RecordRow& row, int64_t row_id) {
   record.set_build_time_s(row.build_time_s);
   record.set_job_id(row.job_id);
   record.set_remeasure_round(static_cast<int32_t>(row.remeasure_round));
+  if (!row.built_for.empty()) {
+    auto built_for = parse_target(row.built_for);
+    if (!built_for.ok()) return row_data_loss(row_id, "built_for target", built_for.status());
+    *record.mutable_built_for() = to_proto(*built_for);
+  }
   return record;
 }
 

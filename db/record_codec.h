@@ -39,6 +39,7 @@ struct RecordRow {
   std::string agent_id;
   int64_t attempts = 0;
   int64_t remeasure_round = 0;
+  std::string built_for;  // Canonical target text; empty when the record does not say.
 };
 
 // Validates records and puts them in canonical form. Refuses, naming the field: a workload or

@@ -60,6 +60,7 @@ StatusOr<v1::Record> read_record(const Statement& stmt) {
   row.agent_id = stmt.column_text(15);
   row.attempts = stmt.column_int(16);
   row.remeasure_round = stmt.column_int(17);
+  row.built_for = stmt.column_text(18);
   return from_row(row, stmt.column_int(0));
 }
 
@@ -126,8 +127,8 @@ Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordRow>>
                         connection.prepare(
                             "INSERT INTO records (workload_id, target_id, device_key, config, config_index, "
                             "costs, mean_cost_s, gflops, error_code, error_msg, build_time_s, started_at_us, "
-                            "finished_at_us, job_id, agent_id, attempts, remeasure_round) VALUES "
-                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
+                            "finished_at_us, job_id, agent_id, attempts, remeasure_round, built_for) VALUES "
+                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) "
                             "ON CONFLICT DO NOTHING"));
     for (const RecordRow& row : *rows) {
       TF_ASSIGN_OR_RETURN(int64_t workload_id, intern(connection, "workloads", row.workload, workload_ids));
@@ -150,6 +151,7 @@ Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordRow>>
       stmt.bind(15, row.agent_id);
       stmt.bind(16, row.attempts);
       stmt.bind(17, row.remeasure_round);
+      stmt.bind(18, row.built_for);
       TF_RETURN_IF_ERROR(stmt.run());
       inserted += connection.changes();
     }

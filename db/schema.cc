@@ -77,10 +77,17 @@ CREATE INDEX records_by_config
   ON records (workload_id, target_id, config, device_key, mean_cost_s) WHERE error_code = 0;
 )sql";
 
+// The target each record's candidate was compiled for: its job's target with the CPU of the key's
+// agents filled in (tune-client records shows it).
+constexpr std::string_view kBuiltFor = R"sql(
+ALTER TABLE records ADD COLUMN built_for TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "workloads, targets, jobs and records", kTables},
     {2, "indexes for best-config queries and job listings", kQueryIndexes},
     {3, "re-measurement rounds, and an index of a config's measurements", kRemeasurements},
+    {4, "the target each candidate was built for", kBuiltFor},
 };
 
 Status migrate_in_transaction(Connection& connection, std::span<const Migration> steps) {

@@ -23,7 +23,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libdnnl-dev
   # the dashboard's browser test
   chromium-headless-shell
-  # ARM boards, emulated
+  # ARM boards, emulated (the aarch64 agent's own libraries are ARM64_PACKAGES below)
   qemu-user g++-aarch64-linux-gnu
   # fuzzing (libFuzzer comes with clang's runtime)
   clang libclang-rt-dev
@@ -32,21 +32,66 @@ PACKAGES=(
   dpkg-dev systemd adduser init-system-helpers procps
 )
 
+# The aarch64 device agent's cross build (make agent-arm64): Debian's cross toolchain and the
+# multiarch :arm64 development packages, installed beside the amd64 ones. prometheus-cpp-dev is not
+# among them: its arm64 package conflicts with the amd64 one, so the ARM agent is built without metrics.
+ARM64_PACKAGES=(
+  crossbuild-essential-arm64
+  libgrpc++-dev:arm64 libprotobuf-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64
+)
+PACKAGES+=("${ARM64_PACKAGES[@]}")
+
+sudo_prefix() {
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to $1" >&2; exit 1; }
+    echo "sudo"
+  fi
+}
+
+# Packages of another architecture install only once dpkg knows it; apt-get update (which
+# install_packages runs when anything is missing) then fetches its package lists.
+add_arm64_architecture() {
+  if dpkg --print-foreign-architectures | grep -qx arm64; then return; fi
+  local sudo
+  sudo=$(sudo_prefix "add the arm64 architecture")
+  echo "install-deps: adding the arm64 architecture to dpkg"
+  $sudo dpkg --add-architecture arm64
+}
+
+# The multiarch libc6:arm64 (pulled in by the :arm64 packages) is a newer build than the cross
+# toolchain's libc6-arm64-cross. Under `qemu-aarch64 -L /usr/aarch64-linux-gnu` the cross loader
+# then finds /lib/aarch64-linux-gnu/libc.so.6 through the host's ld.so.cache, and a loader and C
+# library of two builds hang the first thread a program starts. The multiarch directory inside the
+# cross root, pointing at the cross root's own libraries, keeps loader and C library of one build;
+# libraries that only the multiarch packages have (gRPC, protobuf) are still found beside them.
+align_arm64_cross_root() {
+  local link=/usr/aarch64-linux-gnu/lib/aarch64-linux-gnu
+  [[ -d /usr/aarch64-linux-gnu/lib && ! -e "$link" ]] || return 0
+  local sudo
+  sudo=$(sudo_prefix "link $link")
+  echo "install-deps: linking $link to the cross root's own libraries"
+  $sudo ln -s . "$link"
+}
+
 install_packages() {
   local missing=()
+  local native
+  native=$(dpkg --print-architecture)
   for pkg in "${PACKAGES[@]}"; do
-    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-    [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+    # With two architectures a name matches a package of each: the one wanted is the name's
+    # ":arch" qualifier, or the native architecture (or "all") when it has none.
+    local arch="$native"
+    [[ "$pkg" == *:* ]] && arch="${pkg#*:}"
+    local status
+    status=$(dpkg-query -W -f='${Status}|${Architecture}\n' "${pkg%%:*}" 2>/dev/null || true)
+    grep -qxE "install ok installed\|($arch|all)" <<<"$status" || missing+=("$pkg")
   done
   if [[ ${#missing[@]} -eq 0 ]]; then
     echo "install-deps: all ${#PACKAGES[@]} packages already installed"
     return
   fi
-  local sudo=""
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-    sudo="sudo"
-  fi
+  local sudo
+  sudo=$(sudo_prefix "install: ${missing[*]}")
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -q
@@ -70,5 +115,7 @@ install_venv() {
   cp "$requirements" "$dir/requirements.txt"
 }
 
+add_arm64_architecture
 install_packages
+align_arm64_cross_root
 install_venv

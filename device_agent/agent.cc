@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "common/cpu_detect.h"
 #include "common/platform.h"
 #include "common/wire.h"
 #include "measure/cuda_runner.h"
@@ -89,6 +90,9 @@ v1::Capabilities local_capabilities() {
   caps.add_targets("llvm");
   caps.set_num_cores(static_cast<int32_t>(std::thread::hardware_concurrency()));
   caps.set_cpu_model(cpu_model());
+  CpuDescription cpu = host_cpu();
+  caps.set_cpu_name(cpu.name);
+  caps.set_cpu_features(cpu.features);
   caps.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
   if (auto gpu = cuda_device_name(); gpu.ok()) {
     caps.add_targets("cuda");

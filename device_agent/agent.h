@@ -38,7 +38,8 @@ struct AgentOptions {
 // passes an instant stand-in.
 using CandidateMeasurer = std::function<v1::MeasureResult(const v1::LeasedBatch& batch, const v1::Candidate& candidate)>;
 
-// What this machine offers, for the hello: architecture, targets, cores, CPU model, memory, GPU name.
+// What this machine offers, for the hello: architecture, targets, cores, CPU model and LLVM's name
+// and features of it, memory, GPU name.
 v1::Capabilities local_capabilities();
 std::string default_agent_id();
 

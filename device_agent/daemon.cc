@@ -5,9 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/cpu_detect.h"
 #include "common/flags.h"
-#include "common/metrics.h"
-#include "device_agent/metrics.h"
 
 namespace tunefarm {
 
@@ -26,13 +25,20 @@ void add_agent_flags(CLI::App& app, AgentFlags& f) {
                  "none on a board with a GPU; 0: none)");
   app.add_option("--cpu-seconds-per-candidate", f.measurer.cpu_seconds_per_candidate,
                  "CPU time one candidate may use (default: its timeout times the cores)");
+  app.add_option("--worker-launcher", f.measurer.worker_launcher,
+                 "Program (and its arguments) that runs the measurement worker, e.g. qemu-aarch64 for an agent "
+                 "under user-mode emulation where binfmt_misc does not run aarch64 programs")
+      ->allow_extra_args(false)
+      ->delimiter(' ');
   app.add_option("--max-artifact-mb", f.max_artifact_mb, "Largest artifact this agent loads")->capture_default_str();
-  add_metrics_listen_flag(app, f.metrics_listen, "127.0.0.1:9392");
-  app.add_option("--metrics-tls-cert", f.metrics_tls.cert, "PEM certificate to serve the metrics over TLS with");
-  app.add_option("--metrics-tls-key", f.metrics_tls.key, "PEM private key of --metrics-tls-cert");
-  add_secret_option(app, "metrics-token", f.metrics_tokens, "TUNEFARM_METRICS_TOKEN",
-                    "Token a scraper must present to read the metrics (repeatable)");
-  app.add_flag("--insecure", f.insecure, "Allow a non-loopback --metrics-listen without TLS and a metrics token");
+  app.add_option("--cpu", f.cpu,
+                 "This board's CPU as LLVM names it (e.g. haswell, cortex-a72), which tunerd compiles its jobs for "
+                 "(default: detected; a CPU named here brings its own features, not this machine's)");
+  app.add_option("--cpu-features", f.cpu_features,
+                 "Its vector features in LLVM's spelling, e.g. +avx2,-avx512f (default: detected, or the --cpu "
+                 "CPU's own)")
+      ->each([&f](const std::string&) { f.cpu_features_given = true; });
+  f.metrics = add_agent_metrics_flags(app);
 }
 
 DaemonExit run_device_agent(AgentFlags f) {
@@ -43,14 +49,19 @@ DaemonExit run_device_agent(AgentFlags f) {
   StopSignals signals;
   // Before the sandbox starts: a mistake in the flags is said at once.
   if (f.agent.agent_id.empty()) f.agent.agent_id = default_agent_id();
-  auto registry = std::make_shared<prometheus::Registry>();
-  AgentMetrics metrics(*registry, f.agent.agent_id, f.agent.device_key);
-  auto endpoint = MetricsEndpoint::start({f.metrics_listen, f.metrics_tls, f.metrics_tokens, f.insecure,
-                                          "--metrics-tls-cert, --metrics-tls-key", "--metrics-token",
-                                          "a metrics token (--metrics-token)"},
-                                         registry);
-  if (!endpoint.ok()) return DaemonExit::of(endpoint.status());
+  auto metrics = start_agent_metrics(*f.metrics, f.agent.agent_id, f.agent.device_key);
+  if (!metrics.ok()) return DaemonExit::of(metrics.status());
   v1::Capabilities capabilities = local_capabilities();
+  CpuDescription cpu{capabilities.cpu_name(), capabilities.cpu_features()};
+  if (!f.cpu.empty()) cpu = {f.cpu, ""};
+  if (f.cpu_features_given) cpu.features = f.cpu_features;
+  if (Status s = check_cpu_description(cpu); !s.ok())
+    return DaemonExit::configuration(s.with_context("--cpu, --cpu-features"));
+  capabilities.set_cpu_name(cpu.name);
+  capabilities.set_cpu_features(cpu.features);
+  spdlog::info("CPU {} ({}{}), as tunerd will compile for it", cpu.name,
+               cpu.features.empty() ? "its own features" : cpu.features,
+               f.cpu.empty() && !f.cpu_features_given ? "; detected" : "; from --cpu/--cpu-features");
   // The CUDA driver reserves far more address space than any cap that still stops a runaway CPU
   // kernel, so a board with a GPU gets none unless one is asked for.
   if (f.memory_limit_mb < 0 && !capabilities.gpu_name().empty()) f.memory_limit_mb = 0;
@@ -59,14 +70,15 @@ DaemonExit run_device_agent(AgentFlags f) {
   auto measurer = Measurer::create(f.measurer);
   if (!measurer.ok()) return DaemonExit::environment(measurer.status());
   if (Status s = (*measurer)->self_test(); !s.ok()) return DaemonExit::environment(s);
-  auto measure = [m = measurer->get(), &metrics](const v1::LeasedBatch& batch, const v1::Candidate& candidate) {
+  auto measure = [m = measurer->get(), counters = metrics->get()](const v1::LeasedBatch& batch,
+                                                                  const v1::Candidate& candidate) {
     // The self-test started the first worker: every start counted here replaces a killed one.
     int starts = m->worker_starts();
     auto begin = std::chrono::steady_clock::now();
     v1::MeasureResult result = m->measure(batch.workload(), batch.options(),
                                           batch.has_reference() ? &batch.reference() : nullptr, candidate.artifact());
-    metrics.measured(result, std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(),
-                     m->worker_starts() - starts);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    if (counters) counters->measured(result, seconds, m->worker_starts() - starts);
     return result;
   };
   DeviceAgent agent(f.agent, capabilities, measure);

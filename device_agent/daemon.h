@@ -11,6 +11,7 @@
 #include "common/credentials.h"
 #include "common/daemon.h"
 #include "device_agent/agent.h"
+#include "device_agent/metrics.h"
 #include "measure/measure.h"
 
 namespace tunefarm {
@@ -21,10 +22,11 @@ struct AgentFlags {
   TlsClientFiles tls;
   int64_t memory_limit_mb = -1;  // -1: the default of add_agent_flags' help
   uint64_t max_artifact_mb = kDefaultMaxArtifactBytes >> 20;
-  std::string metrics_listen;
-  TlsServerFiles metrics_tls;
-  std::vector<std::string> metrics_tokens;
-  bool insecure = false;
+  std::shared_ptr<AgentMetricsFlags> metrics;
+  // The CPU the hello names, instead of the one detected (common/cpu_detect.h).
+  std::string cpu;
+  std::string cpu_features;
+  bool cpu_features_given = false;
 };
 
 void add_agent_flags(CLI::App& app, AgentFlags& flags);

@@ -1,31 +1,38 @@
 // device-agent's Prometheus metrics: each measurement by its outcome, how long it took, and the
 // sandbox worker restarts (after a crash or a timeout the worker is killed and the next candidate
 // starts a new one). Every metric carries the agent's id and device key.
+//
+// metrics.cc serves them (--metrics-listen and its TLS and token flags). A build without
+// prometheus-cpp links metrics_off.cc instead, which adds no flags and serves nothing: the aarch64
+// cross build, since Debian's arm64 prometheus-cpp-dev cannot be installed beside the amd64 one.
 #pragma once
 
+#include <memory>
 #include <string>
 
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
+#include <CLI/CLI.hpp>
 
+#include "common/status.h"
 #include "tunefarm/v1/common.pb.h"
 
 namespace tunefarm {
 
 class AgentMetrics {
  public:
-  AgentMetrics(prometheus::Registry& registry, const std::string& agent_id, const std::string& device_key);
-
+  virtual ~AgentMetrics() = default;
   // One candidate measured; `worker_starts` is how many sandbox workers it started (0 or 1).
-  void measured(const v1::MeasureResult& result, double seconds, int worker_starts);
-
- private:
-  prometheus::Family<prometheus::Counter>& measurements_;
-  prometheus::Family<prometheus::Counter>& errors_;
-  prometheus::Histogram& measure_seconds_;
-  prometheus::Counter& worker_restarts_;
+  virtual void measured(const v1::MeasureResult& result, double seconds, int worker_starts) = 0;
 };
+
+// The metrics flags' values; empty in a build without metrics.
+struct AgentMetricsFlags;
+
+// Adds the metrics flags to `app`; the returned values are filled in when it parses.
+std::shared_ptr<AgentMetricsFlags> add_agent_metrics_flags(CLI::App& app);
+
+// Starts serving the metrics as `flags` say. Null when they are off (or not built); a
+// configuration error (a non-loopback address without TLS and a token) names the missing flags.
+StatusOr<std::unique_ptr<AgentMetrics>> start_agent_metrics(const AgentMetricsFlags& flags, const std::string& agent_id,
+                                                           const std::string& device_key);
 
 }  // namespace tunefarm

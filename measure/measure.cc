@@ -80,14 +80,14 @@ StatusOr<std::unique_ptr<Measurer>> Measurer::create(MeasurerOptions options) {
   return std::unique_ptr<Measurer>(new Measurer(std::move(options), scratch));
 }
 
-Status Measurer::self_test() {
-  std::string path = (std::filesystem::path(options_.worker_path).parent_path() / "tunefarm-probe-kernel.so").string();
+StatusOr<ProbeKernel> load_probe_kernel(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(fmt::format("the probe kernel {} is missing; install it beside the worker", path));
   std::stringstream bytes;
   bytes << in.rdbuf();
   constexpr int64_t kN = 32;
-  v1::Artifact candidate;
+  ProbeKernel probe;
+  v1::Artifact& candidate = probe.candidate;
   candidate.set_format(v1::Artifact::SHARED_OBJECT);
   candidate.set_data(bytes.str());
   candidate.set_entry_symbol("entry");
@@ -100,21 +100,26 @@ Status Measurer::self_test() {
     arg->set_is_output(std::string_view(name) == "C");
   }
   candidate.mutable_target()->set_kind("llvm");
-  v1::Artifact reference = candidate;
-  reference.set_entry_symbol("reference_entry");
-  v1::Workload workload;
-  workload.set_op("matmul");
+  probe.reference = candidate;
+  probe.reference.set_entry_symbol("reference_entry");
+  probe.workload.set_op("matmul");
   for (const char* p : {"M", "N", "K"}) {
-    auto* param = workload.add_params();
+    auto* param = probe.workload.add_params();
     param->set_name(p);
     param->set_value(kN);
   }
-  workload.set_dtype(v1::FLOAT32);
+  probe.workload.set_dtype(v1::FLOAT32);
+  return probe;
+}
+
+Status Measurer::self_test() {
+  std::string path = (std::filesystem::path(options_.worker_path).parent_path() / "tunefarm-probe-kernel.so").string();
+  TF_ASSIGN_OR_RETURN(ProbeKernel probe, load_probe_kernel(path));
   v1::MeasureOptions options;
   options.set_number(1);
   options.set_repeat(1);
   options.set_check_correctness(true);
-  v1::MeasureResult result = measure(workload, options, &reference, candidate);
+  v1::MeasureResult result = measure(probe.workload, options, &probe.reference, probe.candidate);
   if (result.error() == v1::OK) return Status();
   return failed_precondition(fmt::format("this agent cannot run kernels: its probe kernel failed with {}: {} (check "
                                          "--memory-limit-mb and --cpu-seconds-per-candidate)",
@@ -171,26 +176,30 @@ Status Measurer::start_worker() {
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attributes, 0);
   std::string parent = std::to_string(getpid());
-  std::vector<std::string> args = {
+  std::vector<std::string> args = options_.worker_launcher;
+  args.insert(args.end(), {
       options_.worker_path,
       scratch_dir_,
       parent,
       format_limit_flag("memory-bytes", static_cast<uint64_t>(options_.memory_limit_bytes)),
       format_limit_flag("file-bytes", file_limit(options_)),
       format_limit_flag("cpu-seconds", options_.cpu_seconds_per_candidate),
-  };
+  });
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
   std::vector<char*> env = worker_environment();
-  int rc = posix_spawn(&pid, options_.worker_path.c_str(), &actions, &attributes, argv.data(), env.data());
+  // A launcher is looked up in PATH, as a shell would.
+  int rc = options_.worker_launcher.empty()
+               ? posix_spawn(&pid, options_.worker_path.c_str(), &actions, &attributes, argv.data(), env.data())
+               : posix_spawnp(&pid, args[0].c_str(), &actions, &attributes, argv.data(), env.data());
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(child_end);
   if (rc != 0) {
     close(fds[0]);
-    return unavailable(fmt::format("cannot start '{}': {}", options_.worker_path, std::strerror(rc)));
+    return unavailable(fmt::format("cannot start '{}': {}", args[0], std::strerror(rc)));
   }
   worker_pid_ = pid;
   channel_fd_ = fds[0];

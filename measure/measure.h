@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "tunefarm/v1/common.pb.h"
@@ -28,6 +29,9 @@ inline constexpr uint64_t kDefaultMaxArtifactBytes = 64ull << 20;
 struct MeasurerOptions {
   // The worker binary; empty looks beside this program, in $TUNEFARM_BIN_DIR, then in ../bin.
   std::string worker_path;
+  // A program that runs the worker, with its arguments, e.g. {"qemu-aarch64"} for an agent under
+  // user-mode emulation on a machine without binfmt_misc; empty runs the worker itself.
+  std::vector<std::string> worker_launcher;
   // Parent of the private scratch directory; empty uses $TMPDIR, else /tmp.
   std::string scratch_root;
   // The worker's address-space cap: negative picks three quarters of this machine's memory (at
@@ -38,6 +42,17 @@ struct MeasurerOptions {
   // Artifacts (candidates and references) larger than this are refused with LOAD_ERROR unrun.
   uint64_t max_artifact_bytes = kDefaultMaxArtifactBytes;
 };
+
+// The probe kernel (measure/probe_kernel.c, a 32x32x32 matmul installed beside the worker) as a
+// candidate of its workload, with its reference: what Measurer::self_test() measures, and what
+// tests send to agents of another architecture, whose kernels this build cannot compile.
+struct ProbeKernel {
+  v1::Workload workload;
+  v1::Artifact candidate;
+  v1::Artifact reference;
+};
+// `path` is the probe kernel's shared object; NOT_FOUND says what to install when it is missing.
+StatusOr<ProbeKernel> load_probe_kernel(const std::string& path);
 
 class Measurer {
  public:

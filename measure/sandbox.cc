@@ -86,12 +86,11 @@ class FilterBuilder {
     add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
   }
 
-  Status install() {
+  // 0, or the errno of the refusal.
+  int install() {
     add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
     sock_fprog program{static_cast<unsigned short>(code_.size()), code_.data()};
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) != 0)
-      return internal_error(fmt::format("cannot install the worker's seccomp filter: {}", std::strerror(errno)));
-    return Status();
+    return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) == 0 ? 0 : errno;
   }
 
  private:
@@ -100,7 +99,7 @@ class FilterBuilder {
   std::vector<sock_filter> code_;
 };
 
-Status install_seccomp_filter() {
+int install_seccomp_filter() {
   FilterBuilder filter;
   // No network: no new sockets of any family (the channel to the agent was opened before exec),
   // and no io_uring, whose requests would bypass this filter.
@@ -227,7 +226,17 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
     // A write past the limit should fail with EFBIG, not kill the worker mid-reply.
     signal(SIGXFSZ, SIG_IGN);
   }
-  if (limits.memory_bytes > 0) TF_RETURN_IF_ERROR(set_limit(RLIMIT_AS, limits.memory_bytes, "address space"));
+  if (limits.memory_bytes > 0) {
+    TF_RETURN_IF_ERROR(set_limit(RLIMIT_AS, limits.memory_bytes, "address space"));
+    // User-mode emulators (qemu-user) accept the cap and do not apply it, since it would bind the
+    // emulator itself: reading it back tells.
+    rlimit applied{};
+    if (getrlimit(RLIMIT_AS, &applied) != 0 || applied.rlim_cur != limits.memory_bytes)
+      report.warnings += fmt::format(
+          "the address-space cap of {} MiB did not take (this kernel or emulator ignores it): a kernel that "
+          "allocates without bound can use all of this board's memory\n",
+          limits.memory_bytes >> 20);
+  }
 
   // A new network namespace has no interfaces but a loopback that is down. Without privileges it
   // takes a user namespace too; some kernels or containers allow neither.
@@ -246,10 +255,24 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
     report.landlock_abi = abi;
   } else {
     report.warnings +=
-        "this kernel has no Landlock: kernels may write outside the scratch directory and read whatever this user "
-        "can (keep the agent's token and TLS key unreadable to the agent's user, or run the agent under its own)\n";
+        "this kernel (or emulator) has no Landlock: kernels may write outside the scratch directory and read "
+        "whatever this user can (keep the agent's token and TLS key unreadable to the agent's user, or run the agent "
+        "under its own)\n";
   }
-  TF_RETURN_IF_ERROR(install_seccomp_filter());
+  // A kernel built without seccomp filters says ENOSYS or EINVAL; so does qemu-user, which
+  // cannot let a filter of the emulated program bind the emulator's own system calls. Any other
+  // refusal is a sandbox that should have worked and did not.
+  int error = install_seccomp_filter();
+  if (error == ENOSYS || error == EINVAL) {
+    report.warnings += fmt::format(
+        "no seccomp filter ({}: this kernel or emulator does not offer one): kernels may open sockets, start "
+        "programs and signal this user's other processes (run the agent under a user of its own)\n",
+        std::strerror(error));
+  } else if (error != 0) {
+    return internal_error(fmt::format("cannot install the worker's seccomp filter: {}", std::strerror(error)));
+  } else {
+    report.seccomp = true;
+  }
   return report;
 }
 

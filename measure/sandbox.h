@@ -1,7 +1,7 @@
 // The measurement worker's sandbox: what the process that runs foreign kernels may not do. It
 // runs in its own process group under resource limits (address space, file size, no core files, CPU
 // time per candidate), without a network (its own network namespace where the kernel allows one,
-// and always a seccomp filter that denies creating sockets, executing programs, starting processes
+// and a seccomp filter that denies creating sockets, executing programs, starting processes
 // other than threads and signalling other processes), and may write only inside its scratch
 // directory (which holds the current candidate's directory and nothing else) and read only that, the system's libraries and its own /proc entry (Landlock, where
 // the kernel has it; the agent reports at start when it does not).
@@ -25,9 +25,13 @@ struct SandboxLimits {
   uint64_t cpu_seconds = 0;
 };
 
-// What enter_sandbox managed to set up; the limits and the seccomp filter are not optional.
+// What enter_sandbox managed to set up. The limits are not optional; layers that the kernel (or a
+// user-mode emulator such as qemu-user, for an agent of another architecture) does not offer are
+// left out with a warning: the network namespace, Landlock, the seccomp filter, and an
+// address-space cap that is accepted but not applied.
 struct SandboxReport {
   bool network_namespace = false;
+  bool seccomp = false;
   // Landlock ABI version in use; 0 when the kernel has no Landlock and files are not confined.
   int landlock_abi = 0;
   // Lines that say which layer is missing and why, for the worker to print once.

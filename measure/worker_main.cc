@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "compiler/runtime/kernel_runtime.h"
@@ -58,7 +59,10 @@ int main(int argc, char** argv) {
     tunefarm::refuse_requests(tunefarm::kWorkerChannelFd, sandbox.status().message());
     return 0;
   }
-  if (!sandbox->warnings.empty()) std::fprintf(stderr, "tunefarm-measure-worker: %s", sandbox->warnings.c_str());
+  // One line per missing layer, each saying whose it is: they land in the agent's log.
+  std::string_view warnings = sandbox->warnings;
+  for (size_t end; (end = warnings.find('\n')) != std::string_view::npos; warnings.remove_prefix(end + 1))
+    std::fprintf(stderr, "tunefarm-measure-worker: sandbox: %.*s\n", static_cast<int>(end), warnings.data());
   exit_with_parent(parent, scratch);
   // Start the kernels' thread pool now rather than inside the first timed run; this call also
   // keeps the runtime library linked, so that loaded kernels find its symbols.

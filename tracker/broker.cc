@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/cpu_detect.h"
 #include "common/credentials.h"
 #include "common/wire.h"
 #include "measure/measure_options.h"
@@ -66,6 +67,10 @@ Status validate_hello(const v1::AgentHello& hello, const BrokerOptions& options)
     return invalid_argument(
         fmt::format("hello: capabilities.arch '{}' must be empty or 1..{} characters of [A-Za-z0-9._:@-]",
                     arch.substr(0, kMaxNameLength), kMaxNameLength));
+  // tunerd compiles for it; both empty is an agent too old to say.
+  const v1::Capabilities& caps = hello.capabilities();
+  if (!caps.cpu_name().empty() || !caps.cpu_features().empty())
+    TF_RETURN_IF_ERROR(check_cpu_description({caps.cpu_name(), caps.cpu_features()}).with_context("hello: capabilities"));
   return Status();
 }
 
@@ -568,7 +573,13 @@ v1::QueueStatusResponse Broker::queue_status(const std::string& device_key) cons
       if (agent.hello.device_key() == name) members.push_back(&agent);
     std::sort(members.begin(), members.end(),
               [](const Agent* a, const Agent* b) { return a->hello.agent_id() < b->hello.agent_id(); });
-    for (const Agent* agent : members) *status->add_agents() = agent_info_locked(*agent);
+    std::vector<AgentPlatform> platforms;
+    for (const Agent* agent : members) {
+      *status->add_agents() = agent_info_locked(*agent);
+      platforms.push_back(agent_platform(status->agents(status->agents_size() - 1)));
+    }
+    if (Status agree = check_agents_agree_on_cpu(name, platforms); !agree.ok())
+      status->set_cpu_disagreement(agree.message());
   }
   return response;
 }

@@ -172,17 +172,35 @@ Status JobManager::check_queue_room_locked(const std::string& client) const {
   return Status();
 }
 
-StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& spec, const std::string& client) {
-  TF_RETURN_IF_ERROR(validate(spec));
+StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::string& client) {
+  TF_RETURN_IF_ERROR(validate(submitted));
+  v1::JobSpec spec = submitted;
+  spec.clear_build_target();
   TF_ASSIGN_OR_RETURN(Target target, from_proto(spec.target()));
-  for (int i = 0; i < spec.tasks_size(); ++i) {
-    TF_ASSIGN_OR_RETURN(Workload w, from_proto(spec.tasks(i).workload()));
-    auto task = tasks_.make_task(w, target, spec.tasks(i).template_name());
-    if (!task.ok()) return task.status().with_context(fmt::format("task {} ({})", i, w.to_string()));
-  }
+  Target build_target = target;
   if (device_check_) {
     TF_ASSIGN_OR_RETURN(std::vector<AgentPlatform> agents, device_check_(spec.device_key()));
     TF_RETURN_IF_ERROR(check_agents_can_run(spec.device_key(), target, agents, host_arch()));
+    // Code for the boards that measure it, never for this host's CPU (PTX runs whatever the CPU).
+    if (target.kind == Target::Kind::kLLVM) TF_RETURN_IF_ERROR(check_agents_agree_on_cpu(spec.device_key(), agents));
+    build_target = resolve_target(target, agents);
+    if (!(build_target == target)) {
+      // The agents' CPU must be one LLVM builds for, and the whole fit in a target string.
+      auto checked = parse_target(build_target.to_string());
+      if (!checked.ok())
+        return checked.status().with_context(fmt::format("the CPU of device key '{}'", spec.device_key()));
+      *spec.mutable_build_target() = to_proto(build_target);
+    }
+  }
+  for (int i = 0; i < spec.tasks_size(); ++i) {
+    TF_ASSIGN_OR_RETURN(Workload w, from_proto(spec.tasks(i).workload()));
+    auto task = tasks_.make_task(w, build_target, spec.tasks(i).template_name());
+    if (!task.ok()) {
+      Status s = task.status().with_context(fmt::format("task {} ({})", i, w.to_string()));
+      if (build_target == target) return s;
+      return s.with_context(fmt::format("built for the CPU of device key '{}' ({})", spec.device_key(),
+                                        build_target.to_string()));
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -447,6 +465,7 @@ class RecordSink {
     v1::Record rec;
     *rec.mutable_workload() = tasks_[t.task]->workload();
     *rec.mutable_target() = spec_.target();
+    *rec.mutable_built_for() = spec_.has_build_target() ? spec_.build_target() : spec_.target();
     rec.set_device_key(spec_.device_key());
     *rec.mutable_config() = to_proto(t.config);
     *rec.mutable_result() = t.result;
@@ -529,6 +548,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.get_job(job_id));
   const v1::JobSpec& spec = job.spec();
   TF_ASSIGN_OR_RETURN(Target target, from_proto(spec.target()));
+  TF_ASSIGN_OR_RETURN(Target build_target, spec.has_build_target() ? from_proto(spec.build_target()) : target);
 
   BuildGuard build_guard(options_.build_mark_dir, job_id);
   std::vector<std::unique_ptr<TuningTask>> tasks;
@@ -536,7 +556,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   std::vector<double> weights;
   for (const v1::TuneTask& t : spec.tasks()) {
     TF_ASSIGN_OR_RETURN(Workload w, from_proto(t.workload()));
-    TF_ASSIGN_OR_RETURN(auto unguarded, tasks_.make_task(w, target, t.template_name()));
+    TF_ASSIGN_OR_RETURN(auto unguarded, tasks_.make_task(w, build_target, t.template_name()));
     auto task = guard_builds(std::move(unguarded), build_guard);
     task_ptrs.push_back(task.get());
     weights.push_back(t.weight() > 0 ? t.weight() : 1.0);

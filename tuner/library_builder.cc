@@ -1,5 +1,6 @@
 #include "tuner/library_builder.h"
 
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -97,6 +98,27 @@ StatusOr<model::ChosenKernel> choose_kernel(db::RecordStore& store, const Worklo
 
 namespace {
 
+// The target a library is built for. One that names no CPU takes the CPU its tuned records were
+// built for (tunerd compiles a job for the boards of its key, not for its own host), so that the
+// library runs the code those boards measured. Records built for different CPUs cannot share one.
+StatusOr<Target> library_build_target(const LibraryRequest& request, const std::vector<model::ChosenKernel>& chosen) {
+  if (request.target.kind != Target::Kind::kLLVM || !request.target.mcpu.empty()) return request.target;
+  std::optional<Target> built_for;
+  for (const model::ChosenKernel& k : chosen) {
+    if (!k.tuned) continue;
+    TF_ASSIGN_OR_RETURN(v1::Record record, record_from_json_line(k.record_json));
+    if (!record.has_built_for()) continue;
+    TF_ASSIGN_OR_RETURN(Target target, from_proto(record.built_for()));
+    if (built_for && !(target == *built_for))
+      return failed_precondition(fmt::format(
+          "the best records of these workloads were built for different CPUs ('{}' and '{}'): give --device to take "
+          "one key's records, or a --target that names its -mcpu",
+          built_for->to_string(), target.to_string()));
+    built_for = target;
+  }
+  return built_for.value_or(request.target);
+}
+
 StatusOr<BuiltLibrary> build_model_library(const LibraryRequest& request, db::RecordStore& store) {
   model::ImportOptions options;
   options.input_shapes = request.input_shapes;
@@ -116,8 +138,10 @@ StatusOr<BuiltLibrary> build_library(const LibraryRequest& request, db::RecordSt
   std::vector<LibraryKernel> kernels;
   json manifest_kernels = json::array();
   BuiltLibrary out;
+  std::vector<model::ChosenKernel> choices;
   for (const Workload& w : request.workloads) {
     TF_ASSIGN_OR_RETURN(model::ChosenKernel chosen, choose_kernel(store, w, request, out.warnings));
+    choices.push_back(chosen);
     LibraryKernel k{w, chosen.config, {}};
     json entry = {{"workload", w.to_string()}, {"function", library_function_name(request.name, w)}};
     if (chosen.tuned) {
@@ -137,9 +161,10 @@ StatusOr<BuiltLibrary> build_library(const LibraryRequest& request, db::RecordSt
     manifest_kernels.push_back(std::move(entry));
     kernels.push_back(std::move(k));
   }
-  TF_ASSIGN_OR_RETURN(out.files, build_kernel_library(request.name, request.target, kernels));
+  TF_ASSIGN_OR_RETURN(Target target, library_build_target(request, choices));
+  TF_ASSIGN_OR_RETURN(out.files, build_kernel_library(request.name, target, kernels));
   json manifest = {{"name", request.name},
-                   {"target", request.target.to_string()},
+                   {"target", target.to_string()},
                    {"device_key", request.device_key},
                    {"header", request.name + ".h"},
                    {"shared_library", "lib" + request.name + ".so"},

@@ -20,17 +20,6 @@ bool transient(grpc::StatusCode code) {
          code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::UNKNOWN;
 }
 
-// An agent lists "cuda" among its targets when it found a CUDA driver and a device.
-AgentPlatform agent_platform(const v1::Capabilities& capabilities) {
-  AgentPlatform platform;
-  platform.arch = capabilities.arch();
-  for (const std::string& target : capabilities.targets()) {
-    auto parsed = parse_target(target);
-    if (parsed.ok() && parsed->kind == Target::Kind::kCUDA) platform.cuda = true;
-  }
-  return platform;
-}
-
 }  // namespace
 
 TrackerMeasureBackend::TrackerMeasureBackend(std::shared_ptr<grpc::Channel> channel, TrackerBackendOptions options)
@@ -138,7 +127,7 @@ StatusOr<std::vector<AgentPlatform>> check_device_key(const std::shared_ptr<grpc
   for (const auto& key : response.keys()) {
     if (key.device_key() == device_key && key.agents_total() > 0) {
       std::vector<AgentPlatform> agents;
-      for (const v1::AgentInfo& agent : key.agents()) agents.push_back(agent_platform(agent.capabilities()));
+      for (const v1::AgentInfo& agent : key.agents()) agents.push_back(agent_platform(agent));
       return agents;
     }
     if (key.agents_total() > 0) known += (known.empty() ? "" : ", ") + key.device_key();

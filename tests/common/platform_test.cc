@@ -12,10 +12,10 @@ using ::testing::HasSubstr;
 
 Target target(const char* text) { return *parse_target(text); }
 
-const AgentPlatform kX86{"x86_64", false};
-const AgentPlatform kX86Gpu{"x86_64", true};
-const AgentPlatform kArm{"aarch64", false};
-const AgentPlatform kTooOld{"", false};
+const AgentPlatform kX86{.arch = "x86_64"};
+const AgentPlatform kX86Gpu{.arch = "x86_64", .cuda = true};
+const AgentPlatform kArm{.arch = "aarch64"};
+const AgentPlatform kTooOld{.arch = ""};
 
 Status check(const char* text, const std::vector<AgentPlatform>& agents, const char* host = "x86_64") {
   return check_agents_can_run("lab", target(text), agents, host);
@@ -74,10 +74,45 @@ TEST(Platform, AnotherArchIsRefusedSayingWhichArchItNeeds) {
   EXPECT_THAT(s.message(), HasSubstr("an aarch64 CPU"));
 
   // A host target means tunerd's host: an x86_64 tunerd cannot tune for aarch64-only agents.
-  s = check("llvm", {kArm, kArm, AgentPlatform{"aarch64", true}}, "x86_64");
+  s = check("llvm", {kArm, kArm, AgentPlatform{.arch = "aarch64", .cuda = true}}, "x86_64");
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("3 agents: 2 aarch64 without CUDA, 1 aarch64 with CUDA"));
   EXPECT_THAT(s.message(), HasSubstr("an x86_64 CPU"));
+}
+
+AgentPlatform board(const char* id, const char* cpu, const char* features = "") {
+  return {.arch = "x86_64", .agent_id = id, .cpu_name = cpu, .cpu_features = features};
+}
+
+TEST(Platform, AgentsThatAgreeOnTheirCpuOrDoNotSayPass) {
+  using Agents = std::vector<AgentPlatform>;
+  EXPECT_TRUE(check_agents_agree_on_cpu("lab", Agents{}).ok());
+  EXPECT_TRUE(check_agents_agree_on_cpu("lab", Agents{board("a", "haswell"), board("b", "haswell"), kTooOld}).ok());
+  EXPECT_TRUE(check_agents_agree_on_cpu("lab", Agents{kX86, kX86}).ok());
+}
+
+TEST(Platform, AgentsThatDifferInCpuOrFeaturesAreNamedByGroup) {
+  Status s = check_agents_agree_on_cpu(
+      "lab", std::vector<AgentPlatform>{board("a", "znver4", "+avx512f"), board("b", "znver4", "-avx512f"),
+                                        board("c", "znver4", "+avx512f")});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("the agents of device key 'lab' differ in CPU: a, c (znver4 +avx512f); "
+                                     "b (znver4 -avx512f)"));
+  EXPECT_THAT(s.message(), HasSubstr("--key"));
+}
+
+TEST(Platform, AnLlvmTargetWithoutACpuTakesTheAgentsCpu) {
+  std::vector<AgentPlatform> haswell = {kTooOld, board("a", "haswell", "+avx2,-avx512f")};
+  EXPECT_EQ(resolve_target(target("llvm"), haswell).to_string(), "llvm -mcpu=haswell -mattr=+avx2,-avx512f");
+  // Features the job names win; a CPU it names is left alone, and so is a key that says nothing.
+  EXPECT_EQ(resolve_target(target("llvm -mattr=-fma"), haswell).to_string(), "llvm -mcpu=haswell -mattr=-fma");
+  EXPECT_EQ(resolve_target(target("llvm -mcpu=skylake"), haswell).to_string(), "llvm -mcpu=skylake");
+  EXPECT_EQ(resolve_target(target("llvm"), std::vector<AgentPlatform>{kX86, kTooOld}).to_string(), "llvm");
+  EXPECT_EQ(resolve_target(target("cuda -arch=sm_90"), haswell).to_string(), "cuda -arch=sm_90");
+  std::vector<AgentPlatform> a72 = {{.arch = "aarch64", .agent_id = "pi", .cpu_name = "cortex-a72"}};
+  EXPECT_EQ(resolve_target(target("llvm -mtriple=aarch64-linux-gnu"), a72).to_string(),
+            "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72");
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
       *service->store, service->tasks,
       [](const v1::Job&) -> StatusOr<std::unique_ptr<MeasureBackend>> { return unavailable("no backend"); },
       [](const std::string& key) -> StatusOr<std::vector<AgentPlatform>> {
-        if (key == "local-cpu") return std::vector<AgentPlatform>{{host_arch(), false}};
+        if (key == "local-cpu") return std::vector<AgentPlatform>{{.arch = host_arch()}};
         return invalid_argument("unknown key " + key);
       });
   if (!service->jobs->start().ok()) std::abort();

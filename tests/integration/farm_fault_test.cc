@@ -43,24 +43,10 @@ TEST_F(FarmFaultTest, KillingAnAgentMidBatchLosesAndDuplicatesNothing) {
   request.mutable_options()->set_number(0);
   request.mutable_options()->set_min_repeat_ms(25);
   bool killed = false;
-  MeasureOutcome out = farm_.measure(request, [&](const v1::MeasureResponse& r, int) {
-    if (!killed && r.result().agent_id() == "victim") {
-      killed = true;
-      farm_.agent("victim").signal(SIGKILL);
-    }
-  });
+  MeasureOutcome out = farm_.measure_killing(request, "victim", killed);
   ASSERT_TRUE(killed);
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.results.size(), 32u);
-  std::map<uint64_t, int> seen;
-  int retried = 0;
-  for (const auto& r : out.results) {
-    seen[r.candidate_id()]++;
-    EXPECT_EQ(r.result().error(), v1::OK) << r.result().error_msg();
-    retried += r.result().attempts() > 1;
-  }
-  EXPECT_EQ(seen.size(), 32u);
-  for (auto [id, n] : seen) EXPECT_EQ(n, 1) << "candidate " << id;
+  int retried = expect_each_candidate_once(out, 32);
   EXPECT_GT(retried, 0);
   std::cout << retried << " candidates were requeued to the survivor\n";
 }

@@ -12,8 +12,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "tests/measure/test_kernels.h"
 
@@ -160,10 +163,20 @@ void Farm::kill_tracker(int sig) {
 }
 
 Process& Farm::start_agent(const std::string& id, const std::string& key, const std::vector<std::string>& extra_args) {
-  std::vector<std::string> args = {"--tracker", address_, "--key", key, "--id", id, "--log-level", "debug"};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  auto process = std::make_unique<Process>(bin_path("device-agent"), args, dir_ + "/agent-" + id + ".log",
-                                           std::vector<std::string>{"TUNEFARM_NUM_THREADS=1"});
+  return start_emulated_agent(id, key, {}, bin_path("device-agent"), extra_args, {});
+}
+
+Process& Farm::start_emulated_agent(const std::string& id, const std::string& key,
+                                    const std::vector<std::string>& emulator, const std::string& agent_binary,
+                                    const std::vector<std::string>& extra_args, const std::vector<std::string>& env) {
+  std::vector<std::string> command = emulator;
+  command.insert(command.end(), {agent_binary, "--tracker", address_, "--key", key, "--id", id, "--log-level", "debug"});
+  command.insert(command.end(), extra_args.begin(), extra_args.end());
+  std::string program = command.front();
+  command.erase(command.begin());
+  std::vector<std::string> environment = {"TUNEFARM_NUM_THREADS=1"};
+  environment.insert(environment.end(), env.begin(), env.end());
+  auto process = std::make_unique<Process>(program, command, dir_ + "/agent-" + id + ".log", environment);
   Process& ref = *process;
   agents_[id] = std::move(process);
   return ref;
@@ -238,6 +251,33 @@ v1::MeasureRequest kernel_request(const std::string& kernel, int n, const std::s
     *c->mutable_artifact() = artifact;
   }
   return request;
+}
+
+MeasureOutcome Farm::measure_killing(const v1::MeasureRequest& request, const std::string& victim, bool& killed) {
+  killed = false;
+  return measure(request, [&](const v1::MeasureResponse& r, int) {
+    if (!killed && r.result().agent_id() == victim) {
+      killed = true;
+      agent(victim).signal(SIGKILL);
+    }
+  });
+}
+
+int expect_each_candidate_once(const MeasureOutcome& outcome, size_t n) {
+  EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  std::map<uint64_t, int> seen;
+  int retried = 0;
+  for (const auto& r : outcome.results) {
+    seen[r.candidate_id()]++;
+    EXPECT_EQ(r.result().error(), v1::OK) << r.result().error_msg();
+    retried += r.result().attempts() > 1;
+  }
+  EXPECT_EQ(seen.size(), n);
+  for (auto [id, count] : seen) {
+    EXPECT_LT(id, n);
+    EXPECT_EQ(count, 1) << "candidate " << id;
+  }
+  return retried;
 }
 
 }  // namespace tunefarm::testing

@@ -69,6 +69,11 @@ class Farm {
   Process& tracker() { return *tracker_; }
   Process& start_agent(const std::string& id, const std::string& key = "local-cpu",
                        const std::vector<std::string>& extra_args = {});
+  // An agent built for another architecture, run by `emulator` (its program and arguments, e.g.
+  // qemu-aarch64 -L /usr/aarch64-linux-gnu) with `env` added to the environment.
+  Process& start_emulated_agent(const std::string& id, const std::string& key, const std::vector<std::string>& emulator,
+                                const std::string& agent_binary, const std::vector<std::string>& extra_args,
+                                const std::vector<std::string>& env);
   Process& agent(const std::string& id) { return *agents_.at(id); }
 
   std::unique_ptr<v1::Tracker::Stub> stub() const;
@@ -78,6 +83,9 @@ class Farm {
   // One Measure call; `on_result` sees each result as it arrives (e.g. to kill an agent midway).
   MeasureOutcome measure(const v1::MeasureRequest& request,
                          const std::function<void(const v1::MeasureResponse&, int count)>& on_result = nullptr) const;
+  // One Measure call during which agent `victim` is killed outright as soon as it has delivered a
+  // result; `killed` says whether it was.
+  MeasureOutcome measure_killing(const v1::MeasureRequest& request, const std::string& victim, bool& killed);
   // Everything the farm's processes logged, for a failing test's output.
   std::string logs() const;
   std::string log_dir() const { return dir_; }
@@ -95,6 +103,10 @@ class Farm {
   std::map<std::string, std::unique_ptr<Process>> agents_;
   std::shared_ptr<grpc::Channel> channel_;
 };
+
+// Checks that `outcome` holds exactly one OK result for each of candidates 0..n-1 (nothing lost,
+// nothing duplicated); returns how many of them were requeued (measured on a second agent).
+int expect_each_candidate_once(const MeasureOutcome& outcome, size_t n);
 
 // A request of `n` candidates of one test kernel (see tests/measure/test_kernels.h), ids 0..n-1,
 // with the reference attached and correctness checked.

@@ -397,14 +397,6 @@ TEST_F(ServiceTest, TargetsThatWouldAbortLlvmAreRefusedAndTunerdStaysUp) {
   EXPECT_EQ(tunerd.watch(job->id()).state(), v1::SUCCEEDED) << tunerd.log();
 }
 
-// Runs tune-client with `args`; its exit code, and what it wrote to stdout and stderr together.
-std::pair<int, std::string> tune_client_output(const Farm& farm, const std::vector<std::string>& args,
-                                               const std::string& name) {
-  Process client(bin_path("tune-client"), args, farm.log_dir() + "/client-" + name + ".log");
-  int status = client.wait();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, client.log()};
-}
-
 // Jobs for a target that none of a key's agents can run used to be accepted, and then every
 // candidate failed on the agents. They are refused at submit with the key, what its agents are and
 // the target; a target the agents run is still tuned.

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -136,6 +137,14 @@ inline std::string tune_client(const std::vector<std::string>& args, int* exit_c
   int status = p ? pclose(p) : -1;
   *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return out;
+}
+
+// Runs tune-client with `args`; its exit code, and what it wrote to stdout and stderr together.
+inline std::pair<int, std::string> tune_client_output(const Farm& farm, const std::vector<std::string>& args,
+                                                      const std::string& name) {
+  Process client(bin_path("tune-client"), args, farm.log_dir() + "/client-" + name + ".log");
+  int status = client.wait();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, client.log()};
 }
 
 }  // namespace tunefarm::testing

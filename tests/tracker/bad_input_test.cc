@@ -132,6 +132,22 @@ const HelloCase kHelloCases[] = {
      "capabilities.arch"},
     {"arch too long", [](auto& h) { h.mutable_capabilities()->set_arch(std::string(200, 'x')); },
      StatusCode::kInvalidArgument, "capabilities.arch"},
+    {"cpu name with a quote", [](auto& h) { h.mutable_capabilities()->set_cpu_name("has'well"); },
+     StatusCode::kInvalidArgument, "hello: capabilities: CPU name"},
+    {"features without a cpu", [](auto& h) { h.mutable_capabilities()->set_cpu_features("+avx2"); },
+     StatusCode::kInvalidArgument, "CPU name ''"},
+    {"features not +/-", [](auto& h) {
+       h.mutable_capabilities()->set_cpu_name("haswell");
+       h.mutable_capabilities()->set_cpu_features("avx2");
+     },
+     StatusCode::kInvalidArgument, "CPU feature 'avx2'"},
+    {"features too long", [](auto& h) {
+       h.mutable_capabilities()->set_cpu_name("haswell");
+       std::string many;
+       for (int i = 0; i < 200; ++i) many += (i ? ",+f" : "+f") + std::to_string(i);
+       h.mutable_capabilities()->set_cpu_features(many);
+     },
+     StatusCode::kInvalidArgument, "CPU features of"},
 };
 
 TEST(TrackerBadInput, HellosAreRefusedWithTheReason) {

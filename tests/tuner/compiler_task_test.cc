@@ -12,6 +12,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/wire.h"
+#include "tests/disassembly.h"
 #include "tuner/local_backend.h"
 
 
@@ -177,6 +179,30 @@ TEST(CompilerTask, HistoryOfAnotherShapeDescribesItsOwnLoops) {
   EXPECT_EQ(task->history_features({"matmul:M=512,N=512,K=512", foreign, 1.0}).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(parse_feature_kind("itervar").status().code(), StatusCode::kInvalidArgument);
+}
+
+// What tunerd builds for a key of AVX2-only boards (llvm resolved to -mcpu=haswell): no AVX-512
+// instruction, whatever this host has. The same config for an AVX-512 CPU shows that the check
+// can fail.
+TEST(CompilerTask, CandidatesForAHaswellBoardHaveNoAvx512Instructions) {
+  const char* workload = "matmul:M=64,N=64,K=64";
+  for (const char* text : {"llvm -mcpu=haswell", "llvm -mcpu=x86-64-v4"}) {
+    auto task = CompilerTask::create(*parse_workload(workload), *parse_target(text));
+    ASSERT_TRUE(task.ok()) << task.status().to_string();
+    auto point = (*task)->default_point();
+    ASSERT_TRUE(point.has_value());
+    auto artifact = (*task)->build(*point);
+    ASSERT_TRUE(artifact.ok()) << artifact.status().to_string();
+    EXPECT_EQ(from_proto(artifact->target())->to_string(), text);
+    std::string code = testing::disassemble(artifact->data());
+    ASSERT_THAT(code, ::testing::HasSubstr("vfmadd")) << text << ": not vectorized with FMA; the check says nothing";
+    if (std::string_view(text) == "llvm -mcpu=haswell") {
+      EXPECT_EQ(code.find("zmm"), std::string::npos) << "AVX-512 registers in code for haswell";
+      EXPECT_THAT(code, ::testing::HasSubstr("ymm"));
+    } else {
+      EXPECT_THAT(code, ::testing::HasSubstr("zmm"));
+    }
+  }
 }
 
 }  // namespace

@@ -23,10 +23,25 @@ double peak(const Point& p) {
 
 class FakeTasks : public TaskFactory {
  public:
-  StatusOr<std::unique_ptr<TuningTask>> make_task(const Workload& w, const Target&, const std::string& name) override {
+  StatusOr<std::unique_ptr<TuningTask>> make_task(const Workload& w, const Target& target,
+                                                  const std::string& name) override {
     if (!name.empty() && name != "fake") return invalid_argument(fmt::format("no template '{}'", name));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      targets_.push_back(target.to_string());
+    }
     return std::unique_ptr<TuningTask>(std::make_unique<FakeTask>(std::vector<int64_t>{8, 8, 8}, peak, w.to_string()));
   }
+
+  // The targets tasks were made for, in order.
+  std::vector<std::string> targets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return targets_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> targets_;
 };
 
 class JobManagerTest : public ::testing::Test {
@@ -68,7 +83,7 @@ class JobManagerTest : public ::testing::Test {
 
   // One CPU-only agent of this machine's architecture serves local-cpu.
   static StatusOr<std::vector<AgentPlatform>> known_keys(const std::string& key) {
-    if (key == "local-cpu") return std::vector<AgentPlatform>{{host_arch(), false}};
+    if (key == "local-cpu") return std::vector<AgentPlatform>{{.arch = host_arch()}};
     return invalid_argument(fmt::format("unknown device key '{}' (the tracker knows: local-cpu)", key));
   }
 
@@ -152,6 +167,63 @@ TEST_F(JobManagerTest, AJobRunsToItsBudgetAndRecordsEveryResult) {
   double fastest = 0;
   for (const auto& r : store_->list_records(f, 1000)->records) fastest = std::max(fastest, r.gflops());
   EXPECT_DOUBLE_EQ((*best)[0].gflops(), fastest);
+}
+
+// Boards that name their CPU: a key of AVX2-only boards, and a key whose boards differ.
+StatusOr<std::vector<AgentPlatform>> lab_keys(const std::string& key) {
+  if (key == "haswell-box")
+    return std::vector<AgentPlatform>{{.arch = host_arch(), .agent_id = "h1", .cpu_name = "haswell"}};
+  if (key == "mixed")
+    return std::vector<AgentPlatform>{{.arch = host_arch(), .agent_id = "old", .cpu_name = "haswell"},
+                                      {.arch = host_arch(),
+                                       .agent_id = "new",
+                                       .cpu_name = "znver4",
+                                       .cpu_features = "+avx512f"},
+                                      {.arch = host_arch(), .agent_id = "old2", .cpu_name = "haswell"}};
+  return invalid_argument(fmt::format("unknown device key '{}'", key));
+}
+
+v1::JobSpec on_key(v1::JobSpec spec, const std::string& key) {
+  spec.set_device_key(key);
+  return spec;
+}
+
+TEST_F(JobManagerTest, ALlvmJobIsBuiltForItsKeysCpuAndItsRecordsSaySo) {
+  JobManager m(*store_, tasks_, backends(), lab_keys);
+  ASSERT_TRUE(m.start().ok());
+  auto job = m.submit(on_key(spec(16), "haswell-box"));
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  EXPECT_EQ(from_proto(job->spec().build_target())->to_string(), "llvm -mcpu=haswell");
+  EXPECT_EQ(wait_until_ended(m, job->id()).state(), v1::SUCCEEDED);
+  // Every task, at submit and when the job ran, was made for the boards' CPU, never this host's.
+  auto targets = tasks_.targets();
+  ASSERT_FALSE(targets.empty());
+  for (const auto& t : targets) EXPECT_EQ(t, "llvm -mcpu=haswell");
+  db::RecordFilter f;
+  f.job_id = job->id();
+  auto records = store_->list_records(f, 1000);
+  ASSERT_TRUE(records.ok());
+  ASSERT_GE(records->records.size(), 16u);
+  for (const auto& r : records->records) {
+    // Queries by the target the user named still find them.
+    EXPECT_EQ(from_proto(r.target())->to_string(), "llvm");
+    EXPECT_EQ(from_proto(r.built_for())->to_string(), "llvm -mcpu=haswell");
+  }
+}
+
+TEST_F(JobManagerTest, AJobOnAKeyWhoseAgentsDifferInCpuIsRefusedNamingThem) {
+  JobManager m(*store_, tasks_, backends(), lab_keys);
+  ASSERT_TRUE(m.start().ok());
+  v1::JobSpec s = on_key(spec(16), "mixed");
+  auto job = m.submit(s);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(job.status().message(), HasSubstr("device key 'mixed' differ in CPU"));
+  EXPECT_THAT(job.status().message(), HasSubstr("old, old2 (haswell); new (znver4 +avx512f)"));
+  EXPECT_TRUE(m.list({}, 10)->empty()) << "a refused job was stored";
+  // A target that names its CPU is refused all the same: the boards would measure different code.
+  *s.mutable_target() = to_proto(*parse_target("llvm -mcpu=haswell"));
+  EXPECT_FALSE(m.submit(s).ok());
 }
 
 TEST_F(JobManagerTest, InvalidSpecsAreRefusedWithTheFieldAtFault) {

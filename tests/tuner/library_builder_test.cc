@@ -10,6 +10,7 @@
 
 #include "common/wire.h"
 #include "compiler/build.h"
+#include "tests/disassembly.h"
 #include "tuner/library_builder.h"
 
 namespace tunefarm {
@@ -30,10 +31,11 @@ class ChooseKernel : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  void record(const Workload& w, const Config& config, double seconds) {
+  void record(const Workload& w, const Config& config, double seconds, const char* built_for = nullptr) {
     v1::Record r;
     *r.mutable_workload() = to_proto(w);
     *r.mutable_target() = to_proto(Target{});
+    if (built_for) *r.mutable_built_for() = to_proto(*parse_target(built_for));
     r.set_device_key("local-cpu");
     r.set_job_id("job-1");
     *r.mutable_config() = to_proto(config);
@@ -118,6 +120,38 @@ TEST_F(ChooseKernel, ARecordTheTemplateNoLongerBuildsFallsBackToTheDefault) {
   EXPECT_EQ(chosen->config, *default_config(w, Target{}));
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("no longer builds"), std::string::npos) << warnings[0];
+}
+
+// Records of an `llvm` job on a key of haswell boards were built for haswell: a library of them
+// is too, so that it runs what those boards measured, not code for this host's CPU.
+TEST_F(ChooseKernel, ALibraryIsBuiltForTheCpuItsRecordsWereBuiltFor) {
+  Workload a = *parse_workload("matmul:M=64,N=64,K=64");
+  Workload b = *parse_workload("matmul:M=32,N=64,K=48");
+  record(a, *default_config(a, Target{}), 1e-4, "llvm -mcpu=haswell");
+  record(b, *default_config(b, Target{}), 1e-4, "llvm -mcpu=haswell");
+  request_.workloads = {a, b};
+  request_.name = "haswell_kernels";
+  auto built = build_library(request_, *store_);
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  std::string manifest, shared;
+  for (const auto& f : built->files) {
+    if (f.name == "manifest.json") manifest = f.content;
+    if (f.name == "libhaswell_kernels.so") shared = f.content;
+  }
+  EXPECT_NE(manifest.find("\"target\": \"llvm -mcpu=haswell\""), std::string::npos) << manifest;
+  std::string code = testing::disassemble(shared);
+  ASSERT_NE(code.find("ymm"), std::string::npos) << "not vectorized: the check below says nothing";
+  EXPECT_EQ(code.find("zmm"), std::string::npos) << "AVX-512 code in a library for haswell boards";
+
+  // Records of two kinds of board cannot make one library.
+  Workload c = *parse_workload("matmul:M=16,N=16,K=16");
+  record(c, *default_config(c, Target{}), 1e-5, "llvm -mcpu=znver4");
+  request_.workloads.push_back(c);
+  auto mixed = build_library(request_, *store_);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(mixed.status().message().find("'llvm -mcpu=haswell' and 'llvm -mcpu=znver4'"), std::string::npos)
+      << mixed.status().message();
 }
 
 }  // namespace
