@@ -1,6 +1,5 @@
 // Loop IR -> LLVM IR, optimization with the target's own pass pipeline, and object/PTX emission.
 #include <algorithm>
-#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -13,12 +12,12 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
-#include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
 
 #include "compiler/codegen/codegen.h"
+#include "compiler/codegen/llvm_init.h"
 #include "compiler/ir/printer.h"
 #include "compiler/ir/visitor.h"
 
@@ -27,16 +26,6 @@ namespace tunefarm::codegen {
 using namespace ir;
 
 namespace {
-
-void init_llvm() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llvm::InitializeAllTargetInfos();
-    llvm::InitializeAllTargets();
-    llvm::InitializeAllTargetMCs();
-    llvm::InitializeAllAsmPrinters();
-  });
-}
 
 struct TargetInfo {
   std::string triple, cpu, features;

@@ -7,11 +7,11 @@
 
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
-#include <llvm/Support/TargetSelect.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/ADT/Triple.h>
 
 #include "compiler/codegen/codegen.h"
+#include "compiler/codegen/llvm_init.h"
 
 namespace tunefarm::codegen {
 namespace {
@@ -29,9 +29,7 @@ ops::CpuModel cpu_model(const Target& t) {
   std::string triple = t.mtriple.empty() ? llvm::sys::getProcessTriple() : llvm::Triple::normalize(t.mtriple);
   std::string host_cpu = llvm::sys::getHostCPUName().str();
   std::string cpu = !t.mcpu.empty() ? t.mcpu : t.mtriple.empty() ? host_cpu : "generic";
-  llvm::InitializeAllTargetInfos();
-  llvm::InitializeAllTargets();
-  llvm::InitializeAllTargetMCs();
+  init_llvm();
   std::string err;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target) return m;

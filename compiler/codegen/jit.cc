@@ -3,9 +3,9 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/TargetSelect.h>
 
 #include "compiler/codegen/codegen.h"
+#include "compiler/codegen/llvm_init.h"
 #include "compiler/runtime/kernel_runtime.h"
 
 namespace tunefarm::codegen {
@@ -17,8 +17,7 @@ struct JitKernel::Impl {
 JitKernel::~JitKernel() = default;
 
 StatusOr<std::unique_ptr<JitKernel>> JitKernel::create(const std::string& object, const std::string& entry) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
+  init_llvm();
   auto jit = llvm::orc::LLJITBuilder().create();
   if (!jit) return internal_error("cannot start the JIT: " + llvm::toString(jit.takeError()));
   auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess((*jit)->getDataLayout().getGlobalPrefix());

@@ -9,10 +9,10 @@
 #include <llvm/ADT/Triple.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
-#include <llvm/Support/TargetSelect.h>
 #include <llvm/TargetParser/Host.h>
 
 #include "compiler/codegen/codegen.h"
+#include "compiler/codegen/llvm_init.h"
 
 namespace tunefarm::codegen {
 namespace {
@@ -47,9 +47,7 @@ Status check_target(const Target& t) {
     return fail(fmt::format("triple '{}' is not supported (kernels are built for x86_64 and aarch64 Linux, e.g. "
                             "-mtriple=aarch64-linux-gnu)",
                             t.mtriple));
-  llvm::InitializeAllTargetInfos();
-  llvm::InitializeAllTargets();
-  llvm::InitializeAllTargetMCs();
+  init_llvm();
   std::string err;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target) return fail(fmt::format("LLVM has no target for triple '{}': {}", triple, err));
