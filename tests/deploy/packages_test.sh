@@ -5,14 +5,18 @@
 # units through systemd-analyze verify, a GEMM tuned through the installed daemons running as the
 # tunefarm user on loopback), then purges them and checks that nothing is left.
 #
-#   packages_test.sh AGENT.deb SERVER.deb CLIENT.deb
+#   packages_test.sh AGENT.deb SERVER.deb CLIENT.deb [ARM64_AGENT.deb]
+#
+# With the agent package of an aarch64 cross build, it then installs that one as a board would
+# (dpkg on this machine, whose multiarch arm64 libraries satisfy it), runs its programs under
+# qemu-aarch64, verifies its unit and purges it the same way.
 #
 # Needs root (exit 77, a skip, without it). Whatever happens, the packages it installed are purged
 # before it exits. It refuses (77) to touch tunefarm packages or a tunefarm user that were on the
 # machine before it, unless its own marker says an earlier run of it left them.
 set -euo pipefail
 
-AGENT_DEB=$1 SERVER_DEB=$2 CLIENT_DEB=$3
+AGENT_DEB=$1 SERVER_DEB=$2 CLIENT_DEB=$3 ARM64_AGENT_DEB=${4:-}
 PACKAGES=(tunefarm-agent tunefarm-server tunefarm-client)
 MARKER=/var/tmp/tunefarm-packages-test.installed
 LOCK=/run/lock/tunefarm-packages-test.lock
@@ -189,22 +193,67 @@ grep -q '"device_key":"packages-test"' <<<"$best" || { cat "$WORK"/*.log >&2; fa
 stop_daemons
 ! pgrep -u tunefarm >/dev/null || fail "processes still run as tunefarm: $(ps -o pid,args -u tunefarm)"
 
+# purge_and_check PACKAGE...: purges them and checks that nothing of theirs is left, nor the user.
+purge_and_check() {
+  local pkg path left
+  dpkg_retrying --purge "$@"
+  [[ -z $(installed_packages) ]] || fail "still installed: $(installed_packages)"
+  for pkg in "$@"; do
+    while read -r path; do
+      # Directories such as /usr/bin (or /lib, a link to one) stay for the system's other packages;
+      # tunefarm's own go.
+      [[ -d $path && $path != *tunefarm* ]] && continue
+      [[ ! -e $path && ! -L $path ]] || fail "$path (from $pkg) is left after the purge"
+    done <"$WORK/$pkg.files"
+  done
+  for path in /etc/tunefarm /var/lib/tunefarm; do
+    [[ ! -e $path ]] || fail "$path is left after the purge"
+  done
+  ! getent passwd tunefarm >/dev/null || fail "the tunefarm user is left after the purge"
+  ! getent group tunefarm >/dev/null || fail "the tunefarm group is left after the purge"
+  left=$(find /etc/systemd /var/lib/systemd -name '*tunefarm*' 2>/dev/null)
+  [[ -z $left ]] || fail "systemd state is left after the purge: $left"
+}
+
 step "dpkg --purge"
-dpkg_retrying --purge "${PACKAGES[@]}"
-[[ -z $(installed_packages) ]] || fail "still installed: $(installed_packages)"
-for pkg in "${PACKAGES[@]}"; do
-  while read -r path; do
-    # Directories such as /usr/bin (or /lib, a link to one) stay for the system's other packages;
-    # tunefarm's own go.
-    [[ -d $path && $path != *tunefarm* ]] && continue
-    [[ ! -e $path && ! -L $path ]] || fail "$path (from $pkg) is left after the purge"
-  done <"$WORK/$pkg.files"
-done
-for path in /etc/tunefarm /var/lib/tunefarm; do
-  [[ ! -e $path ]] || fail "$path is left after the purge"
-done
-! getent passwd tunefarm >/dev/null || fail "the tunefarm user is left after the purge"
-! getent group tunefarm >/dev/null || fail "the tunefarm group is left after the purge"
-left=$(find /etc/systemd /var/lib/systemd -name '*tunefarm*' 2>/dev/null)
-[[ -z $left ]] || fail "systemd state is left after the purge: $left"
+purge_and_check "${PACKAGES[@]}"
 echo "packages_test: installed, ran and purged ${PACKAGES[*]}"
+
+[[ -n $ARM64_AGENT_DEB ]] || exit 0
+if [[ ! -f $ARM64_AGENT_DEB ]]; then
+  echo "packages_test: no $ARM64_AGENT_DEB (make agent-arm64 configures the aarch64 build that makes it); not tried"
+  exit 0
+fi
+step "the arm64 agent package: dpkg -i"
+[[ $(dpkg-deb -f "$ARM64_AGENT_DEB" Package Architecture | tr '\n' ' ') == "Package: tunefarm-agent Architecture: arm64 " ]] ||
+  fail "$ARM64_AGENT_DEB is not tunefarm-agent for arm64: $(dpkg-deb -f "$ARM64_AGENT_DEB" Package Architecture)"
+dpkg_retrying -i "$ARM64_AGENT_DEB"
+[[ $(dpkg-query -W -f='${Status} ${Architecture}' tunefarm-agent:arm64) == "install ok installed arm64" ]] ||
+  fail "tunefarm-agent:arm64 is not installed and configured"
+dpkg-query -L tunefarm-agent:arm64 >"$WORK/tunefarm-agent.files"
+# The same files as the amd64 package: a board is set up as an x86 machine is.
+package_paths() { dpkg-deb -c "$1" | awk '{print $6}' | sort; }
+differ=$(diff <(package_paths "$AGENT_DEB") <(package_paths "$ARM64_AGENT_DEB")) ||
+  fail "the arm64 agent package holds other files than the amd64 one: $differ"
+for program in /usr/lib/tunefarm-agent/device-agent /usr/lib/tunefarm-agent/tunefarm-measure-worker \
+               /usr/lib/tunefarm-agent/tunefarm-probe-kernel.so /usr/lib/tunefarm-agent/libtunefarm_rt.so; do
+  machine=$(LC_ALL=C readelf -h "$program" | sed -n 's/^ *Machine: *//p')
+  [[ $machine == AArch64 ]] || fail "$program is built for $machine, not AArch64"
+done
+
+step "the arm64 agent's programs under qemu-aarch64"
+QEMU=/usr/bin/qemu-aarch64
+[[ -x $QEMU ]] || fail "$QEMU is missing (Debian's qemu-user; deploy/install-deps.sh installs it)"
+out=$("$QEMU" /usr/bin/device-agent --help) || fail "device-agent --help under qemu exited $?"
+grep -q -- --key <<<"$out" || fail "the arm64 device-agent --help does not mention --key"
+out=$("$QEMU" /usr/lib/tunefarm-agent/tunefarm-measure-worker --help 2>&1) || true
+grep -q -i usage <<<"$out" || fail "the arm64 worker does not start: $out"
+"$QEMU" /usr/bin/device-agent --config /etc/tunefarm/agent.toml --key rk-a72 --check-config ||
+  fail "the arm64 device-agent refuses /etc/tunefarm/agent.toml"
+out=$(cd "$WORK" && systemd-analyze verify /lib/systemd/system/tunefarm-agent@.service \
+      /lib/systemd/system/tunefarm-agent@rk-a72.service 2>&1) || fail "systemd-analyze verify: $out"
+[[ -z $out ]] || fail "systemd-analyze verify: $out"
+
+step "the arm64 agent package: dpkg --purge"
+purge_and_check tunefarm-agent
+echo "packages_test: installed, ran and purged tunefarm-agent for arm64"
