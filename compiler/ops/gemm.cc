@@ -528,6 +528,9 @@ StatusOr<Scheduled> dot_schedule(const Workload& w, const Config& c) {
   if (par) o.parallel(jo);
   auto& p = s[partial];
   p.set_scope(ir::MemScope::kLocal);
+  // The horizontal sums are unrolled so that every access to the partial sums has a constant
+  // index: only then does LLVM keep them in vector registers, instead of storing each FMA's result
+  // to the stack and summing lanes in a loop through memory (a third of a GEMV's time).
   if (out.op != acc.op) {
     // The horizontal sum is a stage of its own inside the output tile; the partial sums live
     // inside it.
@@ -535,8 +538,13 @@ StatusOr<Scheduled> dot_schedule(const Workload& w, const Config& c) {
     a.set_scope(ir::MemScope::kLocal);
     a.compute_at(o, jo);
     p.compute_at(a, a.axis(0));
+    a.unroll(a.axis(1));
+    a.unroll(a.reduce_axis(0));
+    o.unroll(ji);
   } else {
     p.compute_at(o, jo);
+    o.unroll(ji);
+    o.unroll(o.reduce_axis(0));
   }
   auto [kouter, kinner] = p.split(p.reduce_axis(0), knob_int(c, "unroll_k"));
   p.reorder({p.axis(0), kouter, kinner, p.axis(1), p.axis(2)});

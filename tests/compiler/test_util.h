@@ -23,6 +23,8 @@ inline const std::vector<std::string>& small_workloads() {
       "matmul:M=5,N=70,K=33",
       "dense:M=3,N=41,K=29,bias=1,relu=1",
       "dense:M=17,N=20,K=13",
+      // A GEMV without an epilogue: the dot template's horizontal sums in the output stage itself.
+      "dense:M=1,N=23,K=37",
       // K long enough for the K-blocked path (tile_k 128..512; 700 leaves a partial block).
       "matmul:M=13,N=40,K=700",
       "dense:M=9,N=33,K=300,bias=1,relu=1",
