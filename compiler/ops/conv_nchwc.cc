@@ -303,7 +303,9 @@ StatusOr<Scheduled> blocked_schedule(const Workload& w, const Config& cfg) {
   out.vectorize(ko);
   out.unroll(qi);
   out.unroll(kbi);
-  if (par) out.parallel(kbo);
+  // Output-channel blocks and rows together: deep layers on small images have few channel blocks
+  // (2 to 32), too few to share evenly between threads on their own.
+  if (par) out.parallel(out.fuse(kbo, p));
 
   auto& a = s[acc];
   a.compute_at(out, qo);
@@ -464,7 +466,7 @@ StatusOr<Scheduled> depthwise_schedule(const Workload& w, const Config& cfg) {
   out.reorder({n, cb, p, qo, qi, ci});
   out.vectorize(ci);
   out.unroll(qi);
-  if (par) out.parallel(cb);
+  if (par) out.parallel(out.fuse(cb, p));
   auto& a = s[acc];
   a.compute_at(out, qo);
   a.reorder({a.axis(0), a.axis(1), a.axis(2), a.reduce_axis(0), a.reduce_axis(1), a.axis(3), a.axis(4)});
