@@ -704,9 +704,13 @@ class CodeGen {
     b_.restoreIP(saved_ip);
 
     auto launch = m_.getOrInsertFunction("tunefarm_parallel_launch", i32, ptr, ptr, i32);
-    // Up to 1024 iterations, one task each, so that the pool evens out uneven work (tails);
-    // beyond that, one contiguous share per pool thread (num_tasks = 0).
-    llvm::Value* ntask = b_.CreateTrunc(b_.CreateSelect(b_.CreateICmpSLT(extent, b_.getInt64(1024)), extent, b_.getInt64(0)), i32);
+    // Up to 64 iterations, one task each, so that the pool evens out uneven work (tails); beyond
+    // that, one contiguous share per pool thread (num_tasks = 0): a loop of many small iterations
+    // (rows of an image, fused with channel blocks) handed out one at a time has every thread read
+    // every block's weights and every row's neighbours, and ran slower on two threads than on one.
+    constexpr int64_t kTaskPerIteration = 64;
+    llvm::Value* ntask = b_.CreateTrunc(
+        b_.CreateSelect(b_.CreateICmpSLE(extent, b_.getInt64(kTaskPerIteration)), extent, b_.getInt64(0)), i32);
     llvm::Value* rc = b_.CreateCall(launch, {body_fn, closure, ntask});
     forget_stored(op->body);
     auto* ok = llvm::BasicBlock::Create(ctx_, "par_ok", fn_);

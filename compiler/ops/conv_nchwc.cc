@@ -303,11 +303,15 @@ StatusOr<Scheduled> blocked_schedule(const Workload& w, const Config& cfg) {
   out.vectorize(ko);
   out.unroll(qi);
   out.unroll(kbi);
-  // Output-channel blocks and rows together: deep layers on small images have few channel blocks
-  // (2 to 32), too few to share evenly between threads on their own. Only where the tile divides
-  // the blocks: the last tile's guard on a fused index cannot be split off, and guarded bodies
-  // everywhere ran a 1x1 convolution at 0.4x.
-  if (par) out.parallel(b.kb() % kr == 0 ? out.fuse(kbo, p) : kbo);
+  // Threads take tiles of output-channel blocks, each reading only its tiles' weights. Where
+  // there are too few tiles to share evenly (the narrow layers of mobile networks), rows are
+  // split as well: fused with the tiles where the tile divides the blocks (a contiguous share of
+  // the fused loop is still a contiguous range of tiles), else rows alone inside each tile, since
+  // the last tile's guard on a fused index cannot be split off and guarded bodies everywhere ran
+  // a 1x1 convolution at 0.4x.
+  constexpr int64_t kEnoughTiles = 16;
+  int64_t tiles = (b.kb() + kr - 1) / kr;
+  if (par) out.parallel(tiles >= kEnoughTiles ? kbo : b.kb() % kr == 0 ? out.fuse(kbo, p) : p);
 
   auto& a = s[acc];
   a.compute_at(out, qo);
