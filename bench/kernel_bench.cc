@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -87,8 +88,20 @@ void ensure_environment(int argc, char** argv) {
   setenv("TUNEFARM_KERNEL_BENCH_CHILD", "1", 1);
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
   setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
+  // OpenBLAS's idle threads spin for 2^28 cycles by default: with more threads than one, they held
+  // a core through the next contender's runs (oneDNN ran slower on two threads than on one).
+  setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
   setenv("OMP_NUM_THREADS", threads.c_str(), 1);
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  if (threads == "1") {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  } else {
+    // Passive OpenMP threads sleep between parallel regions, and oneDNN's small layers (depthwise
+    // at 7x7: 10 us of work) then cost more on two threads than on one; active ones never stop
+    // spinning and take a core from whichever contender runs next. A bounded spin (under a
+    // millisecond; the samples are apart by more, see kContenderGap) is what a program running
+    // layer after layer sees.
+    setenv("GOMP_SPINCOUNT", "20000", 0);
+  }
   setenv("TUNEFARM_NUM_THREADS", threads.c_str(), 1);
   execv("/proc/self/exe", argv);
   // Without re-exec the numbers may be off; say so and go on.
@@ -254,7 +267,14 @@ int calibrate(const Fn& fn, double min_ms) {
   return std::max(1, static_cast<int>(min_ms / std::max(ms, 1e-3)));
 }
 
+// With more threads than one, each library's idle threads spin a while before they sleep: the
+// samples are this far apart, so that no contender's spinning threads hold a core through the
+// next one's sample.
+constexpr std::chrono::milliseconds kContenderGap{10};
+
+// One untimed run first: it wakes the contender's threads, which slept through the gap.
 double sample_ms(const Fn& fn, int reps) {
+  fn();
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < reps; ++i) fn();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
@@ -474,7 +494,10 @@ int main(int argc, char** argv) {
     for (auto& [name, fn] : contenders) reps.push_back(calibrate(fn, min_ms));
     std::vector<std::vector<double>> samples(contenders.size());
     for (int r = 0; r < repeats; ++r)
-      for (size_t i = 0; i < contenders.size(); ++i) samples[i].push_back(sample_ms(contenders[i].second, reps[i]));
+      for (size_t i = 0; i < contenders.size(); ++i) {
+        if (threads > 1) std::this_thread::sleep_for(kContenderGap);
+        samples[i].push_back(sample_ms(contenders[i].second, reps[i]));
+      }
 
     std::map<std::string, double> gflops;
     std::string line = fmt::format("{} [{}] check {}:", ws, config->template_name, check);
