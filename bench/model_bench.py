@@ -137,8 +137,13 @@ def main():
     for fn in contenders.values():
         fn()
     samples = {name: [] for name in contenders}
-    for _ in range(args.rounds):
-        for name, fn in contenders.items():
+    # Each round starts with the next contender: a contender's idle threads spin a while after its
+    # runs (ONNX Runtime's pool, ours), which slows whichever runs next on two threads; in a fixed
+    # order the build that always followed ONNX Runtime read up to 1.5x slower. (Pausing between
+    # contenders instead let this virtual machine's idle second CPU go, and slowed everyone.)
+    order = list(contenders.items())
+    for r in range(args.rounds):
+        for name, fn in order[r % len(order):] + order[:r % len(order)]:
             samples[name].extend(timed(fn, args.runs))
     medians = {name: statistics.median(s) * 1e3 for name, s in samples.items()}
     for name, ms in medians.items():
