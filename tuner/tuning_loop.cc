@@ -310,6 +310,18 @@ Status TuningLoop::remeasure(int task, const ResultSink& on_result) {
   return Status();
 }
 
+// Full batches, except while tasks that have not been measured yet would be left without any:
+// then each of them gets an equal share of what is left (a 400-trial job over a model's 31 tasks
+// in batches of 16 measured 25 tasks and never reached the last 6, job after job).
+int TuningLoop::batch_size_for(int task, int remaining, const std::vector<bool>& exhausted, int in_flight_task) const {
+  int size = std::min(options_.batch_size, remaining);
+  if (state_[static_cast<size_t>(task)]->trials > 0) return size;
+  int unstarted = 0;
+  for (size_t i = 0; i < tasks_.size(); ++i)
+    if (state_[i]->trials == 0 && !exhausted[i] && static_cast<int>(i) != in_flight_task) ++unstarted;
+  return std::max(1, std::min(size, remaining / std::max(1, unstarted)));
+}
+
 StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const ProgressSink& on_progress) {
   if (tasks_.empty()) return invalid_argument("a tuning run needs at least one task");
   if (options_.trials <= 0) return invalid_argument(fmt::format("trial budget {} must be positive", options_.trials));
@@ -416,7 +428,8 @@ StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const Progr
       // Its round is now recorded: during the warm-up that hands the next round to another task.
       continue;
     }
-    auto batch = prepare_batch(task, std::min(options_.batch_size, options_.trials - planned));
+    auto batch = prepare_batch(task, batch_size_for(task, options_.trials - planned, exhausted,
+                                                    in_flight ? in_flight->task : -1));
     if (!batch.ok()) {
       (void)complete_in_flight();
       return batch.status();

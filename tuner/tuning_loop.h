@@ -196,6 +196,8 @@ class TuningLoop {
   struct TaskState;
   struct Batch;
 
+  // How many candidates the next batch of `task` may have, with `remaining` trials left.
+  int batch_size_for(int task, int remaining, const std::vector<bool>& exhausted, int in_flight_task) const;
   // Proposes up to `size` points of `task` and builds them.
   StatusOr<Batch> prepare_batch(int task, int size);
   // Measures a prepared batch; runs beside the next prepare_batch(), so it touches nothing else.

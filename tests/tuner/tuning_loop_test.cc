@@ -175,6 +175,25 @@ TEST(TuningLoop, TasksShareTheBudget) {
   EXPECT_GE(outcome->tasks[1].trials, 16);
 }
 
+TEST(TuningLoop, ABudgetTooSmallForFullBatchesStillReachesEveryTask) {
+  std::vector<std::unique_ptr<FakeTask>> owned;
+  std::vector<const FakeTask*> tasks;
+  for (int i = 0; i < 5; ++i) {
+    owned.push_back(std::make_unique<FakeTask>(std::vector<int64_t>{8, 8, 8}, peak));
+    tasks.push_back(owned.back().get());
+  }
+  FakeBackend backend(*owned[0], true);  // One space for all, so one backend serves every task.
+  TuningOptions options;
+  options.trials = 22;
+  options.batch_size = 8;  // Full batches would reach two tasks and a part of a third.
+  TuningLoop loop({tasks.begin(), tasks.end()}, {}, backend, options);
+  Collected c;
+  auto outcome = run_loop(loop, c);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->trials, 22);
+  for (const auto& t : outcome->tasks) EXPECT_GE(t.trials, 4);
+}
+
 // Measures each task's candidates on that task's own landscape (FakeBackend serves one task).
 class PerTaskBackend : public MeasureBackend {
  public:
