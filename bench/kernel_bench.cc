@@ -108,13 +108,6 @@ void ensure_environment(int argc, char** argv) {
   fmt::print(stderr, "kernel_bench: cannot re-execute; OpenBLAS may use a generic kernel\n");
 }
 
-// A config whose template has a `parallel` knob, with its outer loop split across the threads.
-Config split_outer_loop(Config c) {
-  for (auto& [name, value] : c.knobs)
-    if (name == "parallel" && std::holds_alternative<std::string>(value)) value = std::string("outer");
-  return c;
-}
-
 struct Loaded {
   void* handle = nullptr;
   codegen::KernelFn fn = nullptr;
@@ -420,7 +413,7 @@ int main(int argc, char** argv) {
     if (!config_file.empty() && cfg_it == configs.end())
       fmt::print(stderr, "kernel_bench: {} has no config in {}; measuring the template's default\n", ws, config_file);
     StatusOr<Config> config = cfg_it != configs.end() ? StatusOr<Config>(cfg_it->second) : default_config(w, host);
-    if (config.ok() && threads > 1) config = split_outer_loop(*config);
+    if (config.ok() && threads > 1) config = with_outer_parallelism(*config);
     auto flops = workload_flops(w);
     auto args = kernel_args(w);
     StatusOr<BuiltKernel> kernel = config.ok() ? build_kernel(w, host, *config) : StatusOr<BuiltKernel>(config.status());
@@ -470,7 +463,7 @@ int main(int argc, char** argv) {
     std::vector<void*> default_ptrs;
     if (cfg_it != configs.end()) {
       auto dc = default_config(w, host);
-      if (dc.ok() && threads > 1) dc = split_outer_loop(*dc);
+      if (dc.ok() && threads > 1) dc = with_outer_parallelism(*dc);
       auto dk = dc.ok() ? build_kernel(w, host, *dc) : StatusOr<BuiltKernel>(dc.status());
       Status ds = dk.ok() ? load_shared_object(dk->binary, default_loaded) : dk.status();
       if (ds.ok()) {

@@ -2,6 +2,8 @@
 
 #include "compiler/codegen/codegen.h"
 
+#include <variant>
+
 #include <fmt/format.h>
 
 #include "compiler/features/features.h"
@@ -43,6 +45,12 @@ StatusOr<const ops::Template*> lookup_template(const Workload& workload, const T
 StatusOr<ops::ConfigSpace> config_space(const Workload& workload, const Target& target, const std::string& template_name) {
   TF_ASSIGN_OR_RETURN(const ops::Template* t, lookup_template(workload, target, template_name));
   return t->space(workload);
+}
+
+Config with_outer_parallelism(Config config) {
+  for (auto& [name, value] : config.knobs)
+    if (name == "parallel" && std::holds_alternative<std::string>(value)) value = std::string("outer");
+  return config;
 }
 
 StatusOr<Config> default_config(const Workload& workload, const Target& target) {

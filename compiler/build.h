@@ -69,6 +69,10 @@ StatusOr<const ops::Template*> lookup_template(const Workload& workload, const T
 std::vector<std::string> template_names(const Workload& workload, const Target& target);
 StatusOr<ops::ConfigSpace> config_space(const Workload& workload, const Target& target, const std::string& template_name = "");
 StatusOr<Config> default_config(const Workload& workload, const Target& target);
+// The config with its outer loop split over the kernel runtime's threads, where its template has a
+// `parallel` knob: records are measured on one thread, where "none" and "outer" run alike, and a
+// program that runs the kernel decides the thread count (with one, the loop runs inline).
+Config with_outer_parallelism(Config config);
 StatusOr<double> workload_flops(const Workload& workload);
 StatusOr<std::vector<ops::TensorArg>> kernel_args(const Workload& workload);
 // Runs the naive C++ reference: inputs in argument order, output sized for the last argument.

@@ -364,15 +364,6 @@ int {0}_run({0}_model* m, const float* const* inputs, const int64_t* input_eleme
   return out;
 }
 
-// The config with its outer loop split over the runtime's threads, where the template has that
-// knob: records are measured on one thread, where "none" and "outer" run alike, and a model runs on
-// as many threads as its caller sets (with one, the loop runs inline).
-Config with_outer_parallelism(Config config) {
-  for (auto& [name, value] : config.knobs)
-    if (name == "parallel" && std::holds_alternative<std::string>(value)) value = std::string("outer");
-  return config;
-}
-
 }  // namespace
 
 StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Target& target, const KernelChooser& choose) {
