@@ -142,7 +142,8 @@ StatusOr<BuiltLibrary> build_library(const LibraryRequest& request, db::RecordSt
   for (const Workload& w : request.workloads) {
     TF_ASSIGN_OR_RETURN(model::ChosenKernel chosen, choose_kernel(store, w, request, out.warnings));
     choices.push_back(chosen);
-    LibraryKernel k{w, chosen.config, {}};
+    // The kernels run on the threads the program sets (tk_set_num_threads), as a model's do.
+    LibraryKernel k{w, with_outer_parallelism(chosen.config), {}};
     json entry = {{"workload", w.to_string()}, {"function", library_function_name(request.name, w)}};
     if (chosen.tuned) {
       k.notes.push_back(fmt::format("tuned: {:.1f} GFLOP/s, {:.3f} ms on device key '{}'", chosen.gflops,
@@ -158,6 +159,7 @@ StatusOr<BuiltLibrary> build_library(const LibraryRequest& request, db::RecordSt
     }
     k.notes.push_back("config: " + k.config.to_json());
     entry["config"] = json::parse(k.config.to_json());
+    if (!(k.config == chosen.config)) entry["chosen_config"] = json::parse(chosen.config.to_json());
     manifest_kernels.push_back(std::move(entry));
     kernels.push_back(std::move(k));
   }
