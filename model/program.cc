@@ -176,10 +176,10 @@ class Lowering {
       TF_ASSIGN_OR_RETURN(in, plain(node, in));
     }
     TF_ASSIGN_OR_RETURN(Computed c, operator_compute(graph_, n));
-    // erf and tanh exist in scalar form only; a row's statistics (Softmax, LayerNorm) are scalars
-    // beside the row's vectors, which the vectorizer does not broadcast.
+    // tanh exists in scalar form only; a row's statistics (Softmax, LayerNorm) are scalars beside
+    // the row's vectors, which the vectorizer does not broadcast.
     bool pooling = node.op == "MaxPool" || node.op == "GlobalMaxPool";
-    bool scalar_only = node.op == "Gelu" || node.op == "Erf" || node.op == "Tanh" || (!pooling && has_reduction(c.def.output.op));
+    bool scalar_only = node.op == "Tanh" || (!pooling && has_reduction(c.def.output.op));
     add_step(node.name, node.op, c, !scalar_only);
     return Status();
   }

@@ -86,7 +86,10 @@ Expr IRMutator::mutate(const Expr& e) {
       auto* op = e->as<Call>();
       bool changed = false;
       auto args = mutate_all(op->args, &changed);
-      return changed ? std::make_shared<Call>(op->type, op->name, std::move(args)) : e;
+      if (!changed) return e;
+      // A math function of one value ("exp", "erf", ...) applies lane by lane, as a cast does.
+      Type t = args.size() == 1 && op->type.is_float() ? op->type.with_lanes(args[0]->type.lanes) : op->type;
+      return std::make_shared<Call>(t, op->name, std::move(args));
     }
     case ExprKind::kReduce: return mutate_reduce(e, e->as<Reduce>());
   }
