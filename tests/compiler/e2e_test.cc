@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -94,6 +95,29 @@ void check_matmul(const ir::LoweredFunc& f, int64_t M, int64_t N, int64_t K) {
   std::remove(path.c_str());
 }
 
+// Lowers `s` over `args`, compiles it and loads it through the JIT as "kernel"; nullptr (and a
+// failure) where a step fails. `ir_text` receives the lowered loops, for messages.
+std::unique_ptr<codegen::JitKernel> jit_kernel(schedule::Schedule& s, const std::vector<te::Tensor>& args,
+                                              std::string* ir_text) {
+  auto f = lower::lower(s, args, "kernel");
+  if (!f.ok()) {
+    ADD_FAILURE() << f.status().to_string();
+    return nullptr;
+  }
+  *ir_text = ir::to_string(*f);
+  auto obj = codegen::compile_object(*f, host(), "kernel");
+  if (!obj.ok()) {
+    ADD_FAILURE() << obj.status().to_string();
+    return nullptr;
+  }
+  auto jit = codegen::JitKernel::create(*obj, "kernel");
+  if (!jit.ok()) {
+    ADD_FAILURE() << jit.status().to_string();
+    return nullptr;
+  }
+  return std::move(*jit);
+}
+
 TEST(EndToEnd, NaiveMatmul) {
   auto m = define_matmul(13, 7, 5);
   schedule::Schedule s({m.C});
@@ -152,20 +176,17 @@ TEST(EndToEnd, MaxReductionWithFusedParallelLoops) {
   te::IterVar bc = st.fuse(st.axis(0), co);
   st.parallel(bc);
   st.vectorize(ci);
-  auto f = lower::lower(s, {x, y}, "kernel");
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  auto obj = codegen::compile_object(*f, host(), "kernel");
-  ASSERT_TRUE(obj.ok()) << obj.status().to_string();
-  auto jit = codegen::JitKernel::create(*obj, "kernel");
-  ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+  std::string ir_text;
+  auto jit = jit_kernel(s, {x, y}, &ir_text);
+  ASSERT_NE(jit, nullptr);
   auto in = random_vector(B * R * C, 5);
   std::vector<float> out(B * C, 0.0f), want(B * C, -1e30f);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t rr = 0; rr < R; ++rr)
       for (int64_t c = 0; c < C; ++c) want[b * C + c] = std::max(want[b * C + c], in[(b * R + rr) * C + c]);
   void* args[] = {in.data(), out.data()};
-  ASSERT_EQ((*jit)->run(args), 0);
-  EXPECT_EQ(out, want) << ir::to_string(*f);
+  ASSERT_EQ(jit->run(args), 0);
+  EXPECT_EQ(out, want) << ir_text;
 }
 
 // erf is arithmetic in the generated code, in vector and scalar form (GELU's steps vectorize it):
@@ -180,17 +201,14 @@ TEST(EndToEnd, VectorizedErfMatchesTheCLibrary) {
   auto& st = s[y];
   auto [io, ii] = st.split(st.axis(0), 16);
   st.vectorize(ii);
-  auto f = lower::lower(s, {x, y}, "kernel");
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  auto obj = codegen::compile_object(*f, host(), "kernel");
-  ASSERT_TRUE(obj.ok()) << obj.status().to_string();
-  auto jit = codegen::JitKernel::create(*obj, "kernel");
-  ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+  std::string ir_text;
+  auto jit = jit_kernel(s, {x, y}, &ir_text);
+  ASSERT_NE(jit, nullptr);
   std::vector<float> in(N), out(N, 7.0f);
   for (int64_t i = 0; i < N; ++i) in[i] = -6.0f + 12.0f * static_cast<float>(i) / 12000.0f;
   void* args[] = {in.data(), out.data()};
-  ASSERT_EQ((*jit)->run(args), 0);
-  for (int64_t i = 0; i < N; ++i) ASSERT_NEAR(out[i], std::erf(in[i]), 5e-7) << "erf(" << in[i] << ")";
+  ASSERT_EQ(jit->run(args), 0);
+  for (int64_t i = 0; i < N; ++i) ASSERT_NEAR(out[i], std::erf(in[i]), 5e-7) << "erf(" << in[i] << ")\n" << ir_text;
 }
 
 }  // namespace
