@@ -27,43 +27,6 @@ using namespace ir;
 
 namespace {
 
-struct TargetInfo {
-  std::string triple, cpu, features;
-  bool gpu = false;
-  bool x86 = false;
-};
-
-TargetInfo target_info(const Target& t) {
-  TargetInfo info;
-  if (t.kind == Target::Kind::kCUDA) {
-    info.triple = "nvptx64-nvidia-cuda";
-    info.cpu = t.arch.empty() ? "sm_75" : t.arch;
-    info.features = "+ptx78";
-    info.gpu = true;
-    return info;
-  }
-  if (t.mtriple.empty()) {
-    info.triple = llvm::sys::getProcessTriple();
-    info.cpu = t.mcpu.empty() ? llvm::sys::getHostCPUName().str() : t.mcpu;
-    if (t.mattr.empty() && t.mcpu.empty()) {
-      llvm::StringMap<bool> host;
-      std::vector<std::string> feats;
-      if (llvm::sys::getHostCPUFeatures(host))
-        for (const auto& f : host) feats.push_back((f.second ? "+" : "-") + f.first().str());
-      std::sort(feats.begin(), feats.end());
-      for (const auto& f : feats) info.features += (info.features.empty() ? "" : ",") + f;
-    } else {
-      info.features = t.mattr;
-    }
-  } else {
-    info.triple = t.mtriple;
-    info.cpu = t.mcpu.empty() ? "generic" : t.mcpu;
-    info.features = t.mattr;
-  }
-  info.x86 = info.triple.rfind("x86_64", 0) == 0;
-  return info;
-}
-
 StatusOr<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const Target& t, const TargetInfo& info) {
   TF_RETURN_IF_ERROR(check_target(t));
   init_llvm();

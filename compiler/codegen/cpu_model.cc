@@ -26,17 +26,15 @@ int64_t host_cache(int name, int64_t fallback) {
 ops::CpuModel cpu_model(const Target& t) {
   ops::CpuModel m;
   if (t.kind != Target::Kind::kLLVM || !check_target(t).ok()) return m;
-  std::string triple = t.mtriple.empty() ? llvm::sys::getProcessTriple() : llvm::Triple::normalize(t.mtriple);
-  std::string host_cpu = llvm::sys::getHostCPUName().str();
-  std::string cpu = !t.mcpu.empty() ? t.mcpu : t.mtriple.empty() ? host_cpu : "generic";
+  // The CPU and features the code generator will compile for.
+  TargetInfo info = target_info(t);
   init_llvm();
   std::string err;
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(info.triple, err);
   if (!target) return m;
-  // Without -mattr the host target compiles for every feature of this CPU (codegen_llvm.cc).
-  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, cpu, t.mattr));
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(info.triple, info.cpu, info.features));
   if (!sti) return m;
-  if (llvm::Triple(triple).getArch() == llvm::Triple::aarch64) {
+  if (llvm::Triple(info.triple).getArch() == llvm::Triple::aarch64) {
     m.lanes = 4;
     m.vector_registers = 32;
   } else if (sti->checkFeatures("+avx512f")) {
@@ -49,7 +47,7 @@ ops::CpuModel cpu_model(const Target& t) {
     m.lanes = 4;
     m.vector_registers = 16;
   }
-  bool this_cpu = t.mtriple.empty() && (t.mcpu.empty() || t.mcpu == host_cpu);
+  bool this_cpu = t.mtriple.empty() && (t.mcpu.empty() || t.mcpu == llvm::sys::getHostCPUName());
   if (this_cpu) {
     m.l1_bytes = host_cache(_SC_LEVEL1_DCACHE_SIZE, m.l1_bytes);
     m.l2_bytes = host_cache(_SC_LEVEL2_CACHE_SIZE, m.l2_bytes);

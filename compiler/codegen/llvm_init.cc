@@ -1,8 +1,12 @@
 #include "compiler/codegen/llvm_init.h"
 
+#include <algorithm>
 #include <mutex>
+#include <vector>
 
+#include <llvm/ADT/StringMap.h>
 #include <llvm/Support/TargetSelect.h>
+#include <llvm/TargetParser/Host.h>
 
 namespace tunefarm::codegen {
 
@@ -15,5 +19,37 @@ void init_llvm() {
     llvm::InitializeAllAsmPrinters();
   });
 }
+
+TargetInfo target_info(const Target& t) {
+  TargetInfo info;
+  if (t.kind == Target::Kind::kCUDA) {
+    info.triple = "nvptx64-nvidia-cuda";
+    info.cpu = t.arch.empty() ? "sm_75" : t.arch;
+    info.features = "+ptx78";
+    info.gpu = true;
+    return info;
+  }
+  if (t.mtriple.empty()) {
+    info.triple = llvm::sys::getProcessTriple();
+    info.cpu = t.mcpu.empty() ? llvm::sys::getHostCPUName().str() : t.mcpu;
+    if (t.mattr.empty() && t.mcpu.empty()) {
+      llvm::StringMap<bool> host;
+      std::vector<std::string> feats;
+      if (llvm::sys::getHostCPUFeatures(host))
+        for (const auto& f : host) feats.push_back((f.second ? "+" : "-") + f.first().str());
+      std::sort(feats.begin(), feats.end());
+      for (const auto& f : feats) info.features += (info.features.empty() ? "" : ",") + f;
+    } else {
+      info.features = t.mattr;
+    }
+  } else {
+    info.triple = t.mtriple;
+    info.cpu = t.mcpu.empty() ? "generic" : t.mcpu;
+    info.features = t.mattr;
+  }
+  info.x86 = info.triple.rfind("x86_64", 0) == 0;
+  return info;
+}
+
 
 }  // namespace tunefarm::codegen
