@@ -1,6 +1,6 @@
 // compile_bench: how long the compiler takes from a config to a loadable shared object for one
 // matmul candidate (lowering, LLVM optimization and code generation, `ld -shared`), over random
-// valid configs of the workload's CPU template. Each artifact is also dlopen'ed to prove it
+// valid configs of the workload's CPU template, or over one config given with --config. Each artifact is also dlopen'ed to prove it
 // loads. Last line: {"median_ms":…,"p90_ms":…}.
 #include <dlfcn.h>
 #include <sys/resource.h>
@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include <CLI/CLI.hpp>
@@ -53,10 +54,14 @@ int main(int argc, char** argv) {
   std::string workloads_file;
   int samples = 40;
   bool verbose = false;
+  std::string config_json, emit_llvm;
   app.add_option("--workload", workload_text, "workload to compile candidates of");
   app.add_option("--workloads", workloads_file, "workload file; its first matmul is used");
   app.add_option("--samples", samples, "number of random valid configs")->check(CLI::Range(1, 100000));
   app.add_flag("--verbose", verbose, "print each config with its time");
+  app.add_option("--config", config_json, "compile this config (JSON, as records hold it) --samples times instead of random ones");
+  app.add_option("--emit-llvm", emit_llvm, "write the optimized LLVM IR of --config to this file (for llc -time-passes)")
+      ->needs("--config");
   CLI11_PARSE(app, argc, argv);
 
   if (!workloads_file.empty()) {
@@ -83,12 +88,32 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "compile_bench: {}\n", space.status().to_string());
     return 1;
   }
+  std::optional<Config> fixed;
+  if (!config_json.empty()) {
+    auto c = parse_config_json(config_json);
+    if (c.ok() && c->template_name.empty()) c->template_name = space->template_name();
+    Status valid = c.ok() ? space->check(*c) : c.status();
+    if (!valid.ok()) {
+      fmt::print(stderr, "compile_bench: --config: {}\n", valid.to_string());
+      return 1;
+    }
+    fixed = *c;
+  }
+  if (!emit_llvm.empty()) {
+    auto f = lower_candidate(*w, host, *fixed);
+    auto ir = f.ok() ? codegen::emit_llvm_ir(*f, host, kKernelEntry) : StatusOr<std::string>(f.status());
+    if (!ir.ok()) {
+      fmt::print(stderr, "compile_bench: {}\n", ir.status().to_string());
+      return 1;
+    }
+    std::ofstream(emit_llvm) << *ir;
+  }
   std::mt19937_64 rng(1);
   std::vector<double> ms, cpu;
   std::string path = fmt::format("/tmp/compile_bench_{}.so", getpid());
   int failures = 0;
   while (static_cast<int>(ms.size()) < samples) {
-    auto c = space->get(static_cast<int64_t>(rng() % space->size()));
+    auto c = fixed ? StatusOr<Config>(*fixed) : space->get(static_cast<int64_t>(rng() % space->size()));
     if (!c.ok() || !space->check(*c).ok()) continue;
     double c0 = cpu_ms();
     auto t0 = std::chrono::steady_clock::now();

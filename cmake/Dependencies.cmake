@@ -17,6 +17,13 @@ if(NOT TUNEFARM_AGENT_ONLY)
   # One shared libLLVM: fast links and small binaries.
   target_link_libraries(tunefarm_llvm INTERFACE LLVM)
   target_link_directories(tunefarm_llvm INTERFACE ${LLVM_LIBRARY_DIRS})
+  # LLD as a library (liblld-16-dev: static archives only) links candidates in-process.
+  find_library(LLD_ELF_LIBRARY lldELF PATHS ${LLVM_LIBRARY_DIRS} NO_DEFAULT_PATH REQUIRED)
+  find_library(LLD_COMMON_LIBRARY lldCommon PATHS ${LLVM_LIBRARY_DIRS} NO_DEFAULT_PATH REQUIRED)
+  # LLD compresses debug sections with zlib or zstd, when asked: the archives name both.
+  find_package(ZLIB REQUIRED)
+  find_library(ZSTD_LIBRARY zstd REQUIRED)
+  target_link_libraries(tunefarm_llvm INTERFACE ${LLD_ELF_LIBRARY} ${LLD_COMMON_LIBRARY} LLVM ZLIB::ZLIB ${ZSTD_LIBRARY})
 
   # Debian's XGBoost CMake config names a binary that is not installed; import the library by hand.
   find_path(XGBOOST_INCLUDE_DIR xgboost/c_api.h REQUIRED)

@@ -9,7 +9,7 @@ PACKAGES=(
   # wire contracts and services
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # the embedded compiler
-  llvm-16-dev lld-16 libzstd-dev
+  llvm-16-dev lld-16 liblld-16-dev libzstd-dev zlib1g-dev
   # cost model, history, logging, command lines, config files, JSON
   libxgboost-dev libsqlite3-dev libspdlog-dev libfmt-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev

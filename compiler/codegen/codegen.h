@@ -36,8 +36,8 @@ ops::CpuModel cpu_model(const Target& target);
 
 StatusOr<std::string> compile_object(const ir::LoweredFunc& f, const Target& target, const std::string& entry);
 
-// Links a position-independent object into a shared object (`ld -shared`, or the target's cross
-// linker) and returns the shared object's bytes.
+// Links a position-independent object of an llvm target into a shared object (LLD, in this
+// process) and returns the shared object's bytes.
 StatusOr<std::string> link_shared_object(const std::string& object, const Target& target);
 
 // The system tools that build a kernel library for a target: the host's (cc, c++, ld, ar,

@@ -1,17 +1,15 @@
-// The system tools that turn generated objects into what programs load and link: the linker for
-// the agent's shared objects, and the C/C++ compilers, `ar` and `objcopy` for kernel libraries.
+// The system tools that turn generated objects into what programs link: the C/C++ compilers, `ld`,
+// `ar` and `objcopy` for kernel libraries. (Candidates' shared objects are linked in-process: link.cc.)
 // Each runs as a child process (common/helper_program.h) in a private temporary directory.
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "common/helper_program.h"
-#include "common/temp_dir.h"
 #include "compiler/codegen/codegen.h"
 
 namespace tunefarm::codegen {
@@ -71,24 +69,6 @@ StatusOr<Toolchain> find_toolchain(const Target& target) {
   TF_ASSIGN_OR_RETURN(t.ar, find_tool({prefix + "ar", "llvm-ar-16"}, target, "archiver"));
   TF_ASSIGN_OR_RETURN(t.objcopy, find_tool({prefix + "objcopy", "llvm-objcopy-16"}, target, "objcopy"));
   return t;
-}
-
-StatusOr<std::string> link_shared_object(const std::string& object, const Target& target) {
-  TF_ASSIGN_OR_RETURN(std::string linker, find_tool({cross_prefix(target) + "ld", "ld.lld-16", "ld.lld"}, target, "linker"));
-  ScopedTempDir dir("", "tunefarm-link");
-  TF_RETURN_IF_ERROR(dir.status());
-  std::string obj = dir.path() + "/kernel.o", so = dir.path() + "/kernel.so";
-  {
-    std::ofstream out(obj, std::ios::binary);
-    out.write(object.data(), static_cast<std::streamsize>(object.size()));
-    if (!out) return internal_error("cannot write " + obj);
-  }
-  TF_RETURN_IF_ERROR(run_tool({linker, "-shared", "--hash-style=gnu", "-o", so, obj}));
-  std::ifstream in(so, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  if (!in) return internal_error("cannot read the linked shared object");
-  return bytes.str();
 }
 
 }  // namespace tunefarm::codegen
