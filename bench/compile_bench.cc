@@ -54,11 +54,12 @@ int main(int argc, char** argv) {
   std::string workloads_file;
   int samples = 40;
   bool verbose = false;
-  std::string config_json, emit_llvm;
+  std::string config_json, emit_llvm, target_text;
   app.add_option("--workload", workload_text, "workload to compile candidates of");
   app.add_option("--workloads", workloads_file, "workload file; its first matmul is used");
   app.add_option("--samples", samples, "number of random valid configs")->check(CLI::Range(1, 100000));
   app.add_flag("--verbose", verbose, "print each config with its time");
+  app.add_option("--target", target_text, "target to compile for, as jobs name it (default: this host)");
   app.add_option("--config", config_json, "compile this config (JSON, as records hold it) --samples times instead of random ones");
   app.add_option("--emit-llvm", emit_llvm, "write the optimized LLVM IR of --config to this file (for llc -time-passes)")
       ->needs("--config");
@@ -83,6 +84,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   Target host;
+  if (!target_text.empty()) {
+    auto t = parse_target(target_text);
+    if (!t.ok()) {
+      fmt::print(stderr, "compile_bench: {}\n", t.status().to_string());
+      return 1;
+    }
+    host = *t;
+  }
   auto space = config_space(*w, host);
   if (!space.ok()) {
     fmt::print(stderr, "compile_bench: {}\n", space.status().to_string());

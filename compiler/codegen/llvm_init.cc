@@ -40,18 +40,23 @@ TargetInfo target_info(const Target& t) {
     return info;
   }
   if (t.mtriple.empty()) {
-    info.triple = llvm::sys::getProcessTriple();
-    info.cpu = t.mcpu.empty() ? llvm::sys::getHostCPUName().str() : t.mcpu;
-    if (t.mattr.empty() && t.mcpu.empty()) {
-      llvm::StringMap<bool> host;
+    // The host's CPU and features, asked of the CPU once: each query executes cpuid, which a
+    // virtual machine traps.
+    static const TargetInfo host = [] {
+      TargetInfo h;
+      h.triple = llvm::sys::getProcessTriple();
+      h.cpu = llvm::sys::getHostCPUName().str();
+      llvm::StringMap<bool> reported;
       std::vector<std::string> feats;
-      if (llvm::sys::getHostCPUFeatures(host))
-        for (const auto& f : host) feats.push_back((f.second ? "+" : "-") + f.first().str());
+      if (llvm::sys::getHostCPUFeatures(reported))
+        for (const auto& f : reported) feats.push_back((f.second ? "+" : "-") + f.first().str());
       std::sort(feats.begin(), feats.end());
-      for (const auto& f : feats) info.features += (info.features.empty() ? "" : ",") + f;
-    } else {
-      info.features = t.mattr;
-    }
+      for (const auto& f : feats) h.features += (h.features.empty() ? "" : ",") + f;
+      return h;
+    }();
+    info.triple = host.triple;
+    info.cpu = t.mcpu.empty() ? host.cpu : t.mcpu;
+    info.features = t.mattr.empty() && t.mcpu.empty() ? host.features : t.mattr;
   } else {
     info.triple = t.mtriple;
     info.cpu = t.mcpu.empty() ? "generic" : t.mcpu;

@@ -2,7 +2,9 @@
 // name or a subtarget without the features its backend assumes as a programming error and aborts
 // the process (e.g. "64-bit code requested on a subtarget that doesn't support it"), so a target
 // that a client sends must be proven good here, not discovered bad inside code generation.
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <fmt/format.h>
@@ -29,9 +31,7 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-}  // namespace
-
-Status check_target(const Target& t) {
+Status check_target_uncached(const Target& t) {
   // CUDA architectures are checked by the parser against the range the code generator supports;
   // the plain host target is what this process runs on.
   if (t.kind == Target::Kind::kCUDA) return Status();
@@ -77,6 +77,27 @@ Status check_target(const Target& t) {
     return fail(fmt::format("CPU '{}'{} lacks features the kernels need ({})", cpu,
                             t.mattr.empty() ? "" : " with -mattr=" + t.mattr, baseline));
   return Status();
+}
+
+}  // namespace
+
+// Every build checks its target first, and a farm job's target names each feature its boards
+// report (~100 on x86): checked one subtarget per feature, that was milliseconds a candidate.
+// A target's answer never changes within a process; a few are in use at a time, and the cache
+// starts again when clients have sent many.
+Status check_target(const Target& t) {
+  static std::mutex mu;
+  static std::map<std::string, Status> checked;
+  std::string key = t.to_string();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = checked.find(key); it != checked.end()) return it->second;
+  }
+  Status s = check_target_uncached(t);
+  std::lock_guard<std::mutex> lock(mu);
+  if (checked.size() >= 256) checked.clear();
+  checked.emplace(key, s);
+  return s;
 }
 
 }  // namespace tunefarm::codegen
