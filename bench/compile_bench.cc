@@ -1,7 +1,7 @@
 // compile_bench: how long the compiler takes from a config to a loadable shared object for one
-// matmul candidate (lowering, LLVM optimization and code generation, `ld -shared`), over random
-// valid configs of the workload's CPU template, or over one config given with --config. Each artifact is also dlopen'ed to prove it
-// loads. Last line: {"median_ms":…,"p90_ms":…}.
+// candidate (lowering, LLVM optimization and code generation, linking), over random valid configs
+// of the workload's CPU template, or over one config given with --config. Each artifact is also
+// dlopen'ed to prove it loads. Last line: {"median_ms":…,"p90_ms":…}.
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -49,7 +49,7 @@ std::string load_average() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("compile_bench: config -> loadable shared object time for matmul candidates");
+  CLI::App app("compile_bench: config -> loadable shared object time for a workload's candidates");
   std::string workload_text = "matmul:M=1024,N=1024,K=1024";
   std::string workloads_file;
   int samples = 40;

@@ -19,6 +19,8 @@ run() {
 }
 
 run compile_bench
+# Issue 13's measure: random valid candidates of the channel-blocked 3x3 template.
+run compile_bench --workload "conv2d_nchwc:N=1,C=256,H=14,W=14,K=256,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16" --samples 60
 run kernel_bench --workloads "$WORKLOADS"
 run db_bench
 run tracker_bench
