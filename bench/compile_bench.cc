@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", verbose, "print each config with its time");
   app.add_option("--target", target_text, "target to compile for, as jobs name it (default: this host)");
   app.add_option("--config", config_json, "compile this config (JSON, as records hold it) --samples times instead of random ones");
-  app.add_option("--emit-llvm", emit_llvm, "write the optimized LLVM IR of --config to this file (for llc -time-passes)")
+  app.add_option("--emit-llvm", emit_llvm, "write the optimized LLVM IR of --config to this file, for inspection")
       ->needs("--config");
   CLI11_PARSE(app, argc, argv);
 
@@ -100,7 +100,6 @@ int main(int argc, char** argv) {
   std::optional<Config> fixed;
   if (!config_json.empty()) {
     auto c = parse_config_json(config_json);
-    if (c.ok() && c->template_name.empty()) c->template_name = space->template_name();
     Status valid = c.ok() ? space->check(*c) : c.status();
     if (!valid.ok()) {
       fmt::print(stderr, "compile_bench: --config: {}\n", valid.to_string());

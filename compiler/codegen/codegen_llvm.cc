@@ -17,7 +17,6 @@
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
-#include <llvm/TargetParser/Host.h>
 
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/llvm_init.h"
@@ -45,7 +44,7 @@ StatusOr<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const Target&
 }
 
 // This thread's target machine for a target. Creating one, and the subtarget it makes for the
-// first function it compiles (parsing ~100 feature names), cost ~0.7 ms of every build; a machine
+// first function it compiles (parsing ~100 feature names), cost ~3 ms of every build; a machine
 // compiles one module at a time, so each thread keeps its own.
 StatusOr<llvm::TargetMachine*> cached_target_machine(const Target& t, const TargetInfo& info) {
   thread_local std::map<std::string, std::unique_ptr<llvm::TargetMachine>> machines;
@@ -461,8 +460,7 @@ class CodeGen {
       std::vector<llvm::Metadata*> others;
       for (size_t j = 0; j < each.size(); ++j)
         if (j != i) others.push_back(each[j]);
-      scopes_.own[tensors[i]] = llvm::MDNode::get(ctx_, {each[i]});
-      scopes_.others[tensors[i]] = llvm::MDNode::get(ctx_, others);
+      scopes_.tensor[tensors[i]] = {llvm::MDNode::get(ctx_, {each[i]}), llvm::MDNode::get(ctx_, others)};
     }
     scopes_.all = llvm::MDNode::get(ctx_, each);
   }
@@ -470,9 +468,9 @@ class CodeGen {
   llvm::Value* tag(llvm::Value* access, const BufferNode* buf) {
     auto* inst = llvm::dyn_cast<llvm::Instruction>(access);
     if (!inst || !scopes_.all) return access;
-    if (auto it = scopes_.own.find(buf); it != scopes_.own.end()) {
-      inst->setMetadata(llvm::LLVMContext::MD_alias_scope, it->second);
-      inst->setMetadata(llvm::LLVMContext::MD_noalias, scopes_.others.at(buf));
+    if (auto it = scopes_.tensor.find(buf); it != scopes_.tensor.end()) {
+      inst->setMetadata(llvm::LLVMContext::MD_alias_scope, it->second.own);
+      inst->setMetadata(llvm::LLVMContext::MD_noalias, it->second.others);
     } else {
       inst->setMetadata(llvm::LLVMContext::MD_noalias, scopes_.all);
     }
@@ -837,8 +835,12 @@ class CodeGen {
   std::unordered_map<const VarNode*, llvm::Value*> vars_;
   std::unordered_map<const BufferNode*, llvm::Value*> buffers_;
   struct AliasScopes {
-    std::unordered_map<const BufferNode*, llvm::MDNode*> own, others;
-    llvm::MDNode* all = nullptr;
+    struct Lists {
+      llvm::MDNode* own;     // the tensor's scope
+      llvm::MDNode* others;  // every other tensor's
+    };
+    std::unordered_map<const BufferNode*, Lists> tensor;
+    llvm::MDNode* all = nullptr;  // every tensor's: what a buffer of the function's own does not alias
   };
   AliasScopes scopes_;
   std::vector<CseScope> cse_;

@@ -7,7 +7,6 @@
 
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
-#include <llvm/TargetParser/Host.h>
 #include <llvm/ADT/Triple.h>
 
 #include "compiler/codegen/codegen.h"
@@ -47,7 +46,7 @@ ops::CpuModel cpu_model(const Target& t) {
     m.lanes = 4;
     m.vector_registers = 16;
   }
-  bool this_cpu = t.mtriple.empty() && (t.mcpu.empty() || t.mcpu == llvm::sys::getHostCPUName());
+  bool this_cpu = t.mtriple.empty() && (t.mcpu.empty() || t.mcpu == target_info(Target{}).cpu);
   if (this_cpu) {
     m.l1_bytes = host_cache(_SC_LEVEL1_DCACHE_SIZE, m.l1_bytes);
     m.l2_bytes = host_cache(_SC_LEVEL2_CACHE_SIZE, m.l2_bytes);
