@@ -5,8 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 BIN="$BUILD_DIR/bin"
-WORKLOADS=${WORKLOADS:-../shared/workloads/public.txt}
-[[ -f "$WORKLOADS" ]] || WORKLOADS=bench/workloads.txt
+WORKLOADS=${WORKLOADS:-bench/workloads.txt}
 export OMP_WAIT_POLICY=PASSIVE
 
 summary=()
