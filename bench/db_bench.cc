@@ -18,7 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "db/record_store.h"
 
 using namespace tunefarm;

@@ -30,7 +30,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "common/stats.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "common/workload.h"
 #include "compiler/build.h"
 #include "compiler/runtime/kernel_runtime.h"

@@ -13,7 +13,7 @@
 #include "client/models.h"
 #include "client/output.h"
 #include "client/tuner_call.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
 
 namespace tunefarm::client {

@@ -6,7 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "client/command.h"
-#include "common/credentials.h"
+#include "common/wire/credentials.h"
 #include "common/flags.h"
 #include "common/logging.h"
 

@@ -10,7 +10,7 @@
 
 #include "client/output.h"
 #include "common/input_shape.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
 
 namespace tunefarm::client {

@@ -1,5 +1,5 @@
 // What a config's figure is. A config may be measured more than once: its trial, and again at the
-// end of its job if it was among the best few (tuner/tuning_loop.h). Every place that names a
+// end of its job if it was among the best few (search/tuning_loop.h). Every place that names a
 // config's speed or a winner — a job's status and watch, `best`, the history's best query, the
 // library builder — uses this one rule, so that they agree.
 #pragma once

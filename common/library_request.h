@@ -1,5 +1,5 @@
 // What `tune-client build` asks for, and the program that builds it: `tunefarm-build-library`
-// (tuner/build_library_main.cc) reads records as JSON lines on stdin, picks the best per workload
+// (tools/build_library_main.cc) reads records as JSON lines on stdin, picks the best per workload
 // and writes the library's files into a directory. tunerd runs it on its history's best records
 // (so that a compiler crash ends that process, not the service), and tune-client runs it on an
 // exported records file (`--from-records`): one program builds both.

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "db/record_store.h"
 #include "db/sqlite.h"
 #include "db/writer.h"

@@ -11,7 +11,7 @@
 
 #include "common/config.h"
 #include "common/target.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "common/workload.h"
 
 namespace tunefarm::db {

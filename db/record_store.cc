@@ -16,7 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/figure.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "db/queries.h"
 #include "db/record_codec.h"
 #include "db/schema.h"

@@ -12,7 +12,7 @@
 
 #include "common/cpu_detect.h"
 #include "common/platform.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "measure/cuda_runner.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
 

@@ -1,5 +1,5 @@
 // device-agent as a program: its flags and the wiring of the sandboxed Measurer and the session
-// with the tracker, so that agent_main.cc only parses and runs. Signals are common/daemon.h's.
+// with the tracker, so that agent_main.cc only parses and runs. Signals are common/daemon/daemon.h's.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "common/credentials.h"
-#include "common/daemon.h"
+#include "common/wire/credentials.h"
+#include "common/daemon/daemon.h"
 #include "device_agent/agent.h"
 #include "device_agent/metrics.h"
 #include "measure/measure.h"

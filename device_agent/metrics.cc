@@ -6,7 +6,7 @@
 #include <prometheus/registry.h>
 
 #include "common/flags.h"
-#include "common/metrics.h"
+#include "common/http/metrics.h"
 
 namespace tunefarm {
 

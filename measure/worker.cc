@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "common/workload.h"
 #include "measure/cpu_runner.h"
 #include "measure/cuda_runner.h"

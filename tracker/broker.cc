@@ -7,8 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/cpu_detect.h"
-#include "common/credentials.h"
-#include "common/wire.h"
+#include "common/wire/credentials.h"
+#include "common/wire/wire.h"
 #include "measure/measure_options.h"
 #include "tracker/metrics.h"
 

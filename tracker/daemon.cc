@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/flags.h"
-#include "common/metrics.h"
+#include "common/http/metrics.h"
 #include "tracker/metrics.h"
 #include "tracker/service.h"
 

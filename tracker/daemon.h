@@ -1,12 +1,12 @@
 // trackerd as a program: its flags and the wiring of the broker, its clock and the gRPC service,
 // so that trackerd_main.cc only parses and runs. The exposure rule, signals and listening are
-// common/daemon.h's.
+// common/daemon/daemon.h's.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
-#include "common/credentials.h"
-#include "common/daemon.h"
+#include "common/wire/credentials.h"
+#include "common/daemon/daemon.h"
 #include "tracker/broker.h"
 
 namespace tunefarm {

@@ -1,6 +1,6 @@
 #include "tracker/metrics.h"
 
-#include "common/metrics.h"
+#include "common/http/metrics.h"
 
 namespace tunefarm {
 

@@ -7,8 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/blocking_queue.h"
-#include "common/credentials.h"
-#include "common/wire.h"
+#include "common/wire/credentials.h"
+#include "common/wire/wire.h"
 
 namespace tunefarm {
 namespace {

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "tuner/tuning_loop.h"
+#include "search/tuning_loop.h"
 
 namespace tunefarm {
 

@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "compiler/build.h"
 #include "compiler/codegen/codegen.h"
 #include "compiler/features/features.h"
-#include "tuner/parallel_for.h"
+#include "search/parallel_for.h"
 
 namespace tunefarm {
 

@@ -9,7 +9,7 @@
 #include "common/target.h"
 #include "common/workload.h"
 #include "compiler/ops/space.h"
-#include "tuner/tuning_loop.h"
+#include "search/tuning_loop.h"
 #include "tunefarm/v1/tuner.pb.h"
 
 namespace tunefarm {

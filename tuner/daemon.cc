@@ -9,8 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/flags.h"
-#include "common/http_server.h"
-#include "common/metrics.h"
+#include "common/http/http_server.h"
+#include "common/http/metrics.h"
 #include "common/temp_dir.h"
 #include "tuner/compiler_task.h"
 #include "tuner/dashboard.h"

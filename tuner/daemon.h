@@ -1,14 +1,14 @@
 // tunerd as a program: its flags and the wiring of the history, the job manager, the tracker
 // backend and the gRPC service, so that tunerd_main.cc only parses and runs. The exposure rule,
-// signals, listening and the data-directory lock are common/daemon.h's.
+// signals, listening and the data-directory lock are common/daemon/daemon.h's.
 #pragma once
 
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-#include "common/credentials.h"
-#include "common/daemon.h"
+#include "common/wire/credentials.h"
+#include "common/daemon/daemon.h"
 #include "tuner/job_manager.h"
 #include "tuner/service.h"
 

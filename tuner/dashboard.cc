@@ -7,7 +7,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 
 namespace tunefarm {
 namespace {

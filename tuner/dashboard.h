@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/http_server.h"
+#include "common/http/http_server.h"
 #include "common/status.h"
 #include "db/record_store.h"
 #include "tuner/job_manager.h"

@@ -9,8 +9,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tuner/build_guard.h"
+#include "tuner/metrics.h"
 
 namespace tunefarm {
 namespace {

@@ -26,10 +26,12 @@
 #include "common/workload.h"
 #include "db/record_store.h"
 #include "measure/measure_options.h"
-#include "tuner/tuning_loop.h"
+#include "search/tuning_loop.h"
 #include "tunefarm/v1/tuner.pb.h"
 
 namespace tunefarm {
+
+class TunerMetrics;
 
 using BackendFactory = std::function<StatusOr<std::unique_ptr<MeasureBackend>>(const v1::Job& job)>;
 using DeviceKeyCheck = std::function<StatusOr<std::vector<AgentPlatform>>(const std::string& device_key)>;

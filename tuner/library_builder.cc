@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "compiler/build.h"
 #include "compiler/codegen/codegen.h"
 #include "model/build.h"

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "tuner/tuning_loop.h"
+#include "search/tuning_loop.h"
 
 namespace tunefarm {
 

@@ -1,6 +1,6 @@
 #include "tuner/metrics.h"
 
-#include "common/metrics.h"
+#include "common/http/metrics.h"
 
 namespace tunefarm {
 

@@ -12,22 +12,20 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "search/loop_counters.h"
 #include "tunefarm/v1/tuner.pb.h"
 
 namespace tunefarm {
 
-class TunerMetrics {
+class TunerMetrics : public LoopCounters {
  public:
   explicit TunerMetrics(prometheus::Registry& registry);
 
-  // A trial the job's budget counts: a config measured, or one that failed to build.
-  void trial(v1::ErrorCode error);
-  // One interleaved re-measurement of a job's best candidates.
-  void remeasurement(v1::ErrorCode error);
-  // A candidate no agent measured (DEVICE_LOST): it costs no trial and is proposed again.
-  void unmeasured();
-  // A candidate built (`error` OK) or refused by the compiler (INVALID_CONFIG, COMPILE_ERROR).
-  void built(v1::ErrorCode error, double seconds);
+  // The tuning loop's counts (search/loop_counters.h).
+  void trial(v1::ErrorCode error) override;
+  void remeasurement(v1::ErrorCode error) override;
+  void unmeasured() override;
+  void built(v1::ErrorCode error, double seconds) override;
   // A history write transaction (records, job states and progress).
   void history_write(double seconds, size_t writes, bool committed);
   // Sets the jobs gauge: every state is set, 0 where no job is in it.

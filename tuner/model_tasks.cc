@@ -6,7 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "common/helper_program.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "model/onnx_import.h"
 #include "model/tasks.h"
 

@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "common/credentials.h"
+#include "common/wire/credentials.h"
 #include "common/temp_dir.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "db/record_codec.h"
 #include "tuner/compiler_task.h"
 #include "tuner/library_builder.h"

@@ -7,7 +7,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
 
 namespace tunefarm {

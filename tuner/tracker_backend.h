@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/platform.h"
-#include "tuner/tuning_loop.h"
+#include "search/tuning_loop.h"
 #include "tunefarm/v1/tracker.pb.h"
 
 namespace grpc {

@@ -13,7 +13,7 @@
 
 #include "common/config.h"
 #include "common/target.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "common/workload.h"
 #include "tunefarm/v1/tuner.pb.h"
 

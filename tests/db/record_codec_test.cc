@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "db_test_util.h"
 
 namespace tunefarm {

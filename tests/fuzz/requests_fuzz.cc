@@ -12,7 +12,7 @@
 
 #include <google/protobuf/stubs/logging.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tracker/broker.h"
 #include "tunefarm/v1/tracker.pb.h"
 #include "tunefarm/v1/tuner.pb.h"

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "measure/measure.h"
 #include "tests/integration/farm_harness.h"
 #include "tests/measure/test_kernels.h"

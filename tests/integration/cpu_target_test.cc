@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cpu_detect.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "device_agent/agent.h"
 #include "tests/disassembly.h"
 #include "tests/integration/farm_harness.h"

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tests/integration/farm_harness.h"
 #include "tests/integration/tunerd_harness.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"

@@ -1,4 +1,4 @@
-#include "common/wire.h"
+#include "common/wire/wire.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tests/integration/farm_harness.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
 

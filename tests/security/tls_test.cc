@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tests/integration/farm_harness.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
 

@@ -12,7 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tests/disassembly.h"
 #include "tuner/local_backend.h"
 

@@ -8,7 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "compiler/build.h"
 #include "db/record_codec.h"
 #include "db/record_store.h"

@@ -9,7 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/tuner/fakes.h"
+#include "tests/search/fakes.h"
 #include "tuner/build_guard.h"
 
 namespace tunefarm {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "compiler/build.h"
 #include "tests/disassembly.h"
 #include "tuner/library_builder.h"

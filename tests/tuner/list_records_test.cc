@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "db/record_codec.h"
-#include "tests/tuner/fakes.h"
+#include "tests/search/fakes.h"
 #include "tuner/service.h"
 
 namespace tunefarm {

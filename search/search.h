@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "tuner/model.h"
-#include "tuner/space.h"
+#include "search/cost_model.h"
+#include "search/space.h"
 
 namespace tunefarm {
 

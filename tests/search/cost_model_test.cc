@@ -1,4 +1,4 @@
-#include "tuner/model.h"
+#include "search/cost_model.h"
 
 #include <cmath>
 #include <random>

@@ -22,13 +22,13 @@
 #include "common/status.h"
 #include "common/target.h"
 #include "common/workload.h"
-#include "tuner/search.h"
-#include "tuner/space.h"
+#include "search/loop_counters.h"
+#include "search/search.h"
+#include "search/space.h"
 #include "tunefarm/v1/common.pb.h"
 
 namespace tunefarm {
 
-class TunerMetrics;
 
 // A measurement of a related workload (same template and target), for transfer learning.
 struct HistoryRecord {
@@ -121,8 +121,8 @@ struct TuningOptions {
   int remeasure_top = 5;
   int remeasure_rounds = 3;       // Interleaved rounds of that re-measurement.
   int build_threads = 0;          // 0: one per CPU.
-  // Counts trials, re-measurements and builds as they happen (tuner/metrics.h); null: none.
-  std::shared_ptr<TunerMetrics> metrics;
+  // Counts trials, re-measurements and builds as they happen (tunerd's metrics); null: none.
+  std::shared_ptr<LoopCounters> metrics;
 };
 
 struct TaskOutcome {

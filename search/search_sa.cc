@@ -2,7 +2,7 @@
 #include <cmath>
 #include <set>
 
-#include "tuner/search_strategies.h"
+#include "search/search_strategies.h"
 
 namespace tunefarm {
 

@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "tuner/search_strategies.h"
+#include "search/search_strategies.h"
 
 namespace tunefarm {
 

@@ -1,4 +1,4 @@
-#include "common/http_server.h"
+#include "common/http/http_server.h"
 
 #include <sys/socket.h>
 
@@ -10,8 +10,8 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
-#include "common/credentials.h"
-#include "common/daemon.h"
+#include "common/wire/credentials.h"
+#include "common/daemon/daemon.h"
 #include "common/logging.h"
 
 namespace tunefarm {

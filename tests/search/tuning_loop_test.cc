@@ -1,4 +1,4 @@
-#include "tuner/tuning_loop.h"
+#include "search/tuning_loop.h"
 
 #include <atomic>
 #include <chrono>
@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "common/figure.h"
-#include "tests/tuner/fakes.h"
+#include "tests/search/fakes.h"
 
 namespace tunefarm {
 namespace {

@@ -1,4 +1,4 @@
-#include "tuner/tuning_loop.h"
+#include "search/tuning_loop.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,9 +11,8 @@
 #include <fmt/format.h>
 
 #include "common/figure.h"
-#include "tuner/metrics.h"
-#include "tuner/parallel_for.h"
-#include "tuner/task_scheduler.h"
+#include "search/parallel_for.h"
+#include "search/task_scheduler.h"
 
 namespace tunefarm {
 namespace {

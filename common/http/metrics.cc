@@ -1,4 +1,4 @@
-#include "common/metrics.h"
+#include "common/http/metrics.h"
 
 #include <sstream>
 
@@ -6,8 +6,8 @@
 #include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
 
-#include "common/daemon.h"
-#include "common/http_server.h"
+#include "common/daemon/daemon.h"
+#include "common/http/http_server.h"
 
 namespace tunefarm {
 

@@ -16,8 +16,8 @@
 
 #include <fmt/format.h>
 
-#include "common/wire.h"
-#include "tuner/tuning_loop.h"
+#include "common/wire/wire.h"
+#include "search/tuning_loop.h"
 
 namespace tunefarm {
 

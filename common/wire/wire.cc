@@ -1,4 +1,4 @@
-#include "common/wire.h"
+#include "common/wire/wire.h"
 
 #include <google/protobuf/util/json_util.h>
 

@@ -1,4 +1,4 @@
-#include "common/daemon.h"
+#include "common/daemon/daemon.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -16,7 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/address.h"
-#include "common/credentials.h"
+#include "common/wire/credentials.h"
 #include "common/flags.h"
 #include "common/logging.h"
 

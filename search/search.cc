@@ -1,8 +1,8 @@
-#include "tuner/search.h"
+#include "search/search.h"
 
 #include <fmt/format.h>
 
-#include "tuner/search_strategies.h"
+#include "search/search_strategies.h"
 
 namespace tunefarm {
 

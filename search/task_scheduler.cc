@@ -1,4 +1,4 @@
-#include "tuner/task_scheduler.h"
+#include "search/task_scheduler.h"
 
 #include <cmath>
 

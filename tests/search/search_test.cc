@@ -1,4 +1,4 @@
-#include "tuner/search.h"
+#include "search/search.h"
 
 #include <algorithm>
 #include <cmath>

@@ -13,7 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <prometheus/registry.h>
 
-#include "common/credentials.h"
+#include "common/wire/credentials.h"
 #include "common/status.h"
 
 namespace tunefarm {

@@ -1,4 +1,4 @@
-#include "tuner/search_strategies.h"
+#include "search/search_strategies.h"
 
 namespace tunefarm {
 

@@ -1,4 +1,4 @@
-#include "tuner/space.h"
+#include "search/space.h"
 
 #include <cassert>
 #include <limits>

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tuner/search.h"
+#include "search/search.h"
 
 namespace tunefarm {
 
