@@ -133,10 +133,13 @@ class Farm:
 
 
 def _answers(channel):
+    ready = grpc.channel_ready_future(channel)
     try:
-        grpc.channel_ready_future(channel).result(timeout=0.5)
+        ready.result(timeout=0.5)
         return True
     except grpc.FutureTimeoutError:
+        # Stops its polling thread, which would otherwise outlive the channel.
+        ready.cancel()
         return False
 
 

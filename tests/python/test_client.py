@@ -4,6 +4,8 @@ tune-client prints them, over TLS and with tokens."""
 import io
 import os
 import socket
+import sys
+import types
 import warnings
 
 import pytest
@@ -46,6 +48,36 @@ def test_watch_on_a_terminal_redraws_one_line(client, finished_job):
     client.job(finished_job[0].id).watch(file=out)
     assert out.getvalue().startswith("\r[########################] ") and out.getvalue().endswith("\n")
     assert out.getvalue().count("\n") == 1
+
+
+def test_watch_in_a_notebook_updates_one_display(client, finished_job, monkeypatch, capsys):
+    # A notebook kernel as the package sees one: IPython with a shell that has a kernel.
+    shown = []
+
+    class HTML:
+        def __init__(self, data):
+            self.data = data
+
+    class Handle:
+        def update(self, html):
+            shown.append(html.data)
+
+    def display(html, display_id=None):
+        assert display_id is True, "the bar is one display, updated in place"
+        shown.append(html.data)
+        return Handle()
+
+    ipython = types.ModuleType("IPython")
+    ipython.get_ipython = lambda: types.SimpleNamespace(kernel=object())
+    ipython.display = types.ModuleType("IPython.display")
+    ipython.display.HTML, ipython.display.display = HTML, display
+    monkeypatch.setitem(sys.modules, "IPython", ipython)
+    monkeypatch.setitem(sys.modules, "IPython.display", ipython.display)
+    status = client.job(finished_job[0].id).watch()
+    assert status.state == "SUCCEEDED" and len(shown) >= 2
+    assert f"<b>job {status.id}</b> SUCCEEDED" in shown[-1]
+    assert f"<progress value='{status.trials_done}' max='12'" in shown[-1]
+    assert capsys.readouterr().out == "", "nothing goes to stdout in a notebook"
 
 
 def test_best(client, finished_job):
