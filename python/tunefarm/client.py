@@ -547,8 +547,9 @@ class Client:
         staging = tempfile.mkdtemp(prefix=".tunefarm-build-", dir=out_dir)
         try:
             sizes, notes = {}, []
+            stream = start()
             try:
-                for chunk in start():
+                for chunk in stream:
                     notes.extend(chunk.warnings)
                     name = chunk.file
                     if not name or name in (".", "..") or "/" in name or len(name) > 255:
@@ -560,6 +561,9 @@ class Client:
                     sizes[name] = sizes.get(name, 0) + len(chunk.data)
             except grpc.RpcError as e:
                 raise from_rpc(e, self.address, "build") from None
+            finally:
+                # A bad chunk ends the call here rather than when the stream is collected.
+                stream.cancel()
             if not sizes:
                 raise InvalidArgument("tunerd answered with no files")
             files = sorted(sizes)
