@@ -49,6 +49,10 @@ class _Terminal:
         self.file.write(f"\r{status}")
         self.file.flush()
 
+    def note(self, text):
+        self.file.write(f"\n{text}\n")
+        self.file.flush()
+
     def close(self, status):
         self.file.write("\n")
         self.file.flush()
@@ -62,6 +66,10 @@ class _Lines:
         if message:
             self.file.write(f"{status}  {message}\n")
             self.file.flush()
+
+    def note(self, text):
+        self.file.write(f"{text}\n")
+        self.file.flush()
 
     def close(self, status):
         if status is not None:
@@ -82,6 +90,9 @@ class _Notebook:
             f"<div><b>job {html.escape(status.id)}</b> {state} "
             f"<progress value='{status.trials_done}' max='{max(status.trials_budget, 1)}' style='width:16em'></progress>"
             f"<br><code>{text}</code>{'<br><small>' + html.escape(message) + '</small>' if message else ''}</div>"))
+
+    def note(self, text):
+        self.handle.update(self.html(f"<div>{html.escape(text)}</div>"))
 
     def close(self, status):
         if status is not None:

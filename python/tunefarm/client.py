@@ -234,6 +234,7 @@ class Job:
         display = progress_display(file) if progress else None
         last = None
         gone_since = time.monotonic()
+        reconnecting = False
         try:
             while True:
                 heard = False
@@ -245,21 +246,23 @@ class Job:
                         last = JobStatus(event.job)
                         if display:
                             display.update(last, event.message)
-                    code = grpc.StatusCode.OK
                 except grpc.RpcError as e:
-                    code = e.code()
                     if last is None or not last.done:
-                        if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                        if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
                             raise from_rpc(e, self.client.address, f"watching job {self.id}") from None
-                        if heard:
-                            gone_since = time.monotonic()
-                        if time.monotonic() - gone_since > _RECONNECT_FOR_S:
+                        if not heard and time.monotonic() - gone_since > _RECONNECT_FOR_S:
                             raise from_rpc(e, self.client.address,
                                            f"watching job {self.id} (gave up reconnecting)") from None
+                finally:
+                    # An interrupted watch (Ctrl-C, a notebook's stop button) ends its call too.
+                    stream.cancel()
                 if last is not None and last.done:
                     return last
                 if heard:
                     gone_since = time.monotonic()
+                if display and (heard or not reconnecting):
+                    display.note(f"lost tunerd at {self.client.address}; reconnecting")
+                reconnecting = True
                 time.sleep(1)
         finally:
             if display:

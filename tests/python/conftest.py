@@ -98,11 +98,12 @@ class Farm:
         self.processes.append(process)
         return process
 
-    def start_tunerd(self, name, extra_args=(), tls_ca=None):
-        address = f"127.0.0.1:{free_port()}"
+    def start_tunerd(self, name, extra_args=(), tls_ca=None, address=None, start=1):
+        """tunerd `name` (its data in NAME-data); a restart gives the address it had and its start's number."""
+        address = address or f"127.0.0.1:{free_port()}"
         process = self.start("tunerd", ["--listen", address, "--tracker", self.tracker, "--data-dir",
                                         os.path.join(self.dir, f"{name}-data"), "--build-threads", "1",
-                                        "--log-level", "info", *extra_args], name)
+                                        "--log-level", "info", *extra_args], f"{name}-{start}")
         if tls_ca:
             with open(tls_ca, "rb") as f:
                 channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(f.read()))

@@ -5,6 +5,8 @@ import io
 import os
 import socket
 import sys
+import threading
+import time
 import types
 import warnings
 
@@ -80,6 +82,26 @@ def test_watch_in_a_notebook_updates_one_display(client, finished_job, monkeypat
     assert capsys.readouterr().out == "", "nothing goes to stdout in a notebook"
 
 
+def test_watch_follows_a_job_across_a_tunerd_restart(farm):
+    tunerd = farm.start_tunerd("tunerd-restart")
+    with tunefarm.Client(tunerd.address) as client:
+        job = client.submit(workloads=["matmul:M=24,N=24,K=24"], trials=24, batch_size=4)
+        out = io.StringIO()
+        watched = {}
+        watcher = threading.Thread(target=lambda: watched.update(status=job.watch(file=out)))
+        watcher.start()
+        # Stopped once the job runs and measured a batch: it resumes (and says so) after the restart.
+        deadline = time.monotonic() + 60
+        while "task 0: " not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tunerd.stop()
+        assert watcher.is_alive(), "the job was still running when tunerd stopped"
+        farm.start_tunerd("tunerd-restart", address=tunerd.address, start=2)
+        watcher.join(timeout=180)
+    assert watched["status"].state == "SUCCEEDED", out.getvalue()
+    assert out.getvalue().count(f"lost tunerd at {tunerd.address}; reconnecting\n") == 1, out.getvalue()
+
+
 def test_best(client, finished_job):
     best = client.best(WORKLOAD)
     assert best.error == "OK" and best.gflops > 0 and best.workload == WORKLOAD
@@ -108,12 +130,13 @@ def test_records_come_in_pages(client, finished_job):
 def test_records_to_pandas(client, finished_job):
     records = client.records(job=finished_job[0].id)
     try:
-        import pandas  # noqa: F401
+        import pandas
     except ImportError:
         with pytest.raises(ImportError, match="pip install pandas"):
             records.to_pandas()
         return
     frame = records.to_pandas()
+    assert isinstance(frame, pandas.DataFrame)
     assert len(frame) == len(list(records)) and frame["gflops"].max() > 0
 
 
