@@ -17,9 +17,6 @@ import numpy as np
 
 from tunefarm.errors import TunefarmError
 
-_FLOAT_P = ctypes.POINTER(ctypes.c_float)
-
-
 class TensorInfo:
     """An input or output of a built model: its name and shape (float32)."""
 
@@ -65,6 +62,11 @@ class Model:
         self._handle = handle
         self._lock = threading.Lock()
         self.step_names = [self._fn("step_name")(i).decode() for i in range(self._fn("num_steps")())]
+        # What every call passes the same: the pointer array types and the element counts.
+        self._in_ptrs = ctypes.c_void_p * len(self.inputs)
+        self._out_ptrs = ctypes.c_void_p * len(self.outputs)
+        self._in_sizes = (ctypes.c_int64 * len(self.inputs))(*[i.size for i in self.inputs])
+        self._out_sizes = (ctypes.c_int64 * len(self.outputs))(*[o.size for o in self.outputs])
         if num_threads is not None:
             self.set_num_threads(num_threads)
 
@@ -72,7 +74,7 @@ class Model:
         return getattr(self._lib, f"{self.name}_{suffix}")
 
     def _declare(self):
-        pointers = ctypes.POINTER(_FLOAT_P)
+        pointers = ctypes.POINTER(ctypes.c_void_p)
         sizes = ctypes.POINTER(ctypes.c_int64)
         for suffix, restype, argtypes in [
                 ("create", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
@@ -85,6 +87,7 @@ class Model:
                 ("step_name", ctypes.c_char_p, [ctypes.c_int])]:
             fn = self._fn(suffix)
             fn.restype, fn.argtypes = restype, argtypes
+        self._run = self._fn("run_profiled")
 
     def _check(self, code):
         if code != 0:
@@ -133,12 +136,10 @@ class Model:
                     and step_seconds.shape == (len(self.step_names),) and step_seconds.flags.c_contiguous):
                 raise ValueError(f"step_seconds must be a float64 array of shape ({len(self.step_names)},)")
             times = step_seconds.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
-        in_ptrs = (_FLOAT_P * len(inputs))(*[a.ctypes.data_as(_FLOAT_P) for a in inputs])
-        out_ptrs = (_FLOAT_P * len(outputs))(*[a.ctypes.data_as(_FLOAT_P) for a in outputs])
-        in_sizes = (ctypes.c_int64 * len(inputs))(*[a.size for a in inputs])
-        out_sizes = (ctypes.c_int64 * len(outputs))(*[a.size for a in outputs])
+        in_ptrs = self._in_ptrs(*[a.ctypes.data for a in inputs])
+        out_ptrs = self._out_ptrs(*[a.ctypes.data for a in outputs])
         with self._lock:
-            self._check(self._fn("run_profiled")(self._handle, in_ptrs, in_sizes, out_ptrs, out_sizes, times))
+            self._check(self._run(self._handle, in_ptrs, self._in_sizes, out_ptrs, self._out_sizes, times))
         return outputs
 
     def __call__(self, *args, **kwargs):
