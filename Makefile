@@ -32,6 +32,8 @@ test: deps
 	$(MAKE) build
 	$(MAKE) agent-arm64
 	cd $(BUILD_DIR) && OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 ctest --output-on-failure -j $(CTEST_JOBS)
+	@# The Python package's tests ran inside ctest (python_package); their pytest summary:
+	@tail -n 1 $(BUILD_DIR)/tests/python/pytest.log 2>/dev/null || true
 	@if [ -f tests/fuzz/run.sh ]; then BUILD_DIR=$(BUILD_DIR) bash tests/fuzz/run.sh; fi
 
 # The demo needs the four programs, the sandbox worker and kernel_bench, not the test suite.

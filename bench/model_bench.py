@@ -10,12 +10,12 @@ each step of the built model. The last line is JSON.
 With --check it only compares outputs (the tests run it so) and exits non-zero when the largest
 relative difference is above --tolerance.
 
-It runs in the virtual environment that deploy/install-deps.sh makes under the build folder
-(onnxruntime and numpy pinned in deploy/python-requirements.txt):
+The built model runs through the tunefarm package (tunefarm.load). It runs in the virtual
+environment that deploy/install-deps.sh makes under the build folder (onnxruntime and numpy pinned
+in deploy/python-requirements.txt), where the build installs the package:
     build/venv/bin/python bench/model_bench.py --model build/models/resnet50.onnx --artifact DIR
 """
 import argparse
-import ctypes
 import json
 import os
 import statistics
@@ -25,52 +25,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-
-class BuiltModel:
-    """A library of `tune-client build --model`, loaded with ctypes."""
-
-    def __init__(self, artifact, threads):
-        with open(os.path.join(artifact, "manifest.json")) as f:
-            self.manifest = json.load(f)
-        name = self.manifest["name"]
-        self.lib = ctypes.CDLL(os.path.join(artifact, self.manifest["shared_library"]))
-        self.name = name
-        fn = lambda suffix: getattr(self.lib, f"{name}_{suffix}")
-        fn("last_error").restype = ctypes.c_char_p
-        fn("step_name").restype = ctypes.c_char_p
-        if fn("set_num_threads")(threads) != 0:
-            raise RuntimeError(self.error())
-        self.handle = ctypes.c_void_p()
-        weights = os.path.join(artifact, self.manifest["weights"]).encode()
-        if fn("create")(weights, ctypes.byref(self.handle)) != 0:
-            raise RuntimeError(self.error())
-        self.inputs = self.manifest["inputs"]
-        self.outputs = self.manifest["outputs"]
-        self.steps = fn("num_steps")()
-        self._run = fn("run_profiled")
-        self.step_names = [fn("step_name")(i).decode() for i in range(self.steps)]
-
-    def error(self):
-        return getattr(self.lib, f"{self.name}_last_error")().decode()
-
-    def run(self, feeds, profile=None):
-        ins = [np.ascontiguousarray(feeds[i["name"]], dtype=np.float32) for i in self.inputs]
-        outs = [np.empty(o["shape"] or [1], dtype=np.float32) for o in self.outputs]
-        in_ptrs = (ctypes.c_void_p * len(ins))(*[a.ctypes.data for a in ins])
-        out_ptrs = (ctypes.c_void_p * len(outs))(*[a.ctypes.data for a in outs])
-        in_n = (ctypes.c_int64 * len(ins))(*[a.size for a in ins])
-        out_n = (ctypes.c_int64 * len(outs))(*[a.size for a in outs])
-        times = (ctypes.c_double * self.steps)() if profile is not None else None
-        rc = self._run(self.handle, in_ptrs, in_n, out_ptrs, out_n, times)
-        if rc != 0:
-            raise RuntimeError(self.error())
-        if profile is not None:
-            for i in range(self.steps):
-                profile[i] += times[i]
-        return outs
-
-    def close(self):
-        getattr(self.lib, f"{self.name}_destroy")(self.handle)
+import tunefarm
 
 
 def onnxruntime_session(model, threads):
@@ -114,13 +69,13 @@ def main():
     args = parser.parse_args()
 
     try:
-        ours = BuiltModel(args.artifact, args.threads)
+        ours = tunefarm.load(args.artifact, num_threads=args.threads)
         session = onnxruntime_session(args.model, args.threads)
-    except (OSError, RuntimeError) as e:
+    except (OSError, RuntimeError, tunefarm.TunefarmError) as e:
         print(f"model_bench: {e}", file=sys.stderr)
         return 1
     rng = np.random.default_rng(7)
-    feeds = {i["name"]: rng.uniform(-1, 1, i["shape"]).astype(np.float32) for i in ours.inputs}
+    feeds = {i.name: rng.uniform(-1, 1, i.shape).astype(np.float32) for i in ours.inputs}
     theirs = session.run(None, feeds)
     difference = relative_difference(ours.run(feeds), theirs)
     result = {"model": os.path.basename(args.model), "threads": args.threads, "max_relative_difference": difference}
@@ -132,7 +87,7 @@ def main():
 
     contenders = {"ours": lambda: ours.run(feeds), "onnxruntime": lambda: session.run(None, feeds)}
     if args.untuned_artifact:
-        untuned = BuiltModel(args.untuned_artifact, args.threads)
+        untuned = tunefarm.load(args.untuned_artifact, num_threads=args.threads)
         contenders["untuned"] = lambda: untuned.run(feeds)
     for fn in contenders.values():
         fn()
@@ -156,11 +111,12 @@ def main():
     result["arena_bytes"] = ours.manifest["memory"]["arena_bytes"]
     result["naive_bytes"] = ours.manifest["memory"]["naive_bytes"]
     if args.profile:
-        profile = [0.0] * ours.steps
+        steps = len(ours.step_names)
+        profile = np.zeros(steps)
         for _ in range(args.runs):
-            ours.run(feeds, profile)
-        total = sum(profile)
-        top = sorted(range(ours.steps), key=lambda i: -profile[i])[:15]
+            ours.run(feeds, step_seconds=profile)
+        total = profile.sum()
+        top = sorted(range(steps), key=lambda i: -profile[i])[:15]
         print("steps that take longest:")
         for i in top:
             print(f"  {100 * profile[i] / total:5.1f}%  {1e3 * profile[i] / args.runs:8.3f} ms  {ours.step_names[i]}")
@@ -168,7 +124,7 @@ def main():
         # The same time by kind of step (the operator, or the epilogue / layout conversion a step
         # is), which says what a gap to ONNX Runtime is made of.
         kinds = {}
-        for i in range(ours.steps):
+        for i in range(steps):
             kind = ours.step_names[i].rsplit("(", 1)[-1].rstrip(")")
             kinds[kind] = kinds.get(kind, 0.0) + profile[i]
         print("time by kind of step:")
@@ -176,7 +132,7 @@ def main():
             print(f"  {100 * t / total:5.1f}%  {1e3 * t / args.runs:8.3f} ms  {kind}")
         result["profile_by_kind"] = {kind: 1e3 * t / args.runs for kind, t in kinds.items()}
         result["profile_steps"] = [{"step": ours.step_names[i], "ms": 1e3 * profile[i] / args.runs}
-                                   for i in range(ours.steps)]
+                                   for i in range(steps)]
     print(json.dumps(result))
     return 0
 
