@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "tuner/model.h"
+#include "tuner/cost_model.h"
 #include "tuner/space.h"
 
 namespace tunefarm {

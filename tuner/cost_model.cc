@@ -1,4 +1,4 @@
-#include "tuner/model.h"
+#include "tuner/cost_model.h"
 
 #include <xgboost/c_api.h>
 
