@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/build.h"
+#include "model/passes/passes.h"
 #include "model/program.h"
 #include "model/tasks.h"
 
