@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   bool verbose = false;
   std::string config_json, emit_llvm, target_text;
   app.add_option("--workload", workload_text, "workload to compile candidates of");
-  app.add_option("--workloads", workloads_file, "workload file; its first matmul is used");
+  app.add_option("--workloads", workloads_file, "workload file; its first workload is used");
   app.add_option("--samples", samples, "number of random valid configs")->check(CLI::Range(1, 100000));
   app.add_flag("--verbose", verbose, "print each config with its time");
   app.add_option("--target", target_text, "target to compile for, as jobs name it (default: this host)");
@@ -71,12 +71,7 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "compile_bench: {}\n", ws.status().to_string());
       return 1;
     }
-    auto it = std::find_if(ws->begin(), ws->end(), [](const Workload& w) { return w.op == "matmul"; });
-    if (it == ws->end()) {
-      fmt::print(stderr, "compile_bench: {} holds no matmul workload\n", workloads_file);
-      return 1;
-    }
-    workload_text = it->to_string();
+    workload_text = ws->front().to_string();
   }
   auto w = parse_workload(workload_text);
   if (!w.ok()) {

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/operators/operator.h"
 #include "common/stats.h"
 #include "common/wire/wire.h"
 #include "common/workload.h"
@@ -136,9 +137,9 @@ struct Baselines {
 };
 
 Baselines gemm_baselines(const Workload& w, std::vector<Buffer>& in, Buffer& out) {
-  bool dense = w.op == "dense";
-  int64_t batch = w.op == "batch_matmul" ? w.param("B") : 1;
-  int64_t M = w.param("M"), N = w.param("N"), K = w.param("K");
+  operators::GemmShape g = operators::gemm_shape(w);
+  bool dense = g.transpose_b;
+  int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
   float *a = in[0].data(), *b = in[1].data(), *c = out.data();
   Baselines bl;
   bl.openblas = [=] {
@@ -154,24 +155,6 @@ Baselines gemm_baselines(const Workload& w, std::vector<Buffer>& in, Buffer& out
   return bl;
 }
 
-struct ConvShape {
-  int64_t N, C, H, W, K, R, S, stride, pad, dil, P, Q;
-  bool depthwise, nhwc;
-};
-
-ConvShape conv_shape(const Workload& w) {
-  ConvShape s;
-  s.N = w.param("N"), s.C = w.param("C"), s.H = w.param("H"), s.W = w.param("W");
-  s.depthwise = w.op == "depthwise_conv2d_nchw" || w.op == "depthwise_conv2d_nchwc";
-  s.nhwc = w.op == "conv2d_nhwc";
-  s.K = s.depthwise ? s.C : w.param("K");
-  s.R = w.param("R"), s.S = w.param("S");
-  s.stride = w.param("stride"), s.pad = w.param("pad"), s.dil = w.param("dilation");
-  s.P = conv_output_extent(s.H, s.R, s.stride, s.pad, s.dil);
-  s.Q = conv_output_extent(s.W, s.S, s.stride, s.pad, s.dil);
-  return s;
-}
-
 struct DnnlConv {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream strm{eng};
@@ -180,7 +163,7 @@ struct DnnlConv {
 };
 
 Baselines conv_baselines(const Workload& w, std::vector<Buffer>& in, Buffer& out) {
-  ConvShape s = conv_shape(w);
+  operators::ConvShape s = operators::conv_shape(w);
   Baselines bl;
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
@@ -454,8 +437,10 @@ int main(int argc, char** argv) {
       if (differing) exit_code = 1;
     }
 
-    Baselines bl = (w.op == "matmul" || w.op == "dense" || w.op == "batch_matmul") ? gemm_baselines(w, in, lib_out)
-                                                                                     : conv_baselines(w, in, lib_out);
+    // An operator of another family races no library.
+    Baselines bl = operators::is_gemm(w)   ? gemm_baselines(w, in, lib_out)
+                   : operators::is_conv(w) ? conv_baselines(w, in, lib_out)
+                                           : Baselines{};
     std::vector<std::pair<std::string, Fn>> contenders = {{"ours", ours}};
     // A config from --config-file (a tuned one) races the template's untuned default too.
     Loaded default_loaded;

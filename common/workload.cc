@@ -10,72 +10,13 @@
 
 #include <fmt/format.h>
 
+#include "common/operators/operator.h"
+
 namespace tunefarm {
 namespace {
 
-struct ParamSpec {
-  const char* name;
-  bool required;
-  int64_t default_value;  // Used when not required and absent.
-  int64_t min_value;
-  int64_t max_value;
-  bool print_default;     // Printed in the canonical form even when equal to its default.
-};
-
-struct OpSchema {
-  const char* op;
-  std::vector<ParamSpec> params;
-  std::vector<DType> dtypes;
-};
-
-constexpr int64_t kMaxDim = kMaxDimension;
-
-ParamSpec dim(const char* name) { return {name, true, 0, 1, kMaxDim, true}; }
-ParamSpec flag(const char* name) { return {name, false, 0, 0, 1, false}; }
-
-std::vector<ParamSpec> conv_params(bool depthwise, bool blocked = false) {
-  std::vector<ParamSpec> p = {dim("N"), dim("C"), dim("H"), dim("W")};
-  if (!depthwise) p.push_back(dim("K"));
-  p.push_back(dim("R"));
-  p.push_back(dim("S"));
-  p.push_back({"stride", false, 1, 1, 64, true});
-  p.push_back({"pad", false, 0, 0, 1024, true});
-  p.push_back({"dilation", false, 1, 1, 64, false});
-  if (blocked && depthwise) {
-    // Channels per block of the activations (NCHW[block]c in and out) and of the packed weights.
-    p.push_back({"block", true, 0, 1, 64, true});
-  } else if (blocked) {
-    // Channels per block of the activations (NCHW[ic]c in, NCHW[oc]c out) and of the packed weights.
-    p.push_back({"ic_block", true, 0, 1, 64, true});
-    p.push_back({"oc_block", true, 0, 1, 64, true});
-  }
-  if (blocked) {
-    // Epilogues applied in the output stage, in this order: a bias per output channel, a residual
-    // tensor of the output's shape and layout, then ReLU or ReLU6.
-    for (const char* f : {"bias", "residual", "relu", "relu6"}) p.push_back(flag(f));
-  }
-  return p;
-}
-
-const std::vector<OpSchema>& schemas() {
-  static const std::vector<OpSchema> kSchemas = {
-      {"matmul", {dim("M"), dim("N"), dim("K")}, {DType::kFloat32}},
-      {"dense", {dim("M"), dim("N"), dim("K"), flag("bias"), flag("relu")}, {DType::kFloat32}},
-      {"batch_matmul", {dim("B"), dim("M"), dim("N"), dim("K")}, {DType::kFloat32}},
-      {"conv2d_nchw", conv_params(false), {DType::kFloat32}},
-      {"conv2d_nhwc", conv_params(false), {DType::kFloat32}},
-      {"depthwise_conv2d_nchw", conv_params(true), {DType::kFloat32}},
-      {"conv2d_nchwc", conv_params(false, true), {DType::kFloat32}},
-      {"depthwise_conv2d_nchwc", conv_params(true, true), {DType::kFloat32}},
-  };
-  return kSchemas;
-}
-
-const OpSchema* find_schema(std::string_view op) {
-  for (const auto& s : schemas())
-    if (op == s.op) return &s;
-  return nullptr;
-}
+using operators::Operator;
+using operators::ParamSpec;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
@@ -96,57 +37,19 @@ std::string ops_list() {
   return out;
 }
 
-// Checks that do not fit a per-parameter range: output shapes and total sizes.
-Status check_shapes(const Workload& w) {
-  auto check_elems = [&](const char* tensor, std::initializer_list<int64_t> dims) -> Status {
+// The operator's own checks, then every tensor's size.
+Status check_shapes(const Operator& op, const Workload& w) {
+  TF_RETURN_IF_ERROR(op.check(w));
+  for (const auto& arg : op.args(w)) {
     int64_t total = 1;
-    for (int64_t d : dims) {
+    for (int64_t d : arg.shape) {
       if (total > kMaxTensorElements / d) total = kMaxTensorElements + 1;
       else total *= d;
     }
     if (total > kMaxTensorElements)
-      return invalid_argument(fmt::format("tensor {} has more than {} elements", tensor, kMaxTensorElements));
-    return Status();
-  };
-  const std::string& op = w.op;
-  if (op == "matmul" || op == "dense") {
-    int64_t M = w.param("M"), N = w.param("N"), K = w.param("K");
-    TF_RETURN_IF_ERROR(check_elems("A", {M, K}));
-    TF_RETURN_IF_ERROR(check_elems("B", {K, N}));
-    return check_elems("C", {M, N});
+      return invalid_argument(fmt::format("tensor {} has more than {} elements", arg.name, kMaxTensorElements));
   }
-  if (op == "batch_matmul") {
-    int64_t B = w.param("B"), M = w.param("M"), N = w.param("N"), K = w.param("K");
-    TF_RETURN_IF_ERROR(check_elems("A", {B, M, K}));
-    TF_RETURN_IF_ERROR(check_elems("B", {B, K, N}));
-    return check_elems("C", {B, M, N});
-  }
-  // Convolutions.
-  int64_t N = w.param("N"), C = w.param("C"), H = w.param("H"), W = w.param("W");
-  int64_t R = w.param("R"), S = w.param("S");
-  int64_t stride = w.param("stride"), pad = w.param("pad"), dil = w.param("dilation");
-  int64_t K = w.has_param("K") ? w.param("K") : C;
-  int64_t eff_r = dil * (R - 1) + 1, eff_s = dil * (S - 1) + 1;
-  if (pad >= eff_r || pad >= eff_s)
-    return invalid_argument(fmt::format("pad={} must be smaller than the dilated kernel ({}x{})", pad, eff_r, eff_s));
-  if (H + 2 * pad < eff_r || W + 2 * pad < eff_s)
-    return invalid_argument(fmt::format(
-        "kernel {}x{} (dilated) is larger than the padded input {}x{}: the output would be empty", eff_r, eff_s,
-        H + 2 * pad, W + 2 * pad));
-  int64_t P = conv_output_extent(H, R, stride, pad, dil), Q = conv_output_extent(W, S, stride, pad, dil);
-  if ((op == "conv2d_nchwc" || op == "depthwise_conv2d_nchwc") && w.param("relu") && w.param("relu6"))
-    return invalid_argument("relu=1 and relu6=1 exclude each other");
-  if (op == "depthwise_conv2d_nchwc" && C % w.param("block") != 0)
-    return invalid_argument(fmt::format("C={} must be a multiple of block={}", C, w.param("block")));
-  if (op == "conv2d_nchwc") {
-    int64_t icb = w.param("ic_block"), ocb = w.param("oc_block");
-    if (C % icb != 0 || K % ocb != 0)
-      return invalid_argument(fmt::format("C={} and K={} must be multiples of ic_block={} and oc_block={}", C, K, icb, ocb));
-  }
-  TF_RETURN_IF_ERROR(check_elems("input", {N, C, H, W}));
-  bool depthwise = op == "depthwise_conv2d_nchw" || op == "depthwise_conv2d_nchwc";
-  TF_RETURN_IF_ERROR(check_elems("weight", {K, depthwise ? 1 : C, R, S}));
-  return check_elems("output", {N, K, P, Q});
+  return Status();
 }
 
 }  // namespace
@@ -192,13 +95,13 @@ bool Workload::has_param(std::string_view name) const {
 
 std::string Workload::to_string() const {
   std::string out = op + ":";
-  const OpSchema* schema = find_schema(op);
+  const Operator* desc = operators::find_operator(op);
   bool first = true;
   for (const auto& [name, value] : params) {
-    if (schema) {
-      auto it = std::find_if(schema->params.begin(), schema->params.end(),
+    if (desc) {
+      auto it = std::find_if(desc->params.begin(), desc->params.end(),
                              [&n = name](const ParamSpec& p) { return n == p.name; });
-      if (it != schema->params.end() && !it->required && !it->print_default && value == it->default_value) continue;
+      if (it != desc->params.end() && !it->required && !it->print_default && value == it->default_value) continue;
     }
     out += fmt::format("{}{}={}", first ? "" : ",", name, value);
     first = false;
@@ -208,16 +111,13 @@ std::string Workload::to_string() const {
 }
 
 int64_t reduction_length(const Workload& w) {
-  if (w.op == "depthwise_conv2d_nchw" || w.op == "depthwise_conv2d_nchwc") return w.param("R") * w.param("S");
-  if (w.op == "conv2d_nchw" || w.op == "conv2d_nhwc" || w.op == "conv2d_nchwc")
-    return w.param("C") * w.param("R") * w.param("S");
-  if (w.op == "matmul" || w.op == "dense" || w.op == "batch_matmul") return w.param("K");
-  return 1;
+  const Operator* op = operators::find_operator(w.op);
+  return op ? op->reduction_length(w) : 1;
 }
 
 std::vector<std::string> known_ops() {
   std::vector<std::string> out;
-  for (const auto& s : schemas()) out.push_back(s.op);
+  for (const auto& op : operators::all_operators()) out.push_back(op.name);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -233,8 +133,8 @@ StatusOr<Workload> parse_workload(std::string_view text) {
     return fail("missing ':' after the operator name (expected OP:NAME=VALUE,...)");
   std::string_view op = s.substr(0, colon);
   if (op.empty()) return fail("missing operator name before ':'");
-  const OpSchema* schema = find_schema(op);
-  if (!schema) return fail(fmt::format("unknown operator '{}' (known: {})", op, ops_list()));
+  const Operator* desc = operators::find_operator(op);
+  if (!desc) return fail(fmt::format("unknown operator '{}' (known: {})", op, ops_list()));
 
   std::string_view rest = s.substr(colon + 1);
   if (trim(rest).empty()) return fail(fmt::format("no parameters given for {}", op));
@@ -261,11 +161,11 @@ StatusOr<Workload> parse_workload(std::string_view text) {
       dtype = *parsed;
       continue;
     }
-    auto spec = std::find_if(schema->params.begin(), schema->params.end(),
+    auto spec = std::find_if(desc->params.begin(), desc->params.end(),
                              [&](const ParamSpec& p) { return name == p.name; });
-    if (spec == schema->params.end()) {
+    if (spec == desc->params.end()) {
       std::string names;
-      for (const auto& p : schema->params) names += (names.empty() ? "" : ", ") + std::string(p.name);
+      for (const auto& p : desc->params) names += (names.empty() ? "" : ", ") + std::string(p.name);
       return fail(fmt::format("unknown parameter '{}' for {} (parameters: {}, dtype)", name, op, names));
     }
     if (given.count(name)) return fail(fmt::format("parameter {} is given twice", name));
@@ -283,7 +183,7 @@ StatusOr<Workload> parse_workload(std::string_view text) {
   Workload w;
   w.op = std::string(op);
   w.dtype = dtype.value_or(DType::kFloat32);
-  for (const auto& p : schema->params) {
+  for (const auto& p : desc->params) {
     auto it = given.find(p.name);
     if (it != given.end()) {
       w.params.emplace_back(p.name, it->second);
@@ -293,9 +193,9 @@ StatusOr<Workload> parse_workload(std::string_view text) {
       w.params.emplace_back(p.name, p.default_value);
     }
   }
-  if (std::find(schema->dtypes.begin(), schema->dtypes.end(), w.dtype) == schema->dtypes.end())
+  if (std::find(desc->dtypes.begin(), desc->dtypes.end(), w.dtype) == desc->dtypes.end())
     return fail(fmt::format("dtype {} is not supported by {} (supported: float32)", dtype_name(w.dtype), op));
-  Status shapes = check_shapes(w);
+  Status shapes = check_shapes(*desc, w);
   if (!shapes.ok()) return fail(shapes.message());
   return w;
 }

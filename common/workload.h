@@ -1,5 +1,5 @@
 // Workloads: one operator instance with its shapes, and its canonical text form
-// ("matmul:M=512,N=512,K=512", README.md lists the operators). Every program parses workload strings
+// ("matmul:M=512,N=512,K=512"; the operators are described in common/operators/). Every program parses workload strings
 // through this one parser, so a string that one accepts all accept, with the same errors.
 #pragma once
 
@@ -57,12 +57,6 @@ StatusOr<std::vector<Workload>> read_workload_file(const std::string& path);
 // depthwise one): what the correctness check scales its tolerance by. Border elements of a padded
 // convolution sum fewer; this is the most any element sums.
 int64_t reduction_length(const Workload& workload);
-
-// The output extent of a convolution along one dimension: the positions of a kernel of `kernel`
-// taps, `dilation` apart, over `input` elements padded by `pad` on both sides, every `stride`.
-inline int64_t conv_output_extent(int64_t input, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
-  return (input + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
-}
 
 // Names of the operators the parser knows, sorted.
 std::vector<std::string> known_ops();

@@ -59,19 +59,20 @@ StatusOr<Config> default_config(const Workload& workload, const Target& target) 
 }
 
 StatusOr<double> workload_flops(const Workload& workload) {
-  TF_ASSIGN_OR_RETURN(const ops::OpDef* op, lookup_op(workload));
-  return op->flops(workload);
+  TF_RETURN_IF_ERROR(lookup_op(workload).status());
+  return operators::flops(workload);
 }
 
 StatusOr<std::vector<ops::TensorArg>> kernel_args(const Workload& workload) {
-  TF_ASSIGN_OR_RETURN(const ops::OpDef* op, lookup_op(workload));
-  return op->args(workload);
+  TF_RETURN_IF_ERROR(lookup_op(workload).status());
+  return operators::tensor_args(workload);
 }
 
 Status run_reference(const Workload& workload, const std::vector<const float*>& inputs, float* output) {
   TF_ASSIGN_OR_RETURN(const ops::OpDef* op, lookup_op(workload));
-  if (inputs.size() + 1 != op->args(workload).size())
-    return invalid_argument(fmt::format("{} takes {} inputs, got {}", workload.op, op->args(workload).size() - 1, inputs.size()));
+  size_t args = operators::tensor_args(workload).size();
+  if (inputs.size() + 1 != args)
+    return invalid_argument(fmt::format("{} takes {} inputs, got {}", workload.op, args - 1, inputs.size()));
   op->reference(workload, inputs, output);
   return Status();
 }

@@ -11,6 +11,7 @@
 
 #include "common/temp_dir.h"
 #include "compiler/build.h"
+#include "compiler/c_source.h"
 #include "compiler/codegen/codegen.h"
 
 namespace tunefarm {
@@ -34,11 +35,6 @@ struct Declaration {
   std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};
 };
 
-std::string upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
 std::string dims(const std::vector<int64_t>& shape) {
   std::string out;
   for (int64_t d : shape) out += fmt::format("[{}]", d);
@@ -54,8 +50,8 @@ std::string parameter_list(const std::vector<ops::TensorArg>& args, bool cuda) {
 
 std::string header_text(const std::string& name, const Target& target, const std::vector<Declaration>& decls) {
   bool cuda = target.kind == Target::Kind::kCUDA;
-  std::string guard = upper(name) + "_H_";
-  std::string E = upper(name);
+  std::string E = c_source::upper(name);
+  std::string guard = E + "_H_";
   std::string linking = cuda ? fmt::format(R"( * Link with lib{0}.so, or with lib{0}.a plus -ldl -lpthread. It needs no CUDA toolkit: it
  * loads the driver (libcuda.so.1) when a kernel is first called, and the kernels' PTX into the
  * calling thread's current context (device 0's primary context when there is none). Use one
@@ -70,9 +66,9 @@ std::string header_text(const std::string& name, const Target& target, const std
  *
  * Tensors are dense float32 arrays in the layout each function names, the last dimension
  * contiguous; outputs must not overlap inputs. Kernels may run concurrently from several threads.)", name);
-  std::string cuda_errors = cuda ? fmt::format(R"(,
-  {0}_ERROR_NO_CUDA = 4,         /* the CUDA driver or a device is missing */
-  {0}_ERROR_CUDA = 5             /* a CUDA driver call failed (e.g. a launch) */)", E) : "";
+  std::string cuda_errors = cuda ? fmt::format(R"(
+  {0}_ERROR_NO_CUDA = 4,              /* the CUDA driver or a device is missing */
+  {0}_ERROR_CUDA = 5                  /* a CUDA driver call failed (e.g. a launch) */)", E) : "";
   std::string threads = cuda ? "" : fmt::format(R"(
 /* Threads the kernels use, the calling thread included. 0 restores the default:
  * $TUNEFARM_NUM_THREADS, else the CPUs this process may run on. */
@@ -93,16 +89,13 @@ extern "C" {{
 #endif
 
 enum {{
-  {2}_OK = 0,
-  {2}_ERROR_NULL_ARGUMENT = 1,   /* a tensor pointer is NULL */
-  {2}_ERROR_OUT_OF_MEMORY = 2,   /* scratch memory for packed layouts could not be allocated */
-  {2}_ERROR_INVALID_ARGUMENT = 3 /* e.g. a negative thread count */{5}
+{7}{5}
 }};
 
 /* What an error code means, as a constant string. */
 const char* {0}_error_string(int code);
 {6})",
-                                name, target.to_string(), E, guard, linking, cuda_errors, threads);
+                                name, target.to_string(), E, guard, linking, cuda_errors, threads, c_source::error_codes(name));
   for (const auto& d : decls)
     out += fmt::format("\n{}\nint {}({});\n", d.comment, d.function, parameter_list(d.args, cuda));
   out += fmt::format(R"(
@@ -116,195 +109,45 @@ const char* {0}_error_string(int code);
   return out;
 }
 
-// The part of the library's C source that both kinds share: error strings, and each function's
-// argument check.
-std::string common_source(const std::string& name, bool cuda) {
-  std::string E = upper(name);
-  std::string cuda_cases = cuda ? fmt::format(R"(
-    case {0}_ERROR_NO_CUDA: return "no CUDA driver (libcuda.so.1) or no CUDA device";
-    case {0}_ERROR_CUDA: return "a CUDA driver call failed";)", E) : "";
-  return fmt::format(R"(#include <stdint.h>
-#include <stddef.h>
-
-#include "{0}.h"
-
-const char* {0}_error_string(int code) {{
-  switch (code) {{
-    case {1}_OK: return "ok";
-    case {1}_ERROR_NULL_ARGUMENT: return "a tensor pointer is NULL";
-    case {1}_ERROR_OUT_OF_MEMORY: return "out of memory for the kernel's scratch buffers";
-    case {1}_ERROR_INVALID_ARGUMENT: return "invalid argument";{2}
-  }}
-  return "unknown error code";
-}}
-)",
-                     name, E, cuda_cases);
-}
-
-std::string null_checks(const Declaration& d) {
-  std::string checks;
-  for (const auto& a : d.args) checks += fmt::format("{}!{}", checks.empty() ? "" : " || ", a.name);
-  return checks;
-}
-
-// CPU: the public functions call the generated kernels with the kernel ABI's argument array.
-std::string cpu_api_source(const std::string& name, const std::vector<Declaration>& decls) {
-  std::string E = upper(name);
-  std::string out = "/* The public functions of lib" + name + ": argument checks around the generated kernels. */\n" +
-                    common_source(name, false) + fmt::format(R"(#include "compiler/runtime/kernel_runtime.h"
-
-int {0}_set_num_threads(int num_threads) {{
-  if (num_threads < 0) return {1}_ERROR_INVALID_ARGUMENT;
-  tunefarm_runtime_set_num_threads(num_threads);
-  return {1}_OK;
-}}
-
-int {0}_num_threads(void) {{ return tunefarm_runtime_num_threads(); }}
-)",
-                                                                                 name, E);
-  for (const auto& d : decls) {
-    std::string pointers;
-    for (const auto& a : d.args) pointers += fmt::format("{}(void*){}", pointers.empty() ? "" : ", ", a.name);
-    out += fmt::format(R"(
-int32_t {0}(void* const* args);
-
-int {1}({2}) {{
-  if ({3}) return {4}_ERROR_NULL_ARGUMENT;
-  void* args[{5}] = {{{6}}};
-  return {0}(args) == 0 ? {4}_OK : {4}_ERROR_OUT_OF_MEMORY;
-}}
-)",
-                       d.entry, d.function, parameter_list(d.args, false), null_checks(d), E, d.args.size(), pointers);
-  }
-  return out;
-}
-
-// A C string literal of `text`, one source line per line of text.
-std::string c_literal(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n\"\n    \"";
-      continue;
-    }
-    if (c == '\t') {
-      out += "\\t";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-// CUDA: the driver is loaded with dlopen when a kernel is first called (a program that links the
-// library needs no CUDA toolkit and starts without a GPU); the PTX modules are loaded then, once.
-std::string cuda_api_source(const std::string& name, const std::vector<Declaration>& decls) {
-  std::string E = upper(name);
-  std::string modules, entries;
-  for (const auto& d : decls) {
-    modules += "    " + c_literal(d.ptx) + ",\n";
-    entries += fmt::format("\"{}\", ", d.entry);
-  }
-  std::string out = "/* The public functions of lib" + name + ": the kernels' PTX, loaded and launched through the CUDA driver. */\n" +
-                    common_source(name, true) + fmt::format(R"(
-#include <dlfcn.h>
-#include <pthread.h>
-
-typedef int CUresult;
-typedef int CUdevice;
-typedef void* CUcontext;
-typedef void* CUmodule;
-typedef void* CUfunction;
-typedef void* CUstream;
-typedef unsigned long long CUdeviceptr;
-
-enum {{ NUM_KERNELS = {2} }};
-static const char* const kModules[NUM_KERNELS] = {{
-{3}}};
-static const char* const kEntries[NUM_KERNELS] = {{{4}}};
-
-static struct {{
-  CUresult (*cuInit)(unsigned);
-  CUresult (*cuCtxGetCurrent)(CUcontext*);
-  CUresult (*cuCtxSetCurrent)(CUcontext);
-  CUresult (*cuDeviceGet)(CUdevice*, int);
-  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
-  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
-  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void**, void**);
-}} cu;
-static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
-static int load_state = -1; /* -1: not tried; otherwise {1}_OK or the error it ended with */
-static CUcontext context;
-static CUfunction functions[NUM_KERNELS];
-
-static int resolve(void* lib, const char* symbol, void* slot) {{
-  void* f = dlsym(lib, symbol);
-  *(void**)slot = f;
-  return f != NULL;
-}}
-
-static int load_locked(void) {{
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return {1}_ERROR_NO_CUDA;
-  if (!resolve(lib, "cuInit", &cu.cuInit) || !resolve(lib, "cuCtxGetCurrent", &cu.cuCtxGetCurrent) ||
-      !resolve(lib, "cuCtxSetCurrent", &cu.cuCtxSetCurrent) || !resolve(lib, "cuDeviceGet", &cu.cuDeviceGet) ||
-      !resolve(lib, "cuDevicePrimaryCtxRetain", &cu.cuDevicePrimaryCtxRetain) ||
-      !resolve(lib, "cuModuleLoadData", &cu.cuModuleLoadData) ||
-      !resolve(lib, "cuModuleGetFunction", &cu.cuModuleGetFunction) || !resolve(lib, "cuLaunchKernel", &cu.cuLaunchKernel))
-    return {1}_ERROR_NO_CUDA;
-  if (cu.cuInit(0) != 0) return {1}_ERROR_NO_CUDA;
-  if (cu.cuCtxGetCurrent(&context) != 0 || context == NULL) {{
-    CUdevice device;
-    if (cu.cuDeviceGet(&device, 0) != 0 || cu.cuDevicePrimaryCtxRetain(&context, device) != 0) return {1}_ERROR_NO_CUDA;
-    if (cu.cuCtxSetCurrent(context) != 0) return {1}_ERROR_CUDA;
-  }}
-  for (int i = 0; i < NUM_KERNELS; ++i) {{
-    CUmodule module;
-    if (cu.cuModuleLoadData(&module, kModules[i]) != 0 || cu.cuModuleGetFunction(&functions[i], module, kEntries[i]) != 0)
-      return {1}_ERROR_CUDA;
-  }}
-  return {1}_OK;
-}}
-
-/* Loads everything once; a thread with no current context gets the library's. */
-static int prepare(void) {{
-  pthread_mutex_lock(&load_mu);
-  if (load_state < 0) load_state = load_locked();
-  int state = load_state;
-  pthread_mutex_unlock(&load_mu);
-  if (state != {1}_OK) return state;
-  CUcontext current = NULL;
-  if (cu.cuCtxGetCurrent(&current) != 0) return {1}_ERROR_CUDA;
-  if (current == NULL && cu.cuCtxSetCurrent(context) != 0) return {1}_ERROR_CUDA;
-  return {1}_OK;
-}}
-)",
-                                                                              name, E, decls.size(), modules, entries);
+// The library's C: the fixed part (library_c/kernels_api.c) around the generated tables and one
+// public function per kernel, which checks its tensors and calls the kernel (CPU) or launches it
+// (CUDA).
+std::string api_source(const std::string& name, const std::vector<Declaration>& decls, bool cuda) {
+  std::string E = c_source::upper(name);
+  std::string tables = fmt::format("#define KERNELS_ON_CUDA {}\n", cuda ? 1 : 0);
+  std::string functions;
+  size_t max_args = 0;
   for (size_t i = 0; i < decls.size(); ++i) {
     const Declaration& d = decls[i];
-    std::string values, params;
-    for (size_t a = 0; a < d.args.size(); ++a) {
-      values += fmt::format("{}(CUdeviceptr){}", a ? ", " : "", d.args[a].name);
-      params += fmt::format("{}&values[{}]", a ? ", " : "", a);
+    max_args = std::max(max_args, d.args.size());
+    std::string checks, pointers;
+    for (const auto& a : d.args) {
+      checks += fmt::format("{}!{}", checks.empty() ? "" : " || ", a.name);
+      pointers += fmt::format("{}({}){}", pointers.empty() ? "" : ", ", cuda ? "CUdeviceptr" : "void*", a.name);
     }
-    out += fmt::format(R"(
-int {0}({1}) {{
-  if ({2}) return {3}_ERROR_NULL_ARGUMENT;
-  int rc = prepare();
-  if (rc != {3}_OK) return rc;
-  CUdeviceptr values[{4}] = {{{5}}};
-  void* params[{4}] = {{{6}}};
-  return cu.cuLaunchKernel(functions[{7}], {8}, {9}, {10}, {11}, {12}, {13}, 0, (CUstream)stream, params, NULL) == 0
-             ? {3}_OK : {3}_ERROR_CUDA;
-}}
-)",
-                       d.function, parameter_list(d.args, true), null_checks(d), E, d.args.size(), values, params, i,
-                       d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1], d.block[2]);
+    std::string call = cuda ? fmt::format("  CUdeviceptr values[{}] = {{{}}};\n  return launch({}, values, {}, stream);\n",
+                                          d.args.size(), pointers, i, d.args.size())
+                            : fmt::format("  void* args[{}] = {{{}}};\n  return {}(args) == 0 ? {}_OK : {}_ERROR_OUT_OF_MEMORY;\n",
+                                          d.args.size(), pointers, d.entry, E, E);
+    if (!cuda) functions += fmt::format("\nint32_t {}(void* const* args);\n", d.entry);
+    functions += fmt::format("\nint {}({}) {{\n  if ({}) return {}_ERROR_NULL_ARGUMENT;\n{}}}\n", d.function,
+                             parameter_list(d.args, cuda), checks, E, call);
   }
-  return out;
+  if (cuda) {
+    std::string modules, entries, grids, blocks;
+    for (const auto& d : decls) {
+      modules += "    " + c_source::string_literal(d.ptx) + ",\n";
+      entries += c_source::string_literal(d.entry) + ", ";
+      grids += fmt::format("{{{}, {}, {}}}, ", d.grid[0], d.grid[1], d.grid[2]);
+      blocks += fmt::format("{{{}, {}, {}}}, ", d.block[0], d.block[1], d.block[2]);
+    }
+    tables += fmt::format("enum {{ NUM_KERNELS = {}, MAX_KERNEL_ARGS = {} }};\n", decls.size(), max_args);
+    tables += fmt::format("static const char* const kModules[NUM_KERNELS] = {{\n{}}};\n", modules);
+    tables += fmt::format("static const char* const kEntries[NUM_KERNELS] = {{{}}};\n", entries);
+    tables += fmt::format("static const unsigned kGrid[NUM_KERNELS][3] = {{{}}};\n", grids);
+    tables += fmt::format("static const unsigned kBlock[NUM_KERNELS][3] = {{{}}};", blocks);
+  }
+  return c_source::instantiate(c_source::kKernelsApi, name, {{"TABLES", tables}, {"FUNCTIONS", functions}});
 }
 
 Status write_file(const std::string& path, std::string_view content) {
@@ -404,7 +247,7 @@ StatusOr<std::vector<LibraryFile>> link_cuda_library(const std::string& name, co
   TF_RETURN_IF_ERROR(dir.status());
   const std::string& d = dir.path();
   TF_RETURN_IF_ERROR(write_file(fmt::format("{}/{}.h", d, name), header));
-  TF_RETURN_IF_ERROR(write_file(d + "/api.c", cuda_api_source(name, decls)));
+  TF_RETURN_IF_ERROR(write_file(d + "/api.c", api_source(name, decls, true)));
   TF_RETURN_IF_ERROR(codegen::run_tool({tools.cc, "-std=c11", "-O2", "-fPIC", "-Wall", "-Werror", "-I", d, "-c", d + "/api.c",
                                         "-o", d + "/api.o"})
                          .with_context("compiling the library's launchers"));
@@ -472,7 +315,7 @@ StatusOr<std::vector<LibraryFile>> build_kernel_library(const std::string& name,
   if (cuda) {
     files = link_cuda_library(name, target, decls, header);
   } else {
-    LibraryObjects parts{objects, {}, cpu_api_source(name, decls), header};
+    LibraryObjects parts{objects, {}, api_source(name, decls, false), header};
     for (const auto& decl : decls) parts.private_symbols.push_back(decl.entry);
     files = link_cpu_library(name, target, parts);
   }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/operators/operator.h"
 #include "model/operators.h"
 #include "model/passes/group_epilogues.h"
 #include "model/tasks.h"
@@ -193,7 +194,7 @@ class Lowering {
                           blocked(node, call.tensors[call.residual_index], call.output_block));
     }
     // A depthwise filter has one input channel: its blocks are of output channels only.
-    int64_t weight_ic = call.workload.op == "depthwise_conv2d_nchwc" ? 1 : call.input_block;
+    int64_t weight_ic = operators::conv_shape(call.workload).depthwise ? 1 : call.input_block;
     TF_RETURN_IF_ERROR(add_packed(graph_, node, node.inputs[1], call.tensors[1], weight_ic, call.output_block));
     // A model output leaves in NCHW: the epilogue converts it; every other output stays blocked.
     bool keep_blocked = !outputs_.count(out);

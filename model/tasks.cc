@@ -1,17 +1,21 @@
 #include "model/tasks.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
-#include "compiler/build.h"
-#include "model/passes/fold_batch_norm.h"
-#include "model/passes/fold_constants.h"
-#include "model/passes/fuse_patterns.h"
+#include "common/operators/operator.h"
 #include "model/passes/group_epilogues.h"
+#include "model/passes/passes.h"
 
 namespace tunefarm::model {
 namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
 
 Status unsupported(const Node& node, const std::string& why) {
   return invalid_argument(fmt::format("node '{}' ({}): {}", node.name, node.op, why));
@@ -183,23 +187,20 @@ StatusOr<Workload> workload_of(const Graph& graph, const Node& node) {
 StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
   TunedCall call;
   TF_ASSIGN_OR_RETURN(call.workload, workload_of(graph, node));
-  const std::string& op = call.workload.op;
   std::vector<Epilogue> epilogues = node.epilogue;
-  if (op == "conv2d_nchw" || op == "depthwise_conv2d_nchw" || op == "conv2d_nchwc" || op == "depthwise_conv2d_nchwc") {
+  if (operators::is_conv(call.workload)) {
+    operators::ConvShape conv = operators::conv_shape(call.workload);
     call.tensors = {node.inputs[0], node.inputs[1]};
     // The NCHW convolution templates compute the sum only: the node's own bias is an epilogue.
     epilogues = conv_epilogues(node);
-    if (op == "conv2d_nchwc") {
-      call.input_block = call.workload.param("ic_block");
-      call.output_block = call.workload.param("oc_block");
-      call.tensors[0] = fmt::format("{}/nchw{}c", node.inputs[0], call.input_block);
-      call.tensors[1] = fmt::format("{}/oihw{}i{}o", node.inputs[1], call.input_block, call.output_block);
-    } else if (op == "depthwise_conv2d_nchwc") {
-      call.input_block = call.output_block = call.workload.param("block");
-      call.tensors[0] = fmt::format("{}/nchw{}c", node.inputs[0], call.input_block);
-      call.tensors[1] = fmt::format("{}/chw{}c", node.inputs[1], call.input_block);
-    }
-    if (call.output_block > 0) {
+    if (conv.blocked()) {
+      // The input converted and the weight packed to the layouts the kernel takes, named for them
+      // ("x/nchw16c", "w/oihw16i16o", "w/chw16c").
+      call.input_block = conv.ic;
+      call.output_block = conv.oc;
+      std::vector<operators::TensorArg> args = operators::tensor_args(call.workload);
+      call.tensors[0] = fmt::format("{}/{}", node.inputs[0], lower(args[0].layout));
+      call.tensors[1] = fmt::format("{}/{}", node.inputs[1], lower(args[1].layout));
       // The blocked templates apply the prefix their workload names; its operands follow the weight.
       size_t fused = fused_epilogues(epilogues).count;
       for (size_t i = 0; i < fused; ++i) {
@@ -211,7 +212,8 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
       }
       epilogues.erase(epilogues.begin(), epilogues.begin() + static_cast<std::ptrdiff_t>(fused));
     }
-  } else if (op == "dense") {
+  } else if (operators::is_gemm(call.workload) && operators::gemm_shape(call.workload).transpose_b) {
+    operators::GemmShape dense = operators::gemm_shape(call.workload);
     bool trans_b = node.op == "Gemm" && node.int_attr("transB", 0);
     call.tensors = {node.inputs[0], node.inputs[1]};
     if (!trans_b) {
@@ -221,10 +223,10 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
     }
     bool own_bias = node.op == "Gemm" && node.inputs.size() > 2 && !node.inputs[2].empty();
     size_t consumed = 0;
-    if (call.workload.param("bias")) {
+    if (dense.bias) {
       if (own_bias) {
         TF_ASSIGN_OR_RETURN(const Value* c, graph.value_of(node, node.inputs[2]));
-        if (c->elements() != call.workload.param("N"))
+        if (c->elements() != dense.N)
           return unsupported(node, fmt::format("a C input of shape {} is not a bias", shape_string(c->shape)));
         call.tensors.push_back(node.inputs[2]);
       } else {
@@ -232,7 +234,7 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
         consumed = 1;
       }
     }
-    if (call.workload.param("relu")) ++consumed;
+    if (dense.relu) ++consumed;
     epilogues.erase(epilogues.begin(), epilogues.begin() + static_cast<std::ptrdiff_t>(consumed));
   } else {
     call.tensors = {node.inputs[0], node.inputs[1]};
@@ -241,13 +243,6 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
   bool own_output = call.remaining.empty() && call.output_block == 0;
   call.tensors.push_back(own_output ? node.outputs[0] : node.outputs[0] + "/pre_epilogue");
   return call;
-}
-
-Status run_passes(Graph& graph) {
-  TF_RETURN_IF_ERROR(fold_constants(graph).status());
-  TF_RETURN_IF_ERROR(fold_batch_norm(graph).status());
-  TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
-  return group_epilogues(graph).status();
 }
 
 StatusOr<TaskTable> extract_tasks(Graph& graph) {
@@ -267,7 +262,7 @@ StatusOr<TaskTable> extract_tasks(Graph& graph) {
     if (added) {
       Task t;
       t.workload = w;
-      TF_ASSIGN_OR_RETURN(t.flops, workload_flops(w));
+      t.flops = operators::flops(w);
       table.tasks.push_back(std::move(t));
     }
     Task& t = table.tasks[it->second];

@@ -54,10 +54,6 @@ struct TunedCall {
 };
 StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node);
 
-// The passes, in order: constant folding, BatchNormalization folding, LayerNorm and GELU
-// recognition, epilogue grouping.
-Status run_passes(Graph& graph);
-
 // Runs the passes (constant folding, BatchNormalization folding, LayerNorm and GELU recognition,
 // epilogue grouping) and extracts the tasks.
 StatusOr<TaskTable> extract_tasks(Graph& graph);

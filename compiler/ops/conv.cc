@@ -17,7 +17,6 @@
 
 #include <fmt/format.h>
 
-#include "common/workload.h"
 #include "compiler/ops/op.h"
 #include "compiler/schedule/schedule.h"
 
@@ -27,48 +26,9 @@ namespace {
 using ir::Expr;
 using ir::Var;
 
-struct Conv {
-  bool nhwc = false, depthwise = false;
-  int64_t N, C, H, W, K, R, S, stride, pad, dil, P, Q;
-};
+using Conv = operators::ConvShape;
 
-Conv conv_of(const Workload& w) {
-  Conv c;
-  c.nhwc = w.op == "conv2d_nhwc";
-  c.depthwise = w.op == "depthwise_conv2d_nchw";
-  c.N = w.param("N"), c.C = w.param("C"), c.H = w.param("H"), c.W = w.param("W");
-  c.K = c.depthwise ? c.C : w.param("K");
-  c.R = w.param("R"), c.S = w.param("S");
-  c.stride = w.param("stride"), c.pad = w.param("pad"), c.dil = w.param("dilation");
-  c.P = conv_output_extent(c.H, c.R, c.stride, c.pad, c.dil);
-  c.Q = conv_output_extent(c.W, c.S, c.stride, c.pad, c.dil);
-  return c;
-}
-
-std::vector<int64_t> input_shape(const Conv& c) {
-  return c.nhwc ? std::vector<int64_t>{c.N, c.H, c.W, c.C} : std::vector<int64_t>{c.N, c.C, c.H, c.W};
-}
-std::vector<int64_t> weight_shape(const Conv& c) {
-  if (c.depthwise) return {c.C, 1, c.R, c.S};
-  return c.nhwc ? std::vector<int64_t>{c.R, c.S, c.C, c.K} : std::vector<int64_t>{c.K, c.C, c.R, c.S};
-}
-std::vector<int64_t> output_shape(const Conv& c) {
-  return c.nhwc ? std::vector<int64_t>{c.N, c.P, c.Q, c.K} : std::vector<int64_t>{c.N, c.K, c.P, c.Q};
-}
-
-std::vector<TensorArg> conv_args(const Workload& w) {
-  Conv c = conv_of(w);
-  std::string act = c.nhwc ? "NHWC" : "NCHW";
-  std::string weight = c.depthwise ? "C1HW" : c.nhwc ? "HWIO" : "OIHW";
-  return {{"input", input_shape(c), DType::kFloat32, false, act},
-          {"weight", weight_shape(c), DType::kFloat32, false, weight},
-          {"output", output_shape(c), DType::kFloat32, true, act}};
-}
-
-double conv_flops(const Workload& w) {
-  Conv c = conv_of(w);
-  return 2.0 * c.N * c.K * c.P * c.Q * (c.depthwise ? 1 : c.C) * c.R * c.S;
-}
+Conv conv_of(const Workload& w) { return operators::conv_shape(w); }
 
 void conv_reference(const Workload& w, const std::vector<const float*>& in, float* out) {
   Conv c = conv_of(w);
@@ -110,8 +70,8 @@ struct ConvTensors {
 // columns one vector of outputs reads are contiguous instead of a gather.
 ConvTensors define_conv(const Conv& c, bool pad_stage) {
   ConvTensors t;
-  t.input = te::placeholder("input", input_shape(c));
-  t.weight = te::placeholder("weight", weight_shape(c));
+  t.input = te::placeholder("input", operators::conv_input_shape(c));
+  t.weight = te::placeholder("weight", operators::conv_weight_shape(c));
   te::Tensor in = t.input;
   int64_t hp = c.H + 2 * c.pad, wp = c.W + 2 * c.pad;
   bool phased = pad_stage && !c.nhwc && c.stride > 1;
@@ -150,7 +110,7 @@ ConvTensors define_conv(const Conv& c, bool pad_stage) {
   Var rc = t.rc ? t.rc->var : nullptr, rr = t.rr->var, rs = t.rs->var;
   std::vector<te::IterVar> raxes = c.depthwise ? std::vector<te::IterVar>{t.rr, t.rs} : std::vector<te::IterVar>{t.rc, t.rr, t.rs};
   std::vector<std::string> names = c.nhwc ? std::vector<std::string>{"n", "p", "q", "k"} : std::vector<std::string>{"n", "k", "p", "q"};
-  t.acc = te::compute("output", output_shape(c), [&](const std::vector<Var>& v) {
+  t.acc = te::compute("output", operators::conv_output_shape(c), [&](const std::vector<Var>& v) {
     Expr n = v[0];
     Expr k = c.nhwc ? v[3] : v[1];
     Expr p = c.nhwc ? v[1] : v[2];
@@ -221,32 +181,22 @@ ConfigSpace cpu_space(const std::string& name, const Conv& c) {
   return s;
 }
 
-int64_t best_tile(const std::vector<int64_t>& cands, int64_t extent, int64_t cap) {
-  int64_t best = 0;
-  for (int64_t x : cands)
-    if (x <= cap && x <= extent && extent % x == 0) best = std::max(best, x);
-  if (best) return best;
-  for (int64_t x : cands)
-    if (x <= cap && x <= std::max<int64_t>(extent, cands.front())) best = std::max(best, x);
-  return best ? best : cands.front();
-}
-
 Config cpu_default(const std::string& name, const Conv& c) {
   Config cfg;
   cfg.template_name = name;
   int64_t kr, qr;
   if (c.nhwc) {
-    kr = best_tile({8, 16, 32, 48, 64}, c.K, 32);
-    qr = best_tile({1, 2, 3, 4, 6, 7, 8, 12, 14}, c.Q, 24 / vectors(kr));
+    kr = pick_tile({8, 16, 32, 48, 64}, c.K, 32);
+    qr = pick_tile({1, 2, 3, 4, 6, 7, 8, 12, 14}, c.Q, 24 / vectors(kr));
   } else if (c.depthwise) {
     // Few reduction steps per output: wide tiles amortise the loop and the window loads.
     kr = 1;
-    qr = best_tile({4, 8, 14, 16, 28, 32, 56}, c.Q, 64);
+    qr = pick_tile({4, 8, 14, 16, 28, 32, 56}, c.Q, 64);
   } else {
     // One full vector of output columns by up to 16 output channels (measured on the 56x56x64
     // layer: 16x16 beats 8x28, whose 28 lanes split into 16+8+4).
-    qr = c.Q >= 16 ? 16 : best_tile({4, 8, 14, 16}, c.Q, 16);
-    kr = best_tile({1, 2, 4, 6, 8, 12, 16}, c.K, 24 / vectors(qr));
+    qr = c.Q >= 16 ? 16 : pick_tile({4, 8, 14, 16}, c.Q, 16);
+    kr = pick_tile({1, 2, 4, 6, 8, 12, 16}, c.K, 24 / vectors(qr));
   }
   // A large window unrolled around the register tile overflows the instruction cache (7x7
   // stride-2 first layer, 3 channels: 69 GFLOP/s unrolled, 166 rolled with the channel loop
@@ -393,8 +343,6 @@ StatusOr<Scheduled> cuda_schedule(const Workload& w, const Config& cfg) {
 OpDef conv_op(const std::string& name) {
   OpDef op;
   op.name = name;
-  op.flops = conv_flops;
-  op.args = conv_args;
   op.reference = conv_reference;
   op.compute = conv_compute;
   std::string cpu = name + ".cpu.direct", cuda = name + ".cuda.direct";

@@ -14,7 +14,6 @@
 
 #include <fmt/format.h>
 
-#include "common/workload.h"
 #include "compiler/ops/op.h"
 #include "compiler/schedule/schedule.h"
 
@@ -27,20 +26,9 @@ using ir::Var;
 // The epilogues a blocked convolution applies in its output stage, while the tile is in
 // registers: out = act(sum + bias[k] + residual[...]), act ReLU or ReLU6 (a network's Conv, its
 // BatchNormalization folded into the bias, a residual Add and the activation in one pass).
-struct ConvEpilogue {
-  bool bias = false, residual = false, relu = false, relu6 = false;
-  bool any() const { return bias || residual || relu || relu6; }
-};
+using operators::ConvEpilogue;
 
-ConvEpilogue conv_epilogue_of(const Workload& w) {
-  return {w.param("bias") != 0, w.param("residual") != 0, w.param("relu") != 0, w.param("relu6") != 0};
-}
-
-// The epilogue's extra arguments, between the weight and the output.
-void add_epilogue_args(const ConvEpilogue& e, int64_t channels, const TensorArg& output, std::vector<TensorArg>& args) {
-  if (e.bias) args.push_back({"bias", {channels}});
-  if (e.residual) args.push_back({"residual", output.shape, DType::kFloat32, false, output.layout});
-}
+ConvEpilogue conv_epilogue_of(const Workload& w) { return operators::conv_shape(w).epilogue; }
 
 double epilogue_value(const ConvEpilogue& e, double sum, float bias, float residual) {
   double v = sum + (e.bias ? bias : 0.0) + (e.residual ? residual : 0.0);
@@ -84,39 +72,9 @@ std::vector<te::Tensor> kernel_args(const te::Tensor& input, const te::Tensor& w
   return args;
 }
 
-struct Blocked {
-  int64_t N, C, H, W, K, R, S, stride, pad, dil, P, Q, ic, oc;
-  int64_t cb() const { return C / ic; }
-  int64_t kb() const { return K / oc; }
-};
+using Blocked = operators::ConvShape;
 
-Blocked blocked_of(const Workload& w) {
-  Blocked b;
-  b.N = w.param("N"), b.C = w.param("C"), b.H = w.param("H"), b.W = w.param("W"), b.K = w.param("K");
-  b.R = w.param("R"), b.S = w.param("S");
-  b.stride = w.param("stride"), b.pad = w.param("pad"), b.dil = w.param("dilation");
-  b.ic = w.param("ic_block"), b.oc = w.param("oc_block");
-  b.P = conv_output_extent(b.H, b.R, b.stride, b.pad, b.dil);
-  b.Q = conv_output_extent(b.W, b.S, b.stride, b.pad, b.dil);
-  return b;
-}
-
-std::vector<TensorArg> blocked_args(const Workload& w) {
-  Blocked b = blocked_of(w);
-  std::string in = fmt::format("NCHW{}c", b.ic), out = fmt::format("NCHW{}c", b.oc);
-  std::vector<TensorArg> args = {
-      {"input", {b.N, b.cb(), b.H, b.W, b.ic}, DType::kFloat32, false, in},
-      {"weight", {b.kb(), b.cb(), b.R, b.S, b.ic, b.oc}, DType::kFloat32, false, fmt::format("OIHW{}i{}o", b.ic, b.oc)}};
-  TensorArg output{"output", {b.N, b.kb(), b.P, b.Q, b.oc}, DType::kFloat32, true, out};
-  add_epilogue_args(conv_epilogue_of(w), b.K, output, args);
-  args.push_back(output);
-  return args;
-}
-
-double blocked_flops(const Workload& w) {
-  Blocked b = blocked_of(w);
-  return 2.0 * b.N * b.K * b.P * b.Q * b.C * b.R * b.S;
-}
+Blocked blocked_of(const Workload& w) { return operators::conv_shape(w); }
 
 void blocked_reference(const Workload& w, const std::vector<const float*>& in, float* out) {
   Blocked b = blocked_of(w);
@@ -170,8 +128,8 @@ struct BlockedTensors {
 // bounds checks; otherwise reads are guarded (the naive reference).
 BlockedTensors define_blocked(const Blocked& b, const ConvEpilogue& e, bool pad_stage) {
   BlockedTensors t;
-  t.input = te::placeholder("input", {b.N, b.cb(), b.H, b.W, b.ic});
-  t.weight = te::placeholder("weight", {b.kb(), b.cb(), b.R, b.S, b.ic, b.oc});
+  t.input = te::placeholder("input", operators::conv_input_shape(b));
+  t.weight = te::placeholder("weight", operators::conv_weight_shape(b));
   te::Tensor in = t.input;
   auto guarded = guarded_read(in, b.H, b.W, b.pad);
   Read5 read = guarded;
@@ -187,7 +145,7 @@ BlockedTensors define_blocked(const Blocked& b, const ConvEpilogue& e, bool pad_
   t.rs = te::reduce_axis(b.S, "rs");
   t.rci = te::reduce_axis(b.ic, "rci");
   te::Tensor wt = t.weight;
-  std::vector<int64_t> shape = {b.N, b.kb(), b.P, b.Q, b.oc};
+  std::vector<int64_t> shape = operators::conv_output_shape(b);
   t.sum = te::compute(e.any() ? "sum" : "output", shape, [&](const std::vector<Var>& v) {
     Expr h = Expr(v[2]) * b.stride + Expr(t.rr->var) * b.dil, w = Expr(v[3]) * b.stride + Expr(t.rs->var) * b.dil;
     Expr x = read(v[0], t.rcb->var, h, w, t.rci->var);
@@ -243,17 +201,6 @@ ConfigSpace blocked_space(const std::string& name, const Blocked& b) {
   return s;
 }
 
-// The largest candidate <= cap that divides `extent`, else the largest <= cap.
-int64_t pick(const std::vector<int64_t>& candidates, int64_t extent, int64_t cap) {
-  int64_t best = 0;
-  for (int64_t x : candidates)
-    if (x <= cap && x <= extent && extent % x == 0) best = std::max(best, x);
-  if (best) return best;
-  for (int64_t x : candidates)
-    if (x <= cap && x <= extent) best = std::max(best, x);
-  return best ? best : 1;
-}
-
 Config blocked_default(const std::string& name, const Blocked& b, const CpuModel& cpu) {
   Config cfg;
   cfg.template_name = name;
@@ -262,8 +209,8 @@ Config blocked_default(const std::string& name, const Blocked& b, const CpuModel
   // already loaded), then channel blocks.
   int64_t acc = std::max<int64_t>(1, cpu.vector_registers * 14 / 32);
   int64_t oc_vectors = (b.oc + cpu.lanes - 1) / cpu.lanes;
-  int64_t qr = pick({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, b.Q, std::max<int64_t>(1, acc / oc_vectors));
-  int64_t kr = pick({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, acc / (qr * oc_vectors)));
+  int64_t qr = pick_tile({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, b.Q, std::max<int64_t>(1, acc / oc_vectors));
+  int64_t kr = pick_tile({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, acc / (qr * oc_vectors)));
   bool unroll_window = b.R * b.S <= 9;
   // Guards cost a select per unrolled window position and column, shared by all channels of a
   // block: cheap when the window is unrolled and there is one input-channel block to reread.
@@ -346,37 +293,9 @@ StatusOr<Scheduled> blocked_schedule(const Workload& w, const Config& cfg) {
 // inputs (contiguous: the block), and does one FMA; there is no reduction over channels to share
 // loads across, so the tile's columns are what reuses the weight vector.
 
-struct Depthwise {
-  int64_t N, C, H, W, R, S, stride, pad, dil, P, Q, b;
-  int64_t cb() const { return C / b; }
-};
+using Depthwise = operators::ConvShape;
 
-Depthwise depthwise_of(const Workload& w) {
-  Depthwise d;
-  d.N = w.param("N"), d.C = w.param("C"), d.H = w.param("H"), d.W = w.param("W");
-  d.R = w.param("R"), d.S = w.param("S");
-  d.stride = w.param("stride"), d.pad = w.param("pad"), d.dil = w.param("dilation");
-  d.b = w.param("block");
-  d.P = conv_output_extent(d.H, d.R, d.stride, d.pad, d.dil);
-  d.Q = conv_output_extent(d.W, d.S, d.stride, d.pad, d.dil);
-  return d;
-}
-
-std::vector<TensorArg> depthwise_args(const Workload& w) {
-  Depthwise d = depthwise_of(w);
-  std::string layout = fmt::format("NCHW{}c", d.b);
-  std::vector<TensorArg> args = {{"input", {d.N, d.cb(), d.H, d.W, d.b}, DType::kFloat32, false, layout},
-                                 {"weight", {d.cb(), d.R, d.S, d.b}, DType::kFloat32, false, fmt::format("CHW{}c", d.b)}};
-  TensorArg output{"output", {d.N, d.cb(), d.P, d.Q, d.b}, DType::kFloat32, true, layout};
-  add_epilogue_args(conv_epilogue_of(w), d.C, output, args);
-  args.push_back(output);
-  return args;
-}
-
-double depthwise_flops(const Workload& w) {
-  Depthwise d = depthwise_of(w);
-  return 2.0 * d.N * d.C * d.P * d.Q * d.R * d.S;
-}
+Depthwise depthwise_of(const Workload& w) { return operators::conv_shape(w); }
 
 void depthwise_reference(const Workload& w, const std::vector<const float*>& in, float* out) {
   Depthwise d = depthwise_of(w);
@@ -392,10 +311,10 @@ void depthwise_reference(const Workload& w, const std::vector<const float*>& in,
             for (int64_t s = 0; s < d.S; ++s) {
               int64_t h = p * d.stride + r * d.dil - d.pad, x = q * d.stride + s * d.dil - d.pad;
               if (h < 0 || h >= d.H || x < 0 || x >= d.W) continue;
-              acc += double(in[0][(((n * d.cb() + c / d.b) * d.H + h) * d.W + x) * d.b + c % d.b]) *
-                     in[1][((c / d.b * d.R + r) * d.S + s) * d.b + c % d.b];
+              acc += double(in[0][(((n * d.cb() + c / d.ic) * d.H + h) * d.W + x) * d.ic + c % d.ic]) *
+                     in[1][((c / d.ic * d.R + r) * d.S + s) * d.ic + c % d.ic];
             }
-          int64_t o = (((n * d.cb() + c / d.b) * d.P + p) * d.Q + q) * d.b + c % d.b;
+          int64_t o = (((n * d.cb() + c / d.ic) * d.P + p) * d.Q + q) * d.ic + c % d.ic;
           out[o] = static_cast<float>(epilogue_value(e, acc, bias ? bias[c] : 0.f, residual ? residual[o] : 0.f));
         }
 }
@@ -410,14 +329,14 @@ struct DepthwiseTensors {
 // stride 2), while loop partitioning takes the guards out of the interior rows.
 DepthwiseTensors define_depthwise(const Depthwise& d, const ConvEpilogue& e) {
   DepthwiseTensors t;
-  t.input = te::placeholder("input", {d.N, d.cb(), d.H, d.W, d.b});
-  t.weight = te::placeholder("weight", {d.cb(), d.R, d.S, d.b});
+  t.input = te::placeholder("input", operators::conv_input_shape(d));
+  t.weight = te::placeholder("weight", operators::conv_weight_shape(d));
   te::Tensor in = t.input;
   auto read = guarded_read(in, d.H, d.W, d.pad);
   auto rr = te::reduce_axis(d.R, "rr");
   auto rs = te::reduce_axis(d.S, "rs");
   te::Tensor wt = t.weight;
-  std::vector<int64_t> shape = {d.N, d.cb(), d.P, d.Q, d.b};
+  std::vector<int64_t> shape = operators::conv_output_shape(d);
   t.sum = te::compute(e.any() ? "sum" : "output", shape, [&](const std::vector<Var>& v) {
     Expr h = Expr(v[2]) * d.stride + Expr(rr->var) * d.dil, w = Expr(v[3]) * d.stride + Expr(rs->var) * d.dil;
     return te::sum(read(v[0], v[1], h, w, v[4]) * wt(v[1], rr->var, rs->var, v[4]), {rr, rs});
@@ -436,7 +355,7 @@ ConfigSpace depthwise_space(const std::string& name, const Depthwise& d) {
   s.define_split_candidates("tile_q", {{1, 2, 4, 7, 8, 14, 16, 28}});
   s.define_knob("unroll_window", std::vector<int64_t>{1, 0});
   s.define_annotate("parallel", {"none", "outer"});
-  int64_t b = d.b;
+  int64_t b = d.ic;
   s.set_validator([b](const Config& cfg) -> Status {
     int64_t acc = knob_list(cfg, "tile_q")[1] * vectors(b);
     if (acc > kMaxAccVectors)
@@ -449,9 +368,9 @@ ConfigSpace depthwise_space(const std::string& name, const Depthwise& d) {
 Config depthwise_default(const std::string& name, const Depthwise& d, const CpuModel& cpu) {
   Config cfg;
   cfg.template_name = name;
-  int64_t block_vectors = (d.b + cpu.lanes - 1) / cpu.lanes;
+  int64_t block_vectors = (d.ic + cpu.lanes - 1) / cpu.lanes;
   int64_t acc = std::max<int64_t>(1, cpu.vector_registers / 2);
-  cfg.knobs = {{"tile_q", std::vector<int64_t>{-1, pick({1, 2, 4, 7, 8, 14, 16, 28}, d.Q, std::max<int64_t>(1, acc / block_vectors))}},
+  cfg.knobs = {{"tile_q", std::vector<int64_t>{-1, pick_tile({1, 2, 4, 7, 8, 14, 16, 28}, d.Q, std::max<int64_t>(1, acc / block_vectors))}},
                {"unroll_window", int64_t{d.R * d.S <= 25 ? 1 : 0}},
                {"parallel", std::string("none")}};
   return cfg;
@@ -489,8 +408,6 @@ StatusOr<Scheduled> depthwise_schedule(const Workload& w, const Config& cfg) {
 std::vector<OpDef> blocked_conv_ops() {
   OpDef op;
   op.name = "conv2d_nchwc";
-  op.flops = blocked_flops;
-  op.args = blocked_args;
   op.reference = blocked_reference;
   op.compute = blocked_compute;
   std::string cpu = "conv2d_nchwc.cpu.direct";
@@ -498,8 +415,6 @@ std::vector<OpDef> blocked_conv_ops() {
                           [cpu](const Workload& w, const CpuModel& m) { return blocked_default(cpu, blocked_of(w), m); }, blocked_schedule, nullptr});
   OpDef dw;
   dw.name = "depthwise_conv2d_nchwc";
-  dw.flops = depthwise_flops;
-  dw.args = depthwise_args;
   dw.reference = depthwise_reference;
   dw.compute = depthwise_compute;
   std::string dcpu = "depthwise_conv2d_nchwc.cpu.direct";

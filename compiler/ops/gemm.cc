@@ -34,47 +34,13 @@ namespace {
 using ir::Expr;
 using ir::Var;
 
-struct Gemm {
-  bool batched = false;  // batch_matmul: a leading batch axis on A, B and C.
-  bool transpose_b = false;  // dense: the second operand is W[N, K].
-  bool bias = false, relu = false;
-  int64_t batch = 1, M = 0, N = 0, K = 0;
-};
+using Gemm = operators::GemmShape;
 
-Gemm gemm_of(const Workload& w) {
-  Gemm g;
-  g.M = w.param("M");
-  g.N = w.param("N");
-  g.K = w.param("K");
-  if (w.op == "batch_matmul") {
-    g.batched = true;
-    g.batch = w.param("B");
-  }
-  if (w.op == "dense") {
-    g.transpose_b = true;
-    g.bias = w.param("bias") != 0;
-    g.relu = w.param("relu") != 0;
-  }
-  return g;
-}
+Gemm gemm_of(const Workload& w) { return operators::gemm_shape(w); }
 
 std::vector<int64_t> with_batch(const Gemm& g, std::vector<int64_t> shape) {
   if (g.batched) shape.insert(shape.begin(), g.batch);
   return shape;
-}
-
-std::vector<TensorArg> gemm_args(const Workload& w) {
-  Gemm g = gemm_of(w);
-  std::vector<TensorArg> args = {{"A", with_batch(g, {g.M, g.K})}};
-  args.push_back(g.transpose_b ? TensorArg{"W", {g.N, g.K}} : TensorArg{"B", with_batch(g, {g.K, g.N})});
-  if (g.bias) args.push_back({"bias", {g.N}});
-  args.push_back({"C", with_batch(g, {g.M, g.N}), DType::kFloat32, true});
-  return args;
-}
-
-double gemm_flops(const Workload& w) {
-  Gemm g = gemm_of(w);
-  return 2.0 * g.batch * g.M * g.N * g.K;
 }
 
 void gemm_reference(const Workload& w, const std::vector<const float*>& in, float* out) {
@@ -558,8 +524,6 @@ StatusOr<Scheduled> dot_schedule(const Workload& w, const Config& c) {
 OpDef gemm_op(const std::string& name) {
   OpDef op;
   op.name = name;
-  op.flops = gemm_flops;
-  op.args = gemm_args;
   op.reference = gemm_reference;
   op.compute = gemm_compute;
   std::string cpu = name + ".cpu.packed", cuda = name + ".cuda.tiled";

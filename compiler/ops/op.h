@@ -1,8 +1,10 @@
-// The operator library: for each operator (matmul, dense, batch_matmul, conv2d_nchw,
-// conv2d_nhwc, depthwise_conv2d_nchw) its tensor arguments, FLOP count, an independent naive C++
-// reference, a naive schedule (the "reference kernel" the agent checks candidates against), and
-// its tunable templates (at least one for CPUs, one for CUDA), each with its config space and a
-// heuristic default config.
+// The operator library: what the compiler adds to each operator's description
+// (common/operators/: parameters, typed shape, checks, tensor arguments, FLOPs): its compute
+// definition, an independent naive C++ reference, a naive schedule (the "reference kernel" the
+// agent checks candidates against), and its tunable templates, each with its config space and a
+// heuristic default config. One file per family of templates: gemm.cc (matmul, dense,
+// batch_matmul: CPU and CUDA), conv.cc (conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw: CPU and
+// CUDA), conv_nchwc.cc (conv2d_nchwc, depthwise_conv2d_nchwc: CPU); op_library() collects them.
 #pragma once
 
 #include <functional>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/operators/operator.h"
 #include "common/status.h"
 #include "common/target.h"
 #include "common/workload.h"
@@ -23,21 +26,7 @@
 
 namespace tunefarm::ops {
 
-struct TensorArg {
-  std::string name;
-  std::vector<int64_t> shape;
-  DType dtype = DType::kFloat32;
-  bool is_output = false;
-  // How the dimensions are named, for people reading a library's header ("NCHW", "OIHW"); empty
-  // for a plain row-major matrix.
-  std::string layout;
-
-  int64_t num_elements() const {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-  }
-};
+using operators::TensorArg;
 
 // The compute definition of one workload: kernel arguments in order (inputs, then the output).
 struct ComputeDef {
@@ -73,10 +62,8 @@ struct Template {
 };
 
 struct OpDef {
-  std::string name;
-  std::function<double(const Workload&)> flops;
-  std::function<std::vector<TensorArg>(const Workload&)> args;
-  // inputs[i] holds args(w)[i]'s elements (row-major), output the last argument's.
+  std::string name;  // The operator's, as its description (common/operators/) names it.
+  // inputs[i] holds operators::tensor_args(w)[i]'s elements (row-major), output the last argument's.
   std::function<void(const Workload&, const std::vector<const float*>& inputs, float* output)> reference;
   std::function<ComputeDef(const Workload&)> compute;
   std::vector<Template> templates;

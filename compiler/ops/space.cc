@@ -147,4 +147,14 @@ const std::vector<int64_t>& knob_list(const Config& c, const std::string& name) 
   return std::get<std::vector<int64_t>>(*c.find(name));
 }
 
+int64_t pick_tile(const std::vector<int64_t>& candidates, int64_t extent, int64_t cap) {
+  int64_t best = 0;
+  for (int64_t x : candidates)
+    if (x <= cap && x <= extent && extent % x == 0) best = std::max(best, x);
+  if (best) return best;
+  for (int64_t x : candidates)
+    if (x <= cap && x <= std::max<int64_t>(extent, candidates.front())) best = std::max(best, x);
+  return best ? best : candidates.front();
+}
+
 }  // namespace tunefarm::ops

@@ -73,4 +73,9 @@ int64_t knob_int(const Config& c, const std::string& name);
 const std::string& knob_str(const Config& c, const std::string& name);
 const std::vector<int64_t>& knob_list(const Config& c, const std::string& name);
 
+// A default config's tile: the largest candidate <= cap that divides `extent`; else the largest
+// <= cap and no longer than the extent (or than the first candidate, when the extent is shorter
+// than every candidate); else the first candidate. Candidates are in increasing order.
+int64_t pick_tile(const std::vector<int64_t>& candidates, int64_t extent, int64_t cap);
+
 }  // namespace tunefarm::ops

@@ -13,6 +13,7 @@
 
 #include "compiler/build.h"
 #include "compiler/ir/printer.h"
+#include "compiler/ops/op.h"
 #include "test_util.h"
 
 namespace tunefarm {
@@ -139,6 +140,24 @@ TEST(ReferenceKernel, SumsInDoubleAndRoundsOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CpuTemplates, ::testing::ValuesIn(testing_util::small_workloads()));
+
+TEST(OpLibrary, EveryDescribedOperatorHasTemplatesAndEveryOneADescription) {
+  for (const auto& description : operators::all_operators()) {
+    const ops::OpDef* op = ops::find_op(description.name);
+    ASSERT_NE(op, nullptr) << description.name << " is described but the compiler has no templates for it";
+    EXPECT_FALSE(op->templates.empty()) << description.name;
+  }
+  for (const auto& op : ops::op_library()) EXPECT_NE(operators::find_operator(op.name), nullptr) << op.name;
+}
+
+TEST(OpLibrary, TilesAreTheLargestDividingCandidateUnderTheCap) {
+  EXPECT_EQ(ops::pick_tile({1, 2, 4, 7, 8, 14}, 56, 8), 8);
+  EXPECT_EQ(ops::pick_tile({1, 2, 4, 7, 8, 14}, 28, 10), 7);  // 8 does not divide 28
+  EXPECT_EQ(ops::pick_tile({4, 8, 14, 16}, 10, 16), 8);        // none divides: the largest that fits
+  EXPECT_EQ(ops::pick_tile({8, 16, 32}, 3, 32), 8);            // shorter than every candidate: the first
+  EXPECT_EQ(ops::pick_tile({8, 16, 32}, 64, 4), 8);            // nothing under the cap: the first
+  EXPECT_EQ(ops::pick_tile({1, 2, 3, 4}, 6, 4), 3);
+}
 INSTANTIATE_TEST_SUITE_P(Blocked, CpuTemplates, ::testing::ValuesIn(testing_util::blocked_workloads()));
 
 }  // namespace

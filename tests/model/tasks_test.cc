@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/operators/operator.h"
 #include "model/onnx_import.h"
 #include "model/passes/fold_batch_norm.h"
 #include "tests/model/model_test_util.h"
@@ -36,10 +37,9 @@ void expect_tasks_match_the_model(const std::string& file, int expected_nodes, c
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     const Value* out = graph->find(node.outputs[0]);
     ASSERT_NE(out, nullptr);
-    int64_t extent = conv_output_extent(w->param("H"), w->param("R"), w->param("stride"), w->param("pad"),
-                                        w->param("dilation"));
-    EXPECT_EQ(out->shape[2], extent) << node.name << " " << w->to_string();
-    EXPECT_EQ(out->shape[1], w->has_param("K") ? w->param("K") : w->param("C")) << node.name;
+    operators::ConvShape conv = operators::conv_shape(*w);
+    EXPECT_EQ(out->shape[2], conv.P) << node.name << " " << w->to_string();
+    EXPECT_EQ(out->shape[1], conv.K) << node.name;
   }
   auto table = extract_tasks(*graph);
   ASSERT_TRUE(table.ok()) << file << ": " << table.status().to_string();

@@ -1,0 +1,36 @@
+#include "common/operators/gemm.h"
+
+namespace tunefarm::operators {
+
+GemmShape read_gemm(const Workload& w, bool batched, bool transpose_b) {
+  GemmShape g;
+  g.batched = batched;
+  g.transpose_b = transpose_b;
+  g.M = w.param("M");
+  g.N = w.param("N");
+  g.K = w.param("K");
+  if (batched) g.batch = w.param("B");
+  g.bias = w.param("bias") != 0;
+  g.relu = w.param("relu") != 0;
+  return g;
+}
+
+std::vector<TensorArg> gemm_args(const GemmShape& g) {
+  auto with_batch = [&](std::vector<int64_t> shape) {
+    if (g.batched) shape.insert(shape.begin(), g.batch);
+    return shape;
+  };
+  std::vector<TensorArg> args = {{"A", with_batch({g.M, g.K})}};
+  args.push_back(g.transpose_b ? TensorArg{"W", {g.N, g.K}} : TensorArg{"B", with_batch({g.K, g.N})});
+  if (g.bias) args.push_back({"bias", {g.N}});
+  args.push_back({"C", with_batch({g.M, g.N}), DType::kFloat32, true});
+  return args;
+}
+
+double gemm_flops(const GemmShape& g) { return 2.0 * g.batch * g.M * g.N * g.K; }
+
+int64_t gemm_reduction_length(const GemmShape& g) { return g.K; }
+
+Status check_gemm(const GemmShape&) { return Status(); }
+
+}  // namespace tunefarm::operators

@@ -1,0 +1,23 @@
+#include "model/passes/passes.h"
+
+#include "model/passes/fold_batch_norm.h"
+#include "model/passes/fold_constants.h"
+#include "model/passes/fuse_patterns.h"
+#include "model/passes/group_epilogues.h"
+
+namespace tunefarm::model {
+
+Status run_passes(Graph& graph) {
+  // 1. Data movement around constants (a transposed Linear weight, a reshaped Constant) becomes
+  //    constants, so that the next passes and the tunable operators see weights as weights.
+  TF_RETURN_IF_ERROR(fold_constants(graph).status());
+  // 2. A BatchNormalization after a Conv becomes the Conv's scaled weight and bias.
+  TF_RETURN_IF_ERROR(fold_batch_norm(graph).status());
+  // 3. The node chains exporters spell LayerNorm and GELU with become one node each.
+  TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
+  // 4. Bias, residual Add, ReLU and ReLU6 after a tunable operator join it as its epilogue; last,
+  //    so that they follow the folded bias and the fused activations.
+  return group_epilogues(graph).status();
+}
+
+}  // namespace tunefarm::model

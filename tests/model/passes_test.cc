@@ -1,0 +1,231 @@
+// The model passes one by one, on small graphs built in code: what each rewrites, and what it must
+// leave alone. (Whole models through all of them: tasks_test.cc and build_test.cc.)
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "model/graph.h"
+#include "model/passes/fold_constants.h"
+#include "model/passes/fuse_patterns.h"
+#include "model/passes/group_epilogues.h"
+#include "model/passes/passes.h"
+
+namespace tunefarm::model {
+namespace {
+
+class GraphBuilder {
+ public:
+  Graph g;
+
+  void value(const std::string& name, std::vector<int64_t> shape) {
+    Value& v = g.values[name];
+    v.name = name;
+    v.shape = std::move(shape);
+  }
+  void constant(const std::string& name, std::vector<int64_t> shape, std::vector<float> data) {
+    value(name, std::move(shape));
+    g.values[name].constant = true;
+    g.values[name].floats = std::move(data);
+  }
+  void scalar(const std::string& name, float x) { constant(name, {}, {x}); }
+  Node& node(const std::string& op, std::vector<std::string> inputs, const std::string& output) {
+    Node n;
+    n.name = output + "_node";
+    n.op = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {output};
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+};
+
+std::vector<std::string> ops_of(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const Node& n : g.nodes) ops.push_back(n.op);
+  return ops;
+}
+
+TEST(FoldConstants, TransposedAndCastWeightsBecomeConstantsAndComputedValuesStay) {
+  GraphBuilder b;
+  b.constant("w", {2, 3}, {1, 2, 3, 4, 5, 6});
+  b.value("wt", {3, 2});
+  b.node("Transpose", {"w"}, "wt").attributes["perm"].ints = {1, 0};
+  b.value("x", {3, 2});
+  b.value("xt", {2, 3});
+  b.node("Transpose", {"x"}, "xt").attributes["perm"].ints = {1, 0};
+  b.constant("i", {2}, {});
+  b.g.values["i"].is_float = false;
+  b.g.values["i"].ints = {7, 8};
+  b.value("f", {2});
+  b.node("Cast", {"i"}, "f").attributes["to"].i = 1;  // FLOAT
+  b.value("n", {2});
+  b.node("Cast", {"i"}, "n").attributes["to"].i = 7;  // INT64: not what the kernels read
+  b.g.inputs = {"x"};
+  auto folded = fold_constants(b.g);
+  ASSERT_TRUE(folded.ok());
+  EXPECT_EQ(*folded, 2);
+  EXPECT_EQ(ops_of(b.g), (std::vector<std::string>{"Transpose", "Cast"}));
+  EXPECT_EQ(b.g.nodes[0].inputs[0], "x");
+  const Value* wt = b.g.find("wt");
+  ASSERT_TRUE(wt && wt->constant);
+  EXPECT_EQ(wt->shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(wt->floats, (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  const Value* f = b.g.find("f");
+  ASSERT_TRUE(f && f->constant && f->is_float);
+  EXPECT_EQ(f->floats, (std::vector<float>{7, 8}));
+}
+
+// x / sqrt(2) -> Erf -> + 1 -> * x -> * 0.5, as PyTorch exports GELU.
+void gelu_chain(GraphBuilder& b, float one) {
+  b.value("x", {4});
+  b.scalar("sqrt2", std::sqrt(2.f));
+  b.scalar("one", one);
+  b.scalar("half", 0.5f);
+  for (const char* v : {"d", "e", "a", "m", "y"}) b.value(v, {4});
+  b.node("Div", {"x", "sqrt2"}, "d");
+  b.node("Erf", {"d"}, "e");
+  b.node("Add", {"e", "one"}, "a");
+  b.node("Mul", {"x", "a"}, "m");
+  b.node("Mul", {"m", "half"}, "y");
+  b.g.inputs = {"x"};
+  b.g.outputs = {"y"};
+}
+
+TEST(FusePatterns, AnErfChainBecomesOneGeluNode) {
+  GraphBuilder b;
+  gelu_chain(b, 1.f);
+  auto fused = fuse_patterns(b.g);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(*fused, 1);
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Gelu"}));
+  EXPECT_EQ(b.g.nodes[0].inputs, (std::vector<std::string>{"x"}));
+  EXPECT_EQ(b.g.nodes[0].outputs, (std::vector<std::string>{"y"}));
+  EXPECT_EQ(b.g.nodes[0].sources.size(), 5u);
+}
+
+TEST(FusePatterns, AChainThatOnlyLooksLikeGeluStays) {
+  GraphBuilder b;
+  gelu_chain(b, 2.f);  // erf(x / sqrt 2) + 2 is not GELU
+  auto fused = fuse_patterns(b.g);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(*fused, 0);
+  EXPECT_EQ(b.g.nodes.size(), 5u);
+}
+
+TEST(FusePatterns, TheReduceMeanChainWithItsScaleAndShiftBecomesOneLayerNorm) {
+  GraphBuilder b;
+  b.value("x", {2, 8});
+  for (const char* v : {"mean", "var", "ve", "sd"}) b.value(v, {2, 1});
+  for (const char* v : {"d", "sq", "n", "s", "y"}) b.value(v, {2, 8});
+  b.scalar("two", 2.f);
+  b.scalar("eps", 1e-5f);
+  b.constant("gamma", {8}, std::vector<float>(8, 1.5f));
+  b.constant("beta", {8}, std::vector<float>(8, 0.25f));
+  b.node("ReduceMean", {"x"}, "mean");
+  b.node("Sub", {"x", "mean"}, "d");
+  b.node("Pow", {"d", "two"}, "sq");
+  b.node("ReduceMean", {"sq"}, "var");
+  b.node("Add", {"var", "eps"}, "ve");
+  b.node("Sqrt", {"ve"}, "sd");
+  b.node("Div", {"d", "sd"}, "n");
+  b.node("Mul", {"n", "gamma"}, "s");
+  b.node("Add", {"s", "beta"}, "y");
+  b.g.inputs = {"x"};
+  b.g.outputs = {"y"};
+  auto fused = fuse_patterns(b.g);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(*fused, 1);
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"LayerNormalization"}));
+  const Node& ln = b.g.nodes[0];
+  EXPECT_EQ(ln.inputs, (std::vector<std::string>{"x", "gamma", "beta"}));
+  EXPECT_EQ(ln.outputs, (std::vector<std::string>{"y"}));
+  EXPECT_FLOAT_EQ(ln.float_attr("epsilon", 0), 1e-5f);
+  EXPECT_EQ(ln.sources.size(), 9u);
+}
+
+// A convolution [1, 4, 6, 6] and what follows it.
+void conv(GraphBuilder& b) {
+  b.value("x", {1, 4, 6, 6});
+  b.constant("w", {4, 4, 3, 3}, std::vector<float>(144, 0.1f));
+  b.value("c", {1, 4, 6, 6});
+  b.node("Conv", {"x", "w"}, "c");
+  b.g.inputs = {"x"};
+}
+
+TEST(GroupEpilogues, BiasResidualAndActivationJoinTheConvolutionInOrder) {
+  GraphBuilder b;
+  conv(b);
+  b.constant("bias", {1, 4, 1, 1}, {1, 2, 3, 4});
+  for (const char* v : {"cb", "r", "y"}) b.value(v, {1, 4, 6, 6});
+  b.scalar("lo", 0.f);
+  b.scalar("hi", 6.f);
+  b.node("Add", {"c", "bias"}, "cb");
+  b.node("Add", {"x", "cb"}, "r");  // the residual: the block's input, computed before the Conv
+  b.node("Clip", {"r", "lo", "hi"}, "y");
+  b.g.outputs = {"y"};
+  auto grouped = group_epilogues(b.g);
+  ASSERT_TRUE(grouped.ok());
+  EXPECT_EQ(*grouped, 3);
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Conv"}));
+  const Node& c = b.g.nodes[0];
+  EXPECT_EQ(c.outputs[0], "y");
+  ASSERT_EQ(c.epilogue.size(), 3u);
+  EXPECT_EQ(c.epilogue[0].op, "bias");
+  EXPECT_EQ(c.epilogue[0].operand, "bias");
+  EXPECT_EQ(c.epilogue[1].op, "add");
+  EXPECT_EQ(c.epilogue[1].operand, "x");
+  EXPECT_EQ(c.epilogue[2].op, "clip");
+  EXPECT_EQ(c.epilogue[2].lo, 0.f);
+  EXPECT_EQ(c.epilogue[2].hi, 6.f);
+}
+
+TEST(GroupEpilogues, AnOutputReadTwiceOrAnAddendComputedLaterStaysApart) {
+  GraphBuilder b;
+  conv(b);
+  for (const char* v : {"r1", "r2", "later", "y"}) b.value(v, {1, 4, 6, 6});
+  b.node("Relu", {"c"}, "r1");
+  b.node("Relu", {"c"}, "r2");  // c has two readers: neither Relu may take it over
+  b.node("Sigmoid", {"r1"}, "later");
+  b.g.outputs = {"r2", "later"};
+  auto grouped = group_epilogues(b.g);
+  ASSERT_TRUE(grouped.ok());
+  EXPECT_EQ(*grouped, 0);
+  EXPECT_EQ(b.g.nodes.size(), 4u);
+
+  GraphBuilder late;
+  conv(late);
+  for (const char* v : {"s", "y"}) late.value(v, {1, 4, 6, 6});
+  late.node("Sigmoid", {"x"}, "s");
+  late.node("Add", {"c", "s"}, "y");  // s is computed after the Conv: it cannot join it
+  late.g.outputs = {"y"};
+  auto late_grouped = group_epilogues(late.g);
+  ASSERT_TRUE(late_grouped.ok());
+  EXPECT_EQ(*late_grouped, 0);
+  EXPECT_EQ(late.g.nodes.size(), 3u);
+}
+
+TEST(RunPasses, FoldsThenFusesThenGroups) {
+  // A transposed constant weight feeding a MatMul, then a bias Add and a Relu: the weight folds,
+  // and the MatMul takes the Add and the Relu as its epilogue.
+  GraphBuilder b;
+  b.value("x", {2, 3});
+  b.constant("w", {4, 3}, std::vector<float>(12, 0.5f));
+  b.value("wt", {3, 4});
+  b.node("Transpose", {"w"}, "wt").attributes["perm"].ints = {1, 0};
+  b.constant("bias", {4}, {1, 2, 3, 4});
+  for (const char* v : {"m", "mb", "y"}) b.value(v, {2, 4});
+  b.node("MatMul", {"x", "wt"}, "m");
+  b.node("Add", {"m", "bias"}, "mb");
+  b.node("Relu", {"mb"}, "y");
+  b.g.inputs = {"x"};
+  b.g.outputs = {"y"};
+  ASSERT_TRUE(run_passes(b.g).ok());
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"MatMul"}));
+  EXPECT_TRUE(b.g.find("wt")->constant);
+  ASSERT_EQ(b.g.nodes[0].epilogue.size(), 2u);
+  EXPECT_EQ(b.g.nodes[0].epilogue[0].op, "bias");
+  EXPECT_EQ(b.g.nodes[0].epilogue[1].op, "relu");
+}
+
+}  // namespace
+}  // namespace tunefarm::model
