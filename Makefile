@@ -34,8 +34,8 @@ test: deps
 	cd $(BUILD_DIR) && OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 ctest --output-on-failure -j $(CTEST_JOBS)
 	@if [ -f tests/fuzz/run.sh ]; then BUILD_DIR=$(BUILD_DIR) bash tests/fuzz/run.sh; fi
 
-# The demo needs the four programs, the sandbox worker and kernel_bench, not the test suite.
-DEMO_TARGETS = trackerd device-agent tunerd tune-client tunefarm-measure-worker kernel_bench
+# The demo needs the four programs, the sandbox worker and the library builder, not the test suite.
+DEMO_TARGETS = trackerd device-agent tunerd tune-client tunefarm-measure-worker tunefarm-build-library
 
 demo: deps
 	$(MAKE) configure
