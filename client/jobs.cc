@@ -87,9 +87,13 @@ std::string progress_line(const v1::Job& job) {
   int errors = 0;
   for (const auto& [code, n] : p.errors_by_code())
     if (code != "OK") errors += n;
-  return fmt::format("[{}{}] {}/{} trials  best {:.1f} GFLOP/s  last batch {:.1f}  errors {}  elapsed {}  eta {}",
+  // The search's trials, then the re-measurement of the best, which the estimate includes.
+  std::string remeasuring = p.trials_done() >= budget && p.remeasure_budget() > 0 && p.eta_s() != 0
+                                ? fmt::format("  re-measuring {}/{}", p.remeasured(), p.remeasure_budget())
+                                : "";
+  return fmt::format("[{}{}] {}/{} trials{}  best {:.1f} GFLOP/s  last batch {:.1f}  errors {}  elapsed {}  eta {}",
                      std::string(filled, '#'), std::string(width - filled, '.'), p.trials_done(), budget,
-                     p.best_gflops(), p.current_gflops(), errors, format_duration(p.elapsed_s()),
+                     remeasuring, p.best_gflops(), p.current_gflops(), errors, format_duration(p.elapsed_s()),
                      p.eta_s() < 0 || p.trials_done() == 0 ? "?" : format_duration(p.eta_s())) +
          latency_estimate(p);
 }
@@ -101,6 +105,12 @@ void print_job(const v1::Job& job) {
   auto target = from_proto(job.spec().target());
   fmt::print("  target    {}   device {}\n", target.ok() ? target->to_string() : "?", job.spec().device_key());
   fmt::print("  progress  {}\n", progress_line(job));
+  // What the time budget's clock counts before any result: building, queueing, measuring.
+  if (job.progress().first_batch_s() > 0)
+    fmt::print("  first     batch measured {} after the start (building, queueing and measuring it)\n",
+               format_duration(job.progress().first_batch_s()));
+  else if (job.state() == v1::RUNNING)
+    fmt::print("  first     batch not measured yet (it is built, then queued and measured)\n");
   if (!job.activity().empty()) fmt::print("  now       {}\n", job.activity());
   for (const auto& [code, n] : job.progress().errors_by_code())
     if (code != "OK") fmt::print("            {} x {}\n", n, code);

@@ -140,7 +140,9 @@ TEST(Daemons, AConfigFileWithAMistakeStopsTheDaemonNamingFileLineAndKey) {
   for (const Case& c : {Case{"listen = \"127.0.0.1:1\"\ndata_dir = \"x\"\n", ":2: unknown key \"data_dir\""},
                         Case{"bogus-key = 1\n", ":1: unknown key \"bogus-key\""},
                         Case{"[tracker]\nlisten = \"127.0.0.1:1\"\n", "sections are not read"},
-                        Case{"listen = \"127.0.0.1:1\n", "config.toml:1:"}}) {
+                        Case{"listen = \"127.0.0.1:1\n", "config.toml:1:"},
+                        // A value the flag refuses: CLI11 names the flag, the file and line come with it.
+                        Case{"log-level = \"info\"\nlog-format = \"loud\"\n", "config.toml:2, key \"log-format\""}}) {
     std::ofstream(dir + "/config.toml") << c.text;
     for (const char* program : {"trackerd", "tunerd", "device-agent"}) {
       Process p(bin_path(program), {"--config", dir + "/config.toml"}, dir + "/" + program + ".log");
