@@ -36,8 +36,8 @@ test: deps
 	@tail -n 1 $(BUILD_DIR)/tests/python/pytest.log 2>/dev/null || true
 	@if [ -f tests/fuzz/run.sh ]; then BUILD_DIR=$(BUILD_DIR) bash tests/fuzz/run.sh; fi
 
-# The demo needs the four programs, the sandbox worker and kernel_bench, not the test suite.
-DEMO_TARGETS = trackerd device-agent tunerd tune-client tunefarm-measure-worker kernel_bench
+# The demo needs the four programs, the sandbox worker and the library builder, not the test suite.
+DEMO_TARGETS = trackerd device-agent tunerd tune-client tunefarm-measure-worker tunefarm-build-library
 
 demo: deps
 	$(MAKE) configure

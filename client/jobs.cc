@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
@@ -29,6 +30,7 @@ struct SubmitFlags {
   std::string template_name;
   int trials = 200;
   std::string time_budget;
+  std::string max_wait;
   int early_stopping = 0;
   int batch_size = 0;
   std::string strategy = "xgb-sa";
@@ -52,33 +54,29 @@ struct ListFlags {
 
 std::unique_ptr<v1::Tuner::Stub> tuner(const GlobalFlags& global) { return v1::Tuner::NewStub(dial(global.server)); }
 
+// One task's workload in full; a job of several (a model's) as its count of tasks per operator,
+// which fits a line: the tasks themselves are listed by `status`.
 std::string workloads_of(const v1::Job& job) {
-  std::string out;
-  for (const auto& t : job.spec().tasks()) {
-    auto w = from_proto(t.workload());
-    out += (out.empty() ? "" : " ") + (w.ok() ? w->to_string() : t.workload().op());
+  if (job.spec().tasks_size() == 1) {
+    auto w = from_proto(job.spec().tasks(0).workload());
+    return w.ok() ? w->to_string() : job.spec().tasks(0).workload().op();
   }
-  return out;
+  std::map<std::string, int> per_op;
+  for (const auto& t : job.spec().tasks()) ++per_op[t.workload().op()];
+  std::string ops;
+  for (const auto& [op, n] : per_op) ops += fmt::format("{}{} {}", ops.empty() ? "" : ", ", n, op);
+  return fmt::format("{} tasks ({})", job.spec().tasks_size(), ops);
 }
 
 std::string state_name(v1::JobState s) { return v1::JobState_Name(s); }
 
-// A job of several weighted tasks (a model's): the model's latency as the sum over its tasks of
-// count x time per run, with the best configs so far and with the templates' untuned defaults.
-// Empty until every task has a figure.
+// A model job's latency so far (common/wire.h), with its untuned estimate once known; empty for a
+// job of one task.
 std::string latency_estimate(const v1::JobProgress& p) {
-  if (p.tasks_size() < 2) return "";
-  double tuned = 0, untuned = 0;
-  bool all_defaults = true;
-  for (const v1::TaskProgress& t : p.tasks()) {
-    if (t.best_gflops() <= 0 || t.flops() <= 0) return "";
-    double weight = t.weight() > 0 ? t.weight() : 1;
-    tuned += weight * t.flops() / (t.best_gflops() * 1e9);
-    if (t.default_gflops() > 0) untuned += weight * t.flops() / (t.default_gflops() * 1e9);
-    else all_defaults = false;
-  }
-  return fmt::format("  model ~{:.3f} ms{}", tuned * 1e3,
-                     all_defaults ? fmt::format(" (untuned {:.3f} ms)", untuned * 1e3) : "");
+  auto latency = model_latency(p);
+  if (!latency) return "";
+  return fmt::format("  model ~{:.3f} ms{}", latency->tuned_s * 1e3,
+                     latency->untuned_s > 0 ? fmt::format(" (untuned {:.3f} ms)", latency->untuned_s * 1e3) : "");
 }
 
 std::string progress_line(const v1::Job& job) {
@@ -89,9 +87,13 @@ std::string progress_line(const v1::Job& job) {
   int errors = 0;
   for (const auto& [code, n] : p.errors_by_code())
     if (code != "OK") errors += n;
-  return fmt::format("[{}{}] {}/{} trials  best {:.1f} GFLOP/s  last batch {:.1f}  errors {}  elapsed {}  eta {}",
+  // The search's trials, then the re-measurement of the best, which the estimate includes.
+  std::string remeasuring = p.trials_done() >= budget && p.remeasure_budget() > 0 && p.eta_s() != 0
+                                ? fmt::format("  re-measuring {}/{}", p.remeasured(), p.remeasure_budget())
+                                : "";
+  return fmt::format("[{}{}] {}/{} trials{}  best {:.1f} GFLOP/s  last batch {:.1f}  errors {}  elapsed {}  eta {}",
                      std::string(filled, '#'), std::string(width - filled, '.'), p.trials_done(), budget,
-                     p.best_gflops(), p.current_gflops(), errors, format_duration(p.elapsed_s()),
+                     remeasuring, p.best_gflops(), p.current_gflops(), errors, format_duration(p.elapsed_s()),
                      p.eta_s() < 0 || p.trials_done() == 0 ? "?" : format_duration(p.eta_s())) +
          latency_estimate(p);
 }
@@ -103,6 +105,12 @@ void print_job(const v1::Job& job) {
   auto target = from_proto(job.spec().target());
   fmt::print("  target    {}   device {}\n", target.ok() ? target->to_string() : "?", job.spec().device_key());
   fmt::print("  progress  {}\n", progress_line(job));
+  // What the time budget's clock counts before any result: building, queueing, measuring.
+  if (job.progress().first_batch_s() > 0)
+    fmt::print("  first     batch measured {} after the start (building, queueing and measuring it)\n",
+               format_duration(job.progress().first_batch_s()));
+  else if (job.state() == v1::RUNNING)
+    fmt::print("  first     batch not measured yet (it is built, then queued and measured)\n");
   if (!job.activity().empty()) fmt::print("  now       {}\n", job.activity());
   for (const auto& [code, n] : job.progress().errors_by_code())
     if (code != "OK") fmt::print("            {} x {}\n", n, code);
@@ -211,8 +219,13 @@ int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
   spec->set_trials(flags.trials);
   if (!flags.time_budget.empty()) {
     auto seconds = parse_duration(flags.time_budget);
-    if (!seconds.ok()) return fail(seconds.status().message());
+    if (!seconds.ok()) return fail(seconds.status().with_context("--time-budget").message());
     spec->set_time_budget_s(*seconds);
+  }
+  if (!flags.max_wait.empty()) {
+    auto seconds = parse_duration(flags.max_wait);
+    if (!seconds.ok()) return fail(seconds.status().with_context("--max-wait").message());
+    spec->set_max_wait_s(*seconds);
   }
   spec->set_early_stopping(flags.early_stopping);
   spec->set_batch_size(flags.batch_size);
@@ -262,6 +275,18 @@ int run_cancel(const GlobalFlags& global, const JobFlags& flags) {
   return 0;
 }
 
+int run_resume(const GlobalFlags& global, const JobFlags& flags) {
+  v1::ResumeJobRequest request;
+  request.set_job_id(flags.job_id);
+  v1::Job job;
+  grpc::Status status = call_tuner(global, &v1::Tuner::Stub::ResumeJob, request, &job);
+  if (!status.ok()) return rpc_failure(global.server, fmt::format("resume {}", flags.job_id), status);
+  if (flags.json) fmt::print("{}\n", to_json(job));
+  else fmt::print("job {}: queued again; it goes on from the {} trials it has measured\n", job.id(),
+                  job.progress().trials_done());
+  return 0;
+}
+
 int run_jobs(const GlobalFlags& global, const ListFlags& flags) {
   v1::ListJobsRequest request;
   for (const auto& s : flags.states) {
@@ -284,11 +309,14 @@ int run_jobs(const GlobalFlags& global, const ListFlags& flags) {
     fmt::print("no jobs\n");
     return 0;
   }
-  fmt::print("{:<18} {:<10} {:>13} {:>12}  {}\n", "JOB", "STATE", "TRIALS", "BEST GFLOP/s", "WORKLOADS");
-  for (const auto& job : response.jobs())
-    fmt::print("{:<18} {:<10} {:>13} {:>12.1f}  {}\n", job.id(), state_name(job.state()),
+  fmt::print("{:<18} {:<10} {:>13} {:>12}  {:<20} {}\n", "JOB", "STATE", "TRIALS", "BEST GFLOP/s", "NAME", "WORKLOADS");
+  for (const auto& job : response.jobs()) {
+    std::string name = job.spec().name().empty() ? "-" : job.spec().name();
+    if (name.size() > 20) name = name.substr(0, 19) + "~";
+    fmt::print("{:<18} {:<10} {:>13} {:>12.1f}  {:<20} {}\n", job.id(), state_name(job.state()),
                fmt::format("{}/{}", job.progress().trials_done(), job.spec().trials()), job.progress().best_gflops(),
-               workloads_of(job));
+               name, workloads_of(job));
+  }
   return 0;
 }
 
@@ -307,7 +335,12 @@ void add_jobs_commands(CLI::App& app, const GlobalFlags& global, Commands& comma
   s->add_option("--device", submit->device, "Device key of the boards that measure")->capture_default_str();
   s->add_option("--template", submit->template_name, "Template name (default: the operator's default)");
   s->add_option("--trials", submit->trials, "Measurement budget over all tasks")->capture_default_str();
-  s->add_option("--time-budget", submit->time_budget, "Wall-clock budget, e.g. 10m or 1h30m");
+  s->add_option("--time-budget", submit->time_budget,
+                "Wall-clock budget with its unit, e.g. 90s, 10m or 1h30m (the first batch's building and "
+                "queueing count)");
+  s->add_option("--max-wait", submit->max_wait,
+                "How long the job waits for the tracker and an agent of its key before it fails (then "
+                "`resume` goes on), e.g. 30m (default: tunerd's, 1h)");
   s->add_option("--early-stopping", submit->early_stopping, "Stop a task after N trials without improvement");
   s->add_option("--batch-size", submit->batch_size, "Candidates per measurement batch (default 64)");
   s->add_option("--strategy", submit->strategy, "xgb-sa, random, grid or genetic")->capture_default_str();
@@ -336,6 +369,7 @@ void add_jobs_commands(CLI::App& app, const GlobalFlags& global, Commands& comma
   add_job_command("watch", "Follow a job until it ends",
                   [](const GlobalFlags& g, const JobFlags& f) { return follow(g, f.job_id, f.json); });
   add_job_command("cancel", "Cancel a queued or running job", run_cancel);
+  add_job_command("resume", "Run a FAILED or CANCELLED job again from where it stopped", run_resume);
 }
 
 }  // namespace tunefarm::client

@@ -21,10 +21,20 @@ int fail(const std::string& message) {
 }
 
 int rpc_failure(const std::string& address, const std::string& what, const grpc::Status& status) {
-  std::string reason = status.error_code() == grpc::StatusCode::UNAVAILABLE
-                           ? fmt::format("{}: cannot reach {} ({})", what, address, status.error_message())
-                           : fmt::format("{}: {}", what, status.error_message());
-  return fail(reason);
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return fail(fmt::format("{}: {}", what, status.error_message()));
+  const std::string& message = status.error_message();
+  // A connection that closes while it is set up is a TLS mismatch more often than a server that
+  // is away; gRPC says only "Socket closed" or names the handshake.
+  bool tls_mismatch = message.find("Socket closed") != std::string::npos ||
+                      message.find("handshake") != std::string::npos || message.find("SSL") != std::string::npos ||
+                      message.find("certificate") != std::string::npos;
+  std::string hint =
+      tls_mismatch ? "; if it serves TLS, give --tls-ca with the CA that signed its certificate (a wrong CA fails so "
+                     "too); if it does not, leave --tls-ca out"
+      : message.find("onnect") != std::string::npos || message.find("refused") != std::string::npos
+          ? "; is it running, and is that its --listen address?"
+          : "";
+  return fail(fmt::format("{}: cannot reach {} ({}){}", what, address, message, hint));
 }
 
 std::string to_json(const google::protobuf::Message& message) {
@@ -46,7 +56,7 @@ std::string format_duration(double seconds) {
 
 StatusOr<double> parse_duration(const std::string& text) {
   auto bad = [&] {
-    return invalid_argument(fmt::format("duration '{}' must look like 90, 90s, 10m, 1h or 1h30m", text));
+    return invalid_argument(fmt::format("duration '{}' must look like 90s, 10m, 1h or 1h30m", text));
   };
   if (text.empty()) return bad();
   double total = 0;
@@ -66,7 +76,10 @@ StatusOr<double> parse_duration(const std::string& text) {
         default: return bad();
       }
       ++i;
-    } else if (start != 0) {
+    } else if (start == 0) {
+      // "3" could be seconds or minutes: the unit is always written.
+      return invalid_argument(fmt::format("duration '{}' needs a unit: {}s, {}m or {}h", text, text, text, text));
+    } else {
       return bad();  // "1h30" is ambiguous.
     }
     total += value * unit;

@@ -93,7 +93,14 @@ int run_records(const GlobalFlags& global, const RecordsFlags& flags) {
     fmt::print("{}\n", to_json(response));
     return 0;
   }
-  fmt::print("{} of {} records\n", response.records_size(), response.total());
+  fmt::print("{} of {} records{}\n", response.records_size(), response.total(),
+             flags.offset + response.records_size() < response.total()
+                 ? fmt::format(" (the next with --offset {}; --limit N for more at once)",
+                               flags.offset + response.records_size())
+                 : "");
+  if (response.records().empty()) return 0;
+  fmt::print("{:<14} {:>17}  {:<12} {:<16} {:<32} {}\n", "RESULT", "SPEED", "MEASURED AS", "BUILT FOR CPU", "WORKLOAD",
+             "CONFIG");
   for (const auto& r : response.records()) {
     auto w = from_proto(r.workload());
     std::string round = r.remeasure_round() > 0 ? fmt::format("re-measure {}", r.remeasure_round()) : "trial";

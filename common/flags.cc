@@ -129,6 +129,24 @@ Status check_config_file(const CLI::App& app, const std::string& path) {
   return Status::ok_status();
 }
 
+namespace {
+
+// Where a value that CLI11 refused came from, when it came from the --config file: CLI11 names
+// the flag ("--max-queued-jobs: Value lots not in range ...") but not the file and line.
+std::string config_source(int argc, char** argv, const std::string& error) {
+  std::string path = config_path(argc, argv);
+  if (path.empty() || !error.starts_with("--")) return "";
+  std::string name = error.substr(2, error.find(':') == std::string::npos ? 0 : error.find(':') - 2);
+  if (name.empty() || on_command_line(argc, argv, name)) return "";
+  auto parsed = toml::parse_file(path);
+  if (!parsed) return "";
+  for (auto&& [key, value] : parsed.table())
+    if (key.str() == name) return fmt::format(" (at {}:{}, key \"{}\")", path, key.source().begin.line, name);
+  return "";
+}
+
+}  // namespace
+
 bool parse_command_line(CLI::App& app, int argc, char** argv, int& exit_code) {
   std::string program = app.get_name().empty() ? std::filesystem::path(argv[0]).filename().string() : app.get_name();
   // CLI11 reads config files leniently (unknown keys and sections are skipped, a broken string
@@ -165,7 +183,7 @@ bool parse_command_line(CLI::App& app, int argc, char** argv, int& exit_code) {
     exit_code = 0;
     return false;
   } catch (const CLI::ParseError& e) {
-    std::cerr << app.get_name() << ": " << e.what() << " (see --help)\n";
+    std::cerr << app.get_name() << ": " << e.what() << config_source(argc, argv, e.what()) << " (see --help)\n";
     exit_code = 2;
     return false;
   }

@@ -130,6 +130,27 @@ StatusOr<v1::Job> RecordStore::update_job_state(std::string_view job_id, v1::Job
   return get_job(job_id);
 }
 
+StatusOr<v1::Job> RecordStore::reopen_job(std::string_view job_id) {
+  auto updated = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+    TF_ASSIGN_OR_RETURN(Statement select, connection.prepare("SELECT state FROM jobs WHERE id = ?1"));
+    select.bind(1, job_id);
+    TF_ASSIGN_OR_RETURN(bool found, select.step());
+    if (!found) return not_found(fmt::format("job {} does not exist", job_id));
+    auto current = static_cast<v1::JobState>(select.column_int(0));
+    if (current != v1::FAILED && current != v1::CANCELLED)
+      return failed_precondition(fmt::format("job {} is {}: only a FAILED or CANCELLED job can be resumed", job_id,
+                                             v1::JobState_Name(current)));
+    TF_ASSIGN_OR_RETURN(Statement update, connection.prepare("UPDATE jobs SET state = ?2, finished_at_us = 0, "
+                                                             "error = '' WHERE id = ?1"));
+    update.bind(1, job_id);
+    update.bind(2, int64_t{v1::QUEUED});
+    TF_RETURN_IF_ERROR(update.run());
+    return connection.changes();
+  }).get();
+  TF_RETURN_IF_ERROR(updated.status());
+  return get_job(job_id);
+}
+
 Status RecordStore::update_job_progress(std::string_view job_id, const v1::JobProgress& progress) {
   std::string bytes = progress.SerializeAsString();
   auto updated = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {

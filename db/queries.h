@@ -5,7 +5,12 @@
 #include <string>
 #include <string_view>
 
+#include "common/status.h"
+#include "tunefarm/v1/tuner.pb.h"
+
 namespace tunefarm::db {
+
+class Statement;
 
 // Columns of a record row: id, workload text, target text, then the records columns.
 inline constexpr std::string_view kSelectRecord =
@@ -13,6 +18,9 @@ inline constexpr std::string_view kSelectRecord =
     "r.error_code, r.error_msg, r.build_time_s, r.started_at_us, r.finished_at_us, r.job_id, r.agent_id, "
     "r.attempts, r.remeasure_round, r.built_for "
     "FROM records r JOIN workloads w ON w.id = r.workload_id JOIN targets t ON t.id = r.target_id ";
+
+// The record of a row selected by kSelectRecord; DATA_LOSS for a row that does not parse.
+StatusOr<v1::Record> read_record(const Statement& stmt);
 
 // The fastest successful records: ?1 workload text, ?2 target text, ?3 how many, ?4 device key
 // (only `by_device`).

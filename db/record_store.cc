@@ -41,6 +41,8 @@ constexpr std::string_view kWriterCache =
     "PRAGMA cache_size = -65536; PRAGMA wal_autocheckpoint = 16384; PRAGMA journal_size_limit = 67108864";
 constexpr std::string_view kReaderCache = "PRAGMA cache_size = -16384";
 
+}  // namespace
+
 StatusOr<v1::Record> read_record(const Statement& stmt) {
   RecordRow row;
   row.workload = stmt.column_text(1);
@@ -63,6 +65,8 @@ StatusOr<v1::Record> read_record(const Statement& stmt) {
   row.built_for = stmt.column_text(18);
   return from_row(row, stmt.column_int(0));
 }
+
+namespace {
 
 // The WHERE clause of a record filter, with its parameters in order.
 struct FilterSql {
@@ -166,7 +170,8 @@ Status check_file_header(const std::string& path) {
   if (::stat(path.c_str(), &info) != 0 || info.st_size == 0) return Status();
   auto damaged = [&](std::string_view why) {
     return Status(StatusCode::kDataLoss, fmt::format("history database {} {}; restore it from an export or move "
-                                                     "it aside",
+                                                     "it aside, or copy what it still holds into a new "
+                                                     "history with tunerd --salvage FILE --data-dir NEW_DIR",
                                                      path, why));
   };
   std::array<unsigned char, 100> header{};
@@ -199,7 +204,8 @@ Status check_pages(Connection& connection, const std::string& path, RecordStoreO
   const char* pragma = check == RecordStoreOptions::Check::kFull ? "PRAGMA integrity_check(5)" : "PRAGMA quick_check(5)";
   auto damaged = [&](std::string_view why) {
     return Status(StatusCode::kDataLoss, fmt::format("history database {} is damaged ({}); restore it from an "
-                                                     "export or move it aside",
+                                                     "export, move it aside, or copy what it still holds into a new "
+                                                     "history with tunerd --salvage FILE --data-dir NEW_DIR",
                                                      path, why));
   };
   auto stmt = connection.prepare(pragma);

@@ -137,6 +137,9 @@ class RecordStore {
   // state. An ended job (SUCCEEDED, FAILED, CANCELLED) does not change again. `error` replaces
   // the stored reason: why the job failed, empty otherwise.
   StatusOr<v1::Job> update_job_state(std::string_view job_id, v1::JobState state, std::string_view error = {});
+  // Puts a FAILED or CANCELLED job back in the queue (QUEUED, its error and finished_at cleared)
+  // so that it runs again from its records; FAILED_PRECONDITION for a job in any other state.
+  StatusOr<v1::Job> reopen_job(std::string_view job_id);
   Status update_job_progress(std::string_view job_id, const v1::JobProgress& progress);
   StatusOr<v1::Job> get_job(std::string_view job_id);
   // Jobs in any of `states` (all when empty), newest first; `limit` 0 means 100.

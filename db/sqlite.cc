@@ -135,7 +135,8 @@ Status Connection::error(int rc, std::string_view what) const {
     case SQLITE_NOTADB:
       return Status(StatusCode::kDataLoss,
                     fmt::format("history database {} is damaged or is not a database ({}: {}); restore it "
-                                "from an export or move it aside",
+                                "from an export, move it aside, or copy what it still holds into a new "
+                                "history with tunerd --salvage FILE --data-dir NEW_DIR",
                                 path_, what, detail));
     case SQLITE_FULL:
       return resource_exhausted(fmt::format("disk full while writing history database {}", path_));

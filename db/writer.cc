@@ -96,12 +96,23 @@ void Writer::run() {
     if (on_commit_)
       on_commit_(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), batch.size(),
                  failure.ok());
-    std::lock_guard lock(mutex_);
-    // At shutdown there is no later: what cannot be written now is reported below as lost.
-    if (is_outage(failure) && !stopping_) {
-      hold_for_retry(batch, failure);
+    bool held = false;
+    {
+      std::lock_guard lock(mutex_);
+      // At shutdown there is no later: what cannot be written now is reported below as lost.
+      if (is_outage(failure) && !stopping_) {
+        hold_for_retry(batch, failure);
+        held = true;
+      }
+    }
+    if (held) {
+      // Every failed try leaves its frames in the WAL, and readers' snapshots keep the automatic
+      // checkpoint from reusing it: folding it into the database and truncating it while paused
+      // keeps the pause from filling the disk again (it fails harmlessly while the disk is full).
+      (void)connection_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
       continue;
     }
+    std::lock_guard lock(mutex_);
     if (!outage_.ok() && failure.ok()) {
       spdlog::info("history writes succeed again after {:.0f} s; the measurements held meanwhile are written",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - outage_since_).count());

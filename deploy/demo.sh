@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# The embedded default on one machine: trackerd, one local CPU agent and tunerd on loopback with a
-# data directory; tunes one GEMM through tune-client, then compares the tuned kernel with the
-# untuned default (and with OpenBLAS and oneDNN) and stops what it started.
+# The embedded default on one machine, doing what tunefarm is for: trackerd, one local CPU agent and
+# tunerd on loopback with a data directory; a small ONNX model in, its tasks tuned on the farm as
+# one job, the tuned model built as a library and run beside ONNX Runtime and beside its untuned
+# build (the same model from the templates' default configs); then it stops what it started.
 set -euo pipefail
 
 BUILD_DIR=${BUILD_DIR:-build}
 BIN="$BUILD_DIR/bin"
-WORKLOAD=${DEMO_WORKLOAD:-matmul:M=512,N=512,K=512}
-TRIALS=${DEMO_TRIALS:-128}
+MODEL_NAME=${DEMO_MODEL:-resnet50_small}
+TRIALS=${DEMO_TRIALS:-160}
 DATA_DIR="$BUILD_DIR/demo-data"
 LOG_DIR="$BUILD_DIR/demo-logs"
+PYTHON="$BUILD_DIR/venv/bin/python"
 
-for b in trackerd device-agent tunerd tune-client kernel_bench; do
+for b in trackerd device-agent tunerd tune-client tunefarm-build-library; do
   [[ -x "$BIN/$b" ]] || { echo "demo: $BIN/$b is missing; run 'make build' first" >&2; exit 1; }
 done
+[[ -x "$PYTHON" ]] || { echo "demo: $PYTHON is missing; run 'make deps' first" >&2; exit 1; }
 
 # Loopback ports: the documented defaults when free, otherwise whatever the kernel hands out.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -38,13 +41,24 @@ cleanup() {
 trap cleanup EXIT
 
 step() { printf '\n== %s\n' "$*"; }
+run() {
+  printf '$ %s\n' "$*"
+  "$@"
+}
+
+step "a small ONNX model: $MODEL_NAME (models/make_models.py)"
+/usr/bin/python3 models/make_models.py --small-only "$DATA_DIR/models" >/dev/null
+MODEL="$DATA_DIR/models/$MODEL_NAME.onnx"
+ls -l "$MODEL"
 
 step "starting trackerd on $TRACKER, one CPU agent, and tunerd on $TUNER (history in $DATA_DIR)"
-"$BIN/trackerd" --listen "$TRACKER" >"$LOG_DIR/trackerd.log" 2>&1 & PIDS+=($!)
-# Kernels measured single-threaded, so that the tuned config is tuned for the single-threaded
-# comparison with the libraries below.
-TUNEFARM_NUM_THREADS=1 "$BIN/device-agent" --tracker "$TRACKER" --key local-cpu >"$LOG_DIR/device-agent.log" 2>&1 & PIDS+=($!)
-"$BIN/tunerd" --listen "$TUNER" --tracker "$TRACKER" --data-dir "$DATA_DIR" >"$LOG_DIR/tunerd.log" 2>&1 & PIDS+=($!)
+# Metrics off: the demo must start beside daemons that already run on this host.
+"$BIN/trackerd" --listen "$TRACKER" --metrics-listen off >"$LOG_DIR/trackerd.log" 2>&1 & PIDS+=($!)
+# Kernels measured single-threaded, as the model is run below.
+TUNEFARM_NUM_THREADS=1 "$BIN/device-agent" --tracker "$TRACKER" --key local-cpu --metrics-listen off \
+  >"$LOG_DIR/device-agent.log" 2>&1 & PIDS+=($!)
+"$BIN/tunerd" --listen "$TUNER" --tracker "$TRACKER" --data-dir "$DATA_DIR" --metrics-listen off \
+  >"$LOG_DIR/tunerd.log" 2>&1 & PIDS+=($!)
 
 for _ in $(seq 1 100); do
   if "$BIN/tune-client" --tracker "$TRACKER" devices --json 2>/dev/null | grep -q '"agents_total": *1'; then break; fi
@@ -55,26 +69,30 @@ for _ in $(seq 1 100); do
   if "$BIN/tune-client" --server "$TUNER" jobs >/dev/null 2>&1; then break; fi
   sleep 0.2
 done
-"$BIN/tune-client" --tracker "$TRACKER" devices
+run "$BIN/tune-client" --tracker "$TRACKER" devices
 
-step "tune-client submit --workload $WORKLOAD --trials $TRIALS --batch-size 32 --watch"
-"$BIN/tune-client" --server "$TUNER" submit --workload "$WORKLOAD" --target llvm --device local-cpu \
-  --trials "$TRIALS" --batch-size 32 --watch
+step "its tuning tasks: each convolution and matrix multiply, with how often it occurs"
+run "$BIN/tune-client" --server "$TUNER" tasks --model "$MODEL"
 
-step "tune-client best --workload $WORKLOAD"
-"$BIN/tune-client" --server "$TUNER" best --workload "$WORKLOAD" --target llvm
-"$BIN/tune-client" --server "$TUNER" best --workload "$WORKLOAD" --target llvm --json >"$LOG_DIR/best.jsonl"
+step "tuned on the farm as one job: $TRIALS trials shared by the tasks where the model's latency falls most"
+run "$BIN/tune-client" --server "$TUNER" submit --model "$MODEL" --trials "$TRIALS" --watch
 
-step "tuned config vs the untuned default, single thread, interleaved with OpenBLAS and oneDNN (kernel_bench)"
-echo "$WORKLOAD" >"$LOG_DIR/workload.txt"
-# The output goes to a file and is printed from there: `tee /dev/stderr` would reopen a log that
-# stderr is redirected to and truncate it.
-"$BIN/kernel_bench" --workloads "$LOG_DIR/workload.txt" --config-file "$LOG_DIR/best.jsonl" --repeats 7 \
-  >"$LOG_DIR/kernel_bench.out"
-cat "$LOG_DIR/kernel_bench.out"
-figures=$(tail -n 1 "$LOG_DIR/kernel_bench.out")
-field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$figures"; }
-awk -v w="$WORKLOAD" -v u="$(field default_gflops)" -v t="$(field ours_gflops)" \
-  'BEGIN { printf "\n%s: untuned default %.1f GFLOP/s, tuned %.1f GFLOP/s (%.2fx)\n", w, u, t, t / u }'
+step "the model built twice: from the tuned records, and untuned (the templates' defaults)"
+run "$BIN/tune-client" --server "$TUNER" build --model "$MODEL" -o "$DATA_DIR/tuned" --name demo_model
+: >"$DATA_DIR/no-records.jsonl"
+run "$BIN/tune-client" build --model "$MODEL" --from-records "$DATA_DIR/no-records.jsonl" -o "$DATA_DIR/untuned" \
+  --name demo_model 2>/dev/null
 
-step "done: stopped trackerd, the agent and tunerd; logs in $LOG_DIR"
+step "the tuned build beside ONNX Runtime and the untuned build, one thread, interleaved (bench/model_bench.py)"
+run "$PYTHON" bench/model_bench.py --model "$MODEL" --artifact "$DATA_DIR/tuned" \
+  --untuned-artifact "$DATA_DIR/untuned" --threads 1 >"$LOG_DIR/model_bench.out"
+cat "$LOG_DIR/model_bench.out"
+
+step "done: stopped trackerd, the agent and tunerd; logs in $LOG_DIR. To go on from here:"
+cat <<EOF
+  the library:       ls $DATA_DIR/tuned   (demo_model.h, libdemo_model.so/.a, the weights, manifest.json)
+  its records:       $BIN/tune-client --server $TUNER records --job JOB   (with tunerd running)
+  your own model:    tune-client tasks --model FILE.onnx; tune-client submit --model FILE.onnx --trials 400 --watch
+                     tune-client build --model FILE.onnx -o DIR
+  one kernel:        tune-client submit --workload 'matmul:M=512,N=512,K=512' --trials 200 --watch
+EOF

@@ -49,12 +49,25 @@ struct TuningLoop::TaskState {
   struct Top {
     double gflops;
     Point point;
-    v1::Artifact artifact;
+    std::optional<v1::Artifact> artifact;            // Built again when missing (a resumed job's).
     std::vector<std::vector<double>> measurements;  // The costs of each successful measurement.
+    int rounds_done = 0;                             // Re-measurement rounds it had, earlier runs' included.
   };
   std::vector<Top> top;
   std::vector<double> best_costs;
   Point best_point;
+  // The template default's trial: it is re-measured beside the best, one more candidate, so that
+  // a tuned config wins only when it beats the default measured on the same terms.
+  std::optional<Top> default_top;
+
+  // Keeps the best `keep` candidates of `top`, the fastest first; of equals, the one already
+  // re-measured, so that a resumed run keeps the candidates its earlier run was re-measuring.
+  void trim_top(size_t keep) {
+    std::stable_sort(top.begin(), top.end(), [](const Top& a, const Top& b) {
+      return a.gflops != b.gflops ? a.gflops > b.gflops : a.rounds_done > b.rounds_done;
+    });
+    if (top.size() > keep) top.resize(keep);
+  }
 };
 
 struct TuningLoop::Batch {
@@ -67,6 +80,55 @@ struct TuningLoop::Batch {
   std::vector<TrialResult> results;
   std::vector<bool> reported;        // Per point: its result was reported (a withdrawn batch has gaps).
 };
+
+// The batch measured on another thread while the loop proposes and builds the next one.
+class TuningLoop::InFlight {
+ public:
+  bool active() const { return batch_.has_value(); }
+  int task() const { return batch_ ? batch_->task : -1; }
+  int size() const { return batch_ ? static_cast<int>(batch_->points.size()) : 0; }
+
+  void start(Batch batch, std::function<Status(Batch&)> measure) {
+    batch_ = std::move(batch);
+    measuring_ = std::async(std::launch::async, [this, measure = std::move(measure)] { return measure(*batch_); });
+  }
+  // False when `seconds` passed before the measurement ended.
+  bool wait_for(double seconds) {
+    return measuring_.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready;
+  }
+  // The batch and how its measurement ended; nothing is in flight afterwards.
+  std::pair<Batch, Status> take() {
+    Status status = measuring_.get();
+    Batch batch = std::move(*batch_);
+    batch_.reset();
+    return {std::move(batch), std::move(status)};
+  }
+
+ private:
+  std::optional<Batch> batch_;
+  std::future<Status> measuring_;
+};
+
+// What one run() tracks between its batches.
+struct TuningLoop::Run {
+  Run(std::vector<double> weights, TaskSchedulerOptions scheduling, const ResultSink& results,
+      const ProgressSink& progress_sink, double elapsed_before)
+      : scheduler(std::move(weights), scheduling), on_result(results), on_progress(progress_sink),
+        elapsed_before_s(elapsed_before) {}
+  double elapsed() const { return elapsed_before_s + seconds_since(start); }
+
+  TaskScheduler scheduler;
+  const ResultSink& on_result;
+  const ProgressSink& on_progress;
+  double elapsed_before_s;
+  Clock::time_point start = Clock::now();
+  TuningProgress progress;
+  InFlight in_flight;
+  std::vector<bool> exhausted;
+  bool out_of_time = false;                          // The time budget ended inside a batch.
+  std::optional<Clock::time_point> waiting_since;    // Since when batches measure nothing.
+};
+
 
 TuningLoop::TuningLoop(std::vector<const TuningTask*> tasks, std::vector<double> weights, MeasureBackend& backend,
                        TuningOptions options)
@@ -94,18 +156,42 @@ Status TuningLoop::preload(int task, std::span<const TrialResult> results) {
   std::vector<double> gflops;
   std::unordered_set<int64_t> seen;
   const SearchSpace& space = tasks_[task]->space();
+  std::vector<const TrialResult*> remeasured;
   for (const TrialResult& r : results) {
     TF_RETURN_IF_ERROR(space.check_range(r.point));
+    if (r.remeasure_round > 0) {
+      remeasured.push_back(&r);
+      continue;
+    }
     // The same config recorded twice (a result written just before a crash) counts once.
     if (s.searcher->visited(r.point) || !seen.insert(space.index_of(r.point)).second) continue;
     points.push_back(r.point);
     gflops.push_back(r.gflops);
+    if (auto d = tasks_[task]->default_point(); d && *d == r.point && r.gflops > 0) {
+      s.default_gflops = r.gflops;
+      s.default_top = TaskState::Top{r.gflops, r.point, std::nullopt, {{r.result.costs().begin(), r.result.costs().end()}}};
+    }
     if (r.gflops > s.best_gflops) {
       s.best_gflops = r.gflops;
       s.best_point = r.point;
       s.best_costs.assign(r.result.costs().begin(), r.result.costs().end());
     }
+    if (r.gflops > 0) s.top.push_back({r.gflops, r.point, std::nullopt, {{r.result.costs().begin(), r.result.costs().end()}}});
   }
+  // The earlier run's re-measurements join their candidates (the default's among them): only the
+  // rounds they miss are measured.
+  for (const TrialResult* r : remeasured) {
+    std::vector<TaskState::Top*> holders;
+    for (TaskState::Top& t : s.top)
+      if (t.point == r->point) holders.push_back(&t);
+    if (s.default_top && s.default_top->point == r->point) holders.push_back(&*s.default_top);
+    for (TaskState::Top* t : holders) {
+      t->rounds_done = std::max(t->rounds_done, r->remeasure_round);
+      if (r->result.error() == v1::OK && !r->result.costs().empty())
+        t->measurements.emplace_back(r->result.costs().begin(), r->result.costs().end());
+    }
+  }
+  s.trim_top(static_cast<size_t>(std::max(0, options_.remeasure_top)) + 1);
   s.trials += static_cast<int>(points.size());
   return s.searcher->observe(points, gflops);
 }
@@ -133,6 +219,14 @@ Status TuningLoop::warm_start(int task, std::span<const HistoryRecord> history) 
   return warm_start_from_history(*tasks_[task], *state_[task]->searcher, history);
 }
 
+Status TuningLoop::build_reference(int task) {
+  TaskState& s = *state_[task];
+  if (!options_.measure.check_correctness() || s.reference) return Status();
+  TF_ASSIGN_OR_RETURN(v1::Artifact reference, tasks_[task]->build_reference());
+  s.reference = std::move(reference);
+  return Status();
+}
+
 StatusOr<TuningLoop::Batch> TuningLoop::prepare_batch(int task, int size) {
   Batch batch;
   batch.task = task;
@@ -157,10 +251,7 @@ StatusOr<TuningLoop::Batch> TuningLoop::prepare_batch(int task, int size) {
 Status TuningLoop::measure_batch(Batch& batch, const ResultSink& on_result) {
   const TuningTask* t = tasks_[batch.task];
   TaskState& s = *state_[batch.task];
-  if (options_.measure.check_correctness() && !s.reference) {
-    TF_ASSIGN_OR_RETURN(v1::Artifact reference, t->build_reference());
-    s.reference = std::move(reference);
-  }
+  TF_RETURN_IF_ERROR(build_reference(batch.task));
   batch.results.resize(batch.points.size());
   batch.reported.assign(batch.points.size(), false);
   for (size_t i = 0; i < batch.points.size(); ++i) {
@@ -241,15 +332,15 @@ Status TuningLoop::absorb_batch(Batch& batch, TuningProgress& progress) {
       ++s.since_improvement;
     }
   }
+  auto default_point = tasks_[batch.task]->default_point();
   for (size_t k = 0; k < batch.built_index.size(); ++k) {
     const TrialResult& r = batch.results[batch.built_index[k]];
-    if (r.gflops > 0)
-      s.top.push_back({r.gflops, r.point, std::move(batch.built[k]),
-                       {std::vector<double>(r.result.costs().begin(), r.result.costs().end())}});
+    if (r.gflops <= 0) continue;
+    s.top.push_back({r.gflops, r.point, std::move(batch.built[k]),
+                     {std::vector<double>(r.result.costs().begin(), r.result.costs().end())}});
+    if (default_point && *default_point == r.point) s.default_top = s.top.back();
   }
-  std::sort(s.top.begin(), s.top.end(), [](const auto& a, const auto& b) { return a.gflops > b.gflops; });
-  size_t keep = static_cast<size_t>(std::max(0, options_.remeasure_top)) + 1;
-  if (s.top.size() > keep) s.top.resize(keep);
+  s.trim_top(static_cast<size_t>(std::max(0, options_.remeasure_top)) + 1);
   progress.last_batch_gflops = batch_best;
   progress.trials_done += static_cast<int>(measured.size());
   progress.waiting_for_devices = lost > 0 && measured.empty();
@@ -257,36 +348,104 @@ Status TuningLoop::absorb_batch(Batch& batch, TuningProgress& progress) {
   return s.searcher->observe(measured, gflops);
 }
 
-Status TuningLoop::remeasure(int task, const ResultSink& on_result) {
-  TaskState& s = *state_[task];
-  size_t candidates = std::min(s.top.size(), static_cast<size_t>(std::max(0, options_.remeasure_top)));
-  if (candidates < 2 || options_.remeasure_rounds <= 0) return Status();
-  const TuningTask* t = tasks_[task];
-  // Interleaved: every candidate once per round, so that a slow phase of a noisy machine hits all
-  // of them alike. Each measurement is recorded, as the trials are.
-  for (int round = 1; round <= options_.remeasure_rounds && !cancelled_.load(); ++round) {
-    for (size_t c = 0; c < candidates; ++c) {
-      TaskState::Top& top = s.top[c];
-      std::span<const v1::Artifact> one(&top.artifact, 1);
-      Status st = backend_.measure(t->workload(), options_.measure, s.reference ? &*s.reference : nullptr, one,
-                                   [&](size_t, const v1::MeasureResult& result) {
-                                     TrialResult r;
-                                     r.task = task;
-                                     r.point = top.point;
-                                     r.config = t->config_at(top.point);
-                                     r.result = result;
-                                     r.remeasure_round = round;
-                                     if (options_.metrics) options_.metrics->remeasurement(result.error());
-                                     if (result.error() == v1::OK && mean(result.costs()) > 0) {
-                                       r.gflops = t->flops() / mean(result.costs()) / 1e9;
-                                       top.measurements.emplace_back(result.costs().begin(), result.costs().end());
-                                     }
-                                     on_result(r);
-                                   });
-      if (st.code() == StatusCode::kCancelled && cancelled_.load()) break;
-      TF_RETURN_IF_ERROR(st);
-    }
+int TuningLoop::remeasure_budget(const TuningOptions& options, int trials, int tasks) {
+  if (options.remeasure_top < 2 || options.remeasure_rounds <= 0) return 0;
+  int most = options.remeasure_top * options.remeasure_rounds * std::max(1, tasks);
+  return std::min(most, static_cast<int>(options.remeasure_share * trials));
+}
+
+Status TuningLoop::remeasure(Run& run) {
+  // The plan: the job's re-measurement budget shared by the tasks that have two candidates or
+  // more; each measures its best few in up to remeasure_rounds rounds within its share.
+  size_t n = tasks_.size();
+  std::vector<int> candidates(n, 0), rounds(n, 0);
+  int with_candidates = 0;
+  for (const auto& s : state_) with_candidates += s->top.size() >= 2;
+  if (with_candidates == 0) return Status();
+  int share = remeasure_budget(options_, options_.trials, static_cast<int>(n)) / with_candidates;
+  int max_rounds = 0;
+  run.progress.remeasured = 0;
+  run.progress.remeasure_budget = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int available = static_cast<int>(std::min<size_t>(state_[i]->top.size(), std::max(0, options_.remeasure_top)));
+    if (available < 2 || share < 2) continue;
+    rounds[i] = options_.remeasure_rounds;
+    if (share / rounds[i] < 2) rounds[i] = share / 2;
+    int slots = share / rounds[i];
+    candidates[i] = std::min(available, slots);
+    include_default(static_cast<int>(i), candidates[i], slots);
+    max_rounds = std::max(max_rounds, rounds[i]);
+    run.progress.remeasure_budget += candidates[i] * rounds[i];
+    for (int c = 0; c < candidates[i]; ++c) run.progress.remeasured += std::min(rounds[i], state_[i]->top[c].rounds_done);
   }
+  // Interleaved: every candidate once per round, so that a slow phase of a noisy machine hits all
+  // of them alike. Each measurement is recorded, as the trials are; a round an earlier run of the
+  // job measured is not measured again.
+  for (int round = 1; round <= max_rounds && !cancelled_.load(); ++round) {
+    for (size_t i = 0; i < n && !cancelled_.load(); ++i) {
+      if (round > rounds[i]) continue;
+      TF_RETURN_IF_ERROR(build_reference(static_cast<int>(i)));
+      for (int c = 0; c < candidates[i]; ++c) {
+        if (state_[i]->top[c].rounds_done >= round) continue;
+        TF_RETURN_IF_ERROR(remeasure_one(static_cast<int>(i), c, round, run.on_result));
+        if (cancelled_.load()) break;
+        ++run.progress.remeasured;
+      }
+    }
+    report(run, fmt::format("re-measuring the best candidates: round {} of {}", round, max_rounds));
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (candidates[i] > 0) pick_winner(static_cast<int>(i));
+  return Status();
+}
+
+void TuningLoop::include_default(int task, int& candidates, int slots) {
+  TaskState& s = *state_[task];
+  if (!s.default_top) return;
+  auto it = std::find_if(s.top.begin(), s.top.end(), [&](const TaskState::Top& t) { return t.point == s.default_top->point; });
+  if (it < s.top.begin() + candidates) return;
+  // One more candidate while the task's share has room; otherwise it takes the weakest one's place.
+  bool more = candidates < slots;
+  auto at = s.top.begin() + (more ? candidates : candidates - 1);
+  if (it == s.top.end()) s.top.insert(at, *s.default_top);
+  else std::rotate(at, it, it + 1);
+  if (more) ++candidates;
+}
+
+Status TuningLoop::remeasure_one(int task, int candidate, int round, const ResultSink& on_result) {
+  const TuningTask* t = tasks_[task];
+  TaskState& s = *state_[task];
+  TaskState::Top& top = s.top[static_cast<size_t>(candidate)];
+  if (top.rounds_done >= round) return Status();
+  if (!top.artifact) {
+    auto built = t->build(top.point);
+    if (!built.ok()) return Status();  // It built before; a candidate that no longer does keeps its trial.
+    top.artifact = std::move(*built);
+  }
+  std::span<const v1::Artifact> one(&*top.artifact, 1);
+  Status st = backend_.measure(t->workload(), options_.measure, s.reference ? &*s.reference : nullptr, one,
+                               [&](size_t, const v1::MeasureResult& result) {
+                                 TrialResult r;
+                                 r.task = task;
+                                 r.point = top.point;
+                                 r.config = t->config_at(top.point);
+                                 r.result = result;
+                                 r.remeasure_round = round;
+                                 if (options_.metrics) options_.metrics->remeasurement(result.error());
+                                 if (result.error() == v1::OK && mean(result.costs()) > 0) {
+                                   r.gflops = t->flops() / mean(result.costs()) / 1e9;
+                                   top.measurements.emplace_back(result.costs().begin(), result.costs().end());
+                                 }
+                                 on_result(r);
+                               });
+  if (st.code() == StatusCode::kCancelled && cancelled_.load()) return Status();
+  TF_RETURN_IF_ERROR(st);
+  top.rounds_done = round;
+  return Status();
+}
+
+void TuningLoop::pick_winner(int task) {
+  TaskState& s = *state_[task];
   // The winner by the one rule for a config's figure, over every config kept: the re-measured
   // ones and the best of the rest, whose single trial is its figure.
   const TaskState::Top* winner = nullptr;
@@ -300,13 +459,17 @@ Status TuningLoop::remeasure(int task, const ResultSink& on_result) {
       winner_cost = cost;
     }
   }
-  if (winner) {
-    s.best_point = winner->point;
-    s.best_gflops = t->flops() / winner_cost / 1e9;
-    for (const auto& costs : winner->measurements)
-      if (mean_of(costs) == winner_cost) s.best_costs = costs;
+  if (!winner) return;
+  for (const TaskState::Top& top : s.top) {
+    if (!s.default_top || !(top.point == s.default_top->point)) continue;
+    std::vector<double> means;
+    for (const auto& costs : top.measurements) means.push_back(mean_of(costs));
+    if (double cost = figure_cost(means); cost > 0) s.default_gflops = tasks_[task]->flops() / cost / 1e9;
   }
-  return Status();
+  s.best_point = winner->point;
+  s.best_gflops = tasks_[task]->flops() / winner_cost / 1e9;
+  for (const auto& costs : winner->measurements)
+    if (mean_of(costs) == winner_cost) s.best_costs = costs;
 }
 
 // Full batches, except while tasks that have not been measured yet would be left without any:
@@ -321,146 +484,142 @@ int TuningLoop::batch_size_for(int task, int remaining, const std::vector<bool>&
   return std::max(1, std::min(size, remaining / std::max(1, unstarted)));
 }
 
+std::string_view stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::kTrialBudget: return "trial budget";
+    case StopReason::kTimeBudget: return "time budget";
+    case StopReason::kEarlyStopping: return "early stopping";
+    case StopReason::kSpaceExhausted: return "space exhausted";
+    case StopReason::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+void TuningLoop::report(Run& run, std::string message) {
+  TuningProgress& p = run.progress;
+  p.best_gflops = 0;
+  p.tasks.resize(state_.size());
+  for (size_t i = 0; i < state_.size(); ++i) {
+    const TaskState& s = *state_[i];
+    p.best_gflops = std::max(p.best_gflops, s.best_gflops);
+    p.tasks[i] = {s.trials, s.best_gflops, s.default_gflops};
+  }
+  p.elapsed_s = run.elapsed();
+  p.message = std::move(message);
+  if (run.on_progress) run.on_progress(p);
+}
+
+std::optional<StopReason> TuningLoop::must_stop(const Run& run) const {
+  if (cancelled_.load()) return StopReason::kCancelled;
+  if (run.out_of_time || (options_.time_budget_s > 0 && run.elapsed() >= options_.time_budget_s))
+    return StopReason::kTimeBudget;
+  return std::nullopt;
+}
+
+Status TuningLoop::complete_in_flight(Run& run) {
+  if (!run.in_flight.active()) return Status();
+  if (options_.time_budget_s > 0 && !run.in_flight.wait_for(std::max(0.0, options_.time_budget_s - run.elapsed()))) {
+    // The time budget ends inside this batch: what is not measured yet is withdrawn.
+    run.out_of_time = true;
+    backend_.cancel();
+  }
+  auto [batch, status] = run.in_flight.take();
+  if (status.code() == StatusCode::kCancelled && (cancelled_.load() || run.out_of_time)) {
+    // A withdrawn batch: its measured candidates were reported and count, the rest never ran.
+    drop_unreported(batch);
+    if (batch.points.empty()) return Status();
+    status = Status();
+  }
+  TF_RETURN_IF_ERROR(status);
+  TF_RETURN_IF_ERROR(absorb_batch(batch, run.progress));
+  if (!run.progress.waiting_for_devices) {
+    run.waiting_since.reset();
+    if (run.progress.first_batch_s == 0) run.progress.first_batch_s = seconds_since(run.start);
+  } else if (!run.waiting_since) {
+    run.waiting_since = Clock::now();
+  } else if (options_.max_wait_s > 0 && seconds_since(*run.waiting_since) > options_.max_wait_s) {
+    return unavailable(fmt::format("no agent measured anything for {:.0f} s (the job's limit, --max-wait)",
+                                   seconds_since(*run.waiting_since)));
+  }
+  const TaskState& s = *state_[batch.task];
+  run.scheduler.record_round(batch.task, static_cast<int>(batch.points.size()),
+                             s.best_gflops > 0 ? tasks_[batch.task]->flops() / (s.best_gflops * 1e9) : INFINITY);
+  if (options_.early_stopping > 0 && s.since_improvement >= options_.early_stopping) run.scheduler.finish(batch.task);
+  report(run, fmt::format("task {}: {} trials, best {:.1f} GFLOP/s", batch.task, s.trials, s.best_gflops));
+  return Status();
+}
+
+// Measuring batch n overlaps with proposing and building batch n+1, unless both would compete for
+// this machine's CPUs, or batch n+1 is for the same task and its searcher learns: planning and
+// building a batch take well under a second and measuring it many, but a model one batch behind
+// costs a whole batch of trials (xgb-sa's first guided batch would be the third).
+StatusOr<StopReason> TuningLoop::search(Run& run) {
+  for (;;) {
+    if (backend_.shares_host_cpu()) TF_RETURN_IF_ERROR(complete_in_flight(run));
+    if (auto why = must_stop(run)) return *why;
+    int planned = run.progress.trials_done + run.in_flight.size();
+    if (planned >= options_.trials) return StopReason::kTrialBudget;
+    int task = run.scheduler.next_task();
+    if (task < 0) {
+      TF_RETURN_IF_ERROR(complete_in_flight(run));
+      task = run.scheduler.next_task();  // The batch that just ended may have changed the picture.
+      if (task < 0)
+        return std::all_of(run.exhausted.begin(), run.exhausted.end(), [](bool b) { return b; })
+                   ? StopReason::kSpaceExhausted
+                   : StopReason::kEarlyStopping;
+    }
+    if (run.in_flight.task() == task && state_[task]->searcher->learns()) {
+      // Its round is recorded once it ends: during the warm-up that hands the next round to another task.
+      TF_RETURN_IF_ERROR(complete_in_flight(run));
+      continue;
+    }
+    TF_ASSIGN_OR_RETURN(Batch batch, prepare_batch(task, batch_size_for(task, options_.trials - planned, run.exhausted,
+                                                                        run.in_flight.task())));
+    if (batch.points.empty()) {
+      run.exhausted[task] = true;
+      run.scheduler.finish(task);
+      continue;
+    }
+    TF_RETURN_IF_ERROR(complete_in_flight(run));
+    // A cancel (or the end of the time budget) that came while this batch was built wins: it is
+    // dropped unmeasured.
+    if (auto why = must_stop(run)) return *why;
+    run.in_flight.start(std::move(batch), [this, &run](Batch& b) { return measure_batch(b, run.on_result); });
+  }
+}
+
 StatusOr<TuningOutcome> TuningLoop::run(const ResultSink& on_result, const ProgressSink& on_progress) {
   if (tasks_.empty()) return invalid_argument("a tuning run needs at least one task");
   if (options_.trials <= 0) return invalid_argument(fmt::format("trial budget {} must be positive", options_.trials));
   if (options_.batch_size <= 0) return invalid_argument(fmt::format("batch size {} must be positive", options_.batch_size));
-  auto start = Clock::now();
-  auto elapsed = [&] { return options_.elapsed_before_s + seconds_since(start); };
-
-  TaskSchedulerOptions sched_options;
-  sched_options.seed = options_.search.seed;
-  TaskScheduler scheduler(weights_, sched_options);
-  TuningProgress progress;
-  progress.trials_budget = options_.trials;
-  progress.errors_by_code.assign(v1::ErrorCode_ARRAYSIZE, 0);
+  TaskSchedulerOptions scheduling;
+  scheduling.seed = options_.search.seed;
+  Run run(weights_, scheduling, on_result, on_progress, options_.elapsed_before_s);
+  run.exhausted.assign(tasks_.size(), false);
+  run.progress.trials_budget = options_.trials;
+  run.progress.errors_by_code.assign(v1::ErrorCode_ARRAYSIZE, 0);
+  run.progress.remeasure_budget = remeasure_budget(options_, options_.trials, static_cast<int>(tasks_.size()));
   for (size_t i = 0; i < tasks_.size(); ++i) {
     const TaskState& s = *state_[i];
-    progress.trials_done += s.trials;
+    run.progress.trials_done += s.trials;
     if (s.trials > 0)
-      scheduler.record_round(static_cast<int>(i), s.trials,
-                             s.best_gflops > 0 ? tasks_[i]->flops() / (s.best_gflops * 1e9) : INFINITY);
+      run.scheduler.record_round(static_cast<int>(i), s.trials,
+                                 s.best_gflops > 0 ? tasks_[i]->flops() / (s.best_gflops * 1e9) : INFINITY);
   }
 
-  auto best_overall = [&] {
-    double b = 0;
-    progress.tasks.resize(state_.size());
-    for (size_t i = 0; i < state_.size(); ++i) {
-      const TaskState& s = *state_[i];
-      b = std::max(b, s.best_gflops);
-      progress.tasks[i] = {s.trials, s.best_gflops, s.default_gflops};
-    }
-    return b;
-  };
-  auto finish_round = [&](const Batch& batch) {
-    const TaskState& s = *state_[batch.task];
-    scheduler.record_round(batch.task, static_cast<int>(batch.points.size()),
-                           s.best_gflops > 0 ? tasks_[batch.task]->flops() / (s.best_gflops * 1e9) : INFINITY);
-    if (options_.early_stopping > 0 && s.since_improvement >= options_.early_stopping) scheduler.finish(batch.task);
-    progress.best_gflops = best_overall();
-    progress.elapsed_s = elapsed();
-    progress.message = fmt::format("task {}: {} trials, best {:.1f} GFLOP/s", batch.task, s.trials, s.best_gflops);
-    if (on_progress) on_progress(progress);
-  };
-
-  // Measuring batch n overlaps with proposing and building batch n+1, unless both would compete
-  // for this machine's CPUs, or batch n+1 is for the same task and its searcher learns: planning
-  // and building a batch take well under a second and measuring it many, but a model one batch
-  // behind costs a whole batch of trials (xgb-sa's first guided batch would be the third).
-  std::optional<Batch> in_flight;
-  std::future<Status> measuring;
-  bool out_of_time = false;
-  auto complete_in_flight = [&]() -> Status {
-    if (!in_flight) return Status();
-    if (options_.time_budget_s > 0) {
-      double left = std::max(0.0, options_.time_budget_s - elapsed());
-      if (measuring.wait_for(std::chrono::duration<double>(left)) == std::future_status::timeout) {
-        // The time budget ends inside this batch: what is not measured yet is withdrawn.
-        out_of_time = true;
-        backend_.cancel();
-      }
-    }
-    Status st = measuring.get();
-    Batch done = std::move(*in_flight);
-    in_flight.reset();
-    if (st.code() == StatusCode::kCancelled && (cancelled_.load() || out_of_time)) {
-      // A withdrawn batch: its measured candidates were reported and count, the rest never ran.
-      drop_unreported(done);
-      if (done.points.empty()) return Status();
-      st = Status();
-    }
-    TF_RETURN_IF_ERROR(st);
-    TF_RETURN_IF_ERROR(absorb_batch(done, progress));
-    finish_round(done);
-    return Status();
-  };
-
-  // Why the run must end now, whatever the trial budget says; empty while it may go on.
-  auto must_stop = [&]() -> std::string {
-    if (cancelled_.load()) return "cancelled";
-    if (out_of_time || (options_.time_budget_s > 0 && elapsed() >= options_.time_budget_s)) return "time budget";
-    return "";
-  };
+  StatusOr<StopReason> searched = search(run);
+  Status measured = complete_in_flight(run);
+  if (!searched.ok()) return searched.status();
+  TF_RETURN_IF_ERROR(measured);
+  StopReason why = *searched;
+  if (run.out_of_time && why != StopReason::kCancelled) why = StopReason::kTimeBudget;
+  // A spent time budget leaves no time for re-measuring: the winner is the best trial.
+  if (why != StopReason::kCancelled && why != StopReason::kTimeBudget && !cancelled_.load())
+    TF_RETURN_IF_ERROR(remeasure(run));
+  report(run, fmt::format("{}: {} trials", stop_reason_name(why), run.progress.trials_done));
 
   TuningOutcome outcome;
-  std::vector<bool> exhausted(tasks_.size(), false);
-  for (;;) {
-    if (backend_.shares_host_cpu()) TF_RETURN_IF_ERROR(complete_in_flight());
-    int planned = progress.trials_done + (in_flight ? static_cast<int>(in_flight->points.size()) : 0);
-    if (std::string why = must_stop(); !why.empty()) {
-      outcome.stop_reason = why;
-      break;
-    }
-    if (planned >= options_.trials) { outcome.stop_reason = "trial budget"; break; }
-    int task = scheduler.next_task();
-    if (task < 0) {
-      TF_RETURN_IF_ERROR(complete_in_flight());
-      task = scheduler.next_task();  // The batch that just ended may have changed the picture.
-      if (task < 0) {
-        bool all_exhausted = std::all_of(exhausted.begin(), exhausted.end(), [](bool b) { return b; });
-        outcome.stop_reason = all_exhausted ? "space exhausted" : "early stopping";
-        break;
-      }
-    }
-    if (in_flight && in_flight->task == task && state_[task]->searcher->learns()) {
-      TF_RETURN_IF_ERROR(complete_in_flight());
-      // Its round is now recorded: during the warm-up that hands the next round to another task.
-      continue;
-    }
-    auto batch = prepare_batch(task, batch_size_for(task, options_.trials - planned, exhausted,
-                                                    in_flight ? in_flight->task : -1));
-    if (!batch.ok()) {
-      (void)complete_in_flight();
-      return batch.status();
-    }
-    if (batch->points.empty()) {
-      exhausted[task] = true;
-      scheduler.finish(task);
-      continue;
-    }
-    TF_RETURN_IF_ERROR(complete_in_flight());
-    // A cancel (or the end of the time budget) that came while this batch was built wins: it is
-    // dropped unmeasured.
-    if (std::string why = must_stop(); !why.empty()) {
-      outcome.stop_reason = why;
-      break;
-    }
-    in_flight = std::move(*batch);
-    measuring = std::async(std::launch::async, [this, &in_flight, &on_result] {
-      return measure_batch(*in_flight, on_result);
-    });
-  }
-  TF_RETURN_IF_ERROR(complete_in_flight());
-  if (out_of_time && outcome.stop_reason != "cancelled") outcome.stop_reason = "time budget";
-
-  // A spent time budget leaves no time for re-measuring: the winner is the best trial.
-  if (!cancelled_.load() && outcome.stop_reason != "time budget") {
-    for (size_t i = 0; i < tasks_.size(); ++i) TF_RETURN_IF_ERROR(remeasure(static_cast<int>(i), on_result));
-    progress.best_gflops = best_overall();
-    progress.elapsed_s = elapsed();
-    progress.message = "re-measured the best candidates of each task";
-    if (on_progress) on_progress(progress);
-  }
+  outcome.stop_reason = why;
   for (size_t i = 0; i < tasks_.size(); ++i) {
     const TaskState& s = *state_[i];
     TaskOutcome t;

@@ -93,6 +93,19 @@ class MeasureBackend {
   // measured (withdrawing them from wherever they queue); it then returns CANCELLED without
   // results for those. Backends that cannot withdraw work ignore it.
   virtual void cancel() {}
+
+  // Sees what a measure() in progress waits for ("cannot reach the tracker ...", "no agent serves
+  // key ..."), as it starts waiting, and an empty line once results come again. Set before measuring.
+  using WaitFn = std::function<void(const std::string& why)>;
+  void on_wait(WaitFn fn) { wait_fn_ = std::move(fn); }
+
+ protected:
+  void waiting(const std::string& why) const {
+    if (wait_fn_) wait_fn_(why);
+  }
+
+ private:
+  WaitFn wait_fn_;
 };
 
 struct TrialResult {
@@ -120,6 +133,12 @@ struct TuningOptions {
   // upper median of its measurements (common/figure.h), and the winner the config with the best.
   int remeasure_top = 5;
   int remeasure_rounds = 3;       // Interleaved rounds of that re-measurement.
+  // At most this share of the trial budget is spent re-measuring, over all tasks, so that the
+  // re-measurement of a small job (or of a model's many tasks) does not take longer than its search.
+  double remeasure_share = 1.0 / 3;
+  // How long batches may come back with nothing measured (DEVICE_LOST: no agent of the key)
+  // before the run fails with UNAVAILABLE; 0: no limit.
+  double max_wait_s = 0;
   int build_threads = 0;          // 0: one per CPU.
   // Counts trials, re-measurements and builds as they happen (tunerd's metrics); null: none.
   std::shared_ptr<LoopCounters> metrics;
@@ -150,14 +169,24 @@ struct TuningProgress {
   // Every candidate of the last batch came back DEVICE_LOST: no agent measured it (none serves the
   // key, or all were lost). Such candidates are not charged to the budget.
   bool waiting_for_devices = false;
+  // Seconds from the start of this run to the first batch's results (building, queueing and
+  // measuring it); 0 until they came.
+  double first_batch_s = 0;
+  int remeasured = 0;             // Re-measurements done (earlier runs' included) and planned;
+  int remeasure_budget = 0;       // the plan is known once the search ended, an estimate before.
   std::string message;            // A line for people.
   std::vector<TaskProgress> tasks;  // One per task, in the loop's order.
 };
 
+// Why a run ended.
+enum class StopReason { kTrialBudget, kTimeBudget, kEarlyStopping, kSpaceExhausted, kCancelled };
+// "trial budget", "time budget", "early stopping", "space exhausted", "cancelled".
+std::string_view stop_reason_name(StopReason reason);
+
 struct TuningOutcome {
   std::vector<TaskOutcome> tasks;
   int trials = 0;
-  std::string stop_reason;        // "trial budget", "time budget", "early stopping", "space exhausted", "cancelled".
+  StopReason stop_reason = StopReason::kTrialBudget;
 };
 
 class TuningLoop {
@@ -172,7 +201,8 @@ class TuningLoop {
   ~TuningLoop();
 
   // Results of an earlier run of the same job: they count towards the budget, teach the search,
-  // and are never measured again. Call before run().
+  // and are never measured again; its re-measurements (remeasure_round > 0) are kept, and only the
+  // rounds still missing are measured at the end. Call before run().
   Status preload(int task, std::span<const TrialResult> results);
 
   // Trains the task's cost model on related history before its first batch, so that the search
@@ -183,6 +213,9 @@ class TuningLoop {
   // re-measurements of the best few), `on_progress` one update per batch and one after the
   // re-measurement. Thread-compatible: one run() at a time.
   StatusOr<TuningOutcome> run(const ResultSink& on_result, const ProgressSink& on_progress);
+
+  // How many re-measurements the end of a run makes for `trials` trials over `tasks` tasks.
+  static int remeasure_budget(const TuningOptions& options, int trials, int tasks);
 
   // Stops a running loop: the batch in flight is withdrawn from the backend (what was already
   // measured is reported and counts), and no new one starts. Safe from any thread. A time budget
@@ -195,7 +228,18 @@ class TuningLoop {
  private:
   struct TaskState;
   struct Batch;
+  class InFlight;
+  struct Run;
 
+  // Batches until a stop reason holds; the batch in flight may still be measuring.
+  StatusOr<StopReason> search(Run& run);
+  // Waits for the batch in flight (withdrawing it when the time budget ends meanwhile) and
+  // absorbs what it measured; a no-op without one.
+  Status complete_in_flight(Run& run);
+  // Why the run must end now, whatever the trial budget says.
+  std::optional<StopReason> must_stop(const Run& run) const;
+  // Sends `message` with the progress so far.
+  void report(Run& run, std::string message);
   // How many candidates the next batch of `task` may have, with `remaining` trials left.
   int batch_size_for(int task, int remaining, const std::vector<bool>& exhausted, int in_flight_task) const;
   // Proposes up to `size` points of `task` and builds them.
@@ -206,9 +250,18 @@ class TuningLoop {
   static void drop_unreported(Batch& batch);
   // Teaches the search a measured batch and updates the task's best; on the loop's thread.
   Status absorb_batch(Batch& batch, TuningProgress& progress);
-  // Measures the best few candidates of `task` again, interleaved, and names the winner by the
-  // figures of all their measurements.
-  Status remeasure(int task, const ResultSink& on_result);
+  // Measures the best few candidates of each task again, interleaved, the rounds an earlier run did
+  // not, and names each task's winner by the figures of all their measurements.
+  Status remeasure(Run& run);
+  // One re-measurement of a kept candidate in `round`, unless it had that round already.
+  Status remeasure_one(int task, int candidate, int round, const ResultSink& on_result);
+  // Makes the template default one of the first `candidates` of `task` to re-measure: one more
+  // while they are fewer than `slots`, else in place of the weakest.
+  void include_default(int task, int& candidates, int slots);
+  // The winner of `task` among its kept candidates, and the default's figure among them.
+  void pick_winner(int task);
+  // The known-good kernel that checks `task`'s candidates, once, when correctness is checked.
+  Status build_reference(int task);
 
   std::vector<const TuningTask*> tasks_;
   std::vector<double> weights_;

@@ -17,7 +17,7 @@ namespace tunefarm {
 void add_trackerd_flags(CLI::App& app, TrackerdFlags& f) {
   BrokerOptions& o = f.broker;
   app.add_option("--listen", f.listen, "Address to serve on")->capture_default_str();
-  add_metrics_listen_flag(app, f.metrics_listen, "127.0.0.1:9390");
+  add_metrics_listen_flag(app, f.metrics_listen, kMetricsBesideListen);
   add_secret_option(app, "agent-token", o.agent_token, "TUNEFARM_AGENT_TOKEN", "Token agents must present in their hello");
   add_secret_option(app, "tuner-token", o.tuner_token, "TUNEFARM_TUNER_TOKEN",
                     "Token tuners must present with each Measure request");
@@ -81,21 +81,23 @@ void drain(Broker& broker, double timeout_s) {
 DaemonExit run_trackerd(TrackerdFlags f) {
   BrokerOptions& options = f.broker;
   Exposure exposure{f.listen, f.tls.enabled(), !options.agent_token.empty() && !options.tuner_token.empty(),
-                    f.insecure, "--tls-cert, --tls-key", "--agent-token, --tuner-token",
+                    f.insecure, "--tls-cert, --tls-key", "--agent-token-file, --tuner-token-file",
                     "whoever can reach it may send code to the boards or read what they are sent"};
   auto credentials = serving_credentials(exposure, f.tls);
   if (!credentials.ok()) return DaemonExit::configuration(credentials.status());
   options.heartbeat_timeout = std::chrono::milliseconds(f.heartbeat_timeout_ms);
   options.heartbeat_interval = std::max(std::chrono::milliseconds(50), options.heartbeat_timeout / 5);
   options.no_agent_timeout = std::chrono::seconds(f.no_agent_timeout_s);
+  auto metrics_listen = resolve_metrics_listen(f.metrics_listen, f.listen);
+  if (!metrics_listen.ok()) return DaemonExit::configuration(metrics_listen.status());
 
   StopSignals signals;
   auto registry = std::make_shared<prometheus::Registry>();
   options.metrics = std::make_shared<TrackerMetrics>(*registry);
   Broker broker(options);
   // The metrics are the farm's inventory: the same tokens that may list it may scrape them.
-  MetricsEndpointOptions metrics_options{f.metrics_listen, f.tls, options.reader_tokens, f.insecure,
-                                         "--tls-cert, --tls-key", "--tuner-token or --reader-token",
+  MetricsEndpointOptions metrics_options{*metrics_listen, f.tls, options.reader_tokens, f.insecure,
+                                         "--tls-cert, --tls-key", "--tuner-token-file or --reader-token-file",
                                          "the tuner token or a reader token"};
   if (!options.tuner_token.empty()) metrics_options.tokens.push_back(options.tuner_token);
   auto metrics = MetricsEndpoint::start(metrics_options, registry, [&broker, m = options.metrics] {

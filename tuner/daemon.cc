@@ -12,6 +12,7 @@
 #include "common/http/http_server.h"
 #include "common/http/metrics.h"
 #include "common/temp_dir.h"
+#include "db/salvage.h"
 #include "tuner/compiler_task.h"
 #include "tuner/dashboard.h"
 #include "tuner/metrics.h"
@@ -21,7 +22,7 @@ namespace tunefarm {
 
 void add_tunerd_flags(CLI::App& app, TunerdFlags& f) {
   app.add_option("--listen", f.listen, "Address to serve on")->capture_default_str();
-  add_metrics_listen_flag(app, f.metrics_listen, "127.0.0.1:9391");
+  add_metrics_listen_flag(app, f.metrics_listen, kMetricsBesideListen);
   app.add_option("--http-listen", f.http_listen,
                  "Address of the web dashboard (jobs, tuning curves, the farm; JSON under /api/): host:port or a port "
                  "(on 127.0.0.1); off when not given. Beyond loopback it needs TLS and tokens, as tunerd does");
@@ -45,6 +46,11 @@ void add_tunerd_flags(CLI::App& app, TunerdFlags& f) {
                  "Jobs that one client token may have waiting; more are refused (with tokens off, only "
                  "--max-queued-jobs applies)")
       ->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--max-wait-s", f.jobs.max_wait_s,
+                 "How long a job waits for the tracker and an agent of its key (a tracker restart, a farm "
+                 "without boards) before it fails, unless it says (submit --max-wait); a job failed so can be "
+                 "resumed")
+      ->capture_default_str()->check(CLI::Range(1.0, 30.0 * 24 * 3600));
   app.add_option("--build-threads", f.jobs.build_threads, "Compiler threads per job (0: one per CPU)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--features", f.features,
@@ -58,6 +64,9 @@ void add_tunerd_flags(CLI::App& app, TunerdFlags& f) {
   app.add_option("--check-history", f.check_history,
                  "How the history database is checked at start: quick (every page) or full (indexes too; slower)")
       ->capture_default_str()->check(CLI::IsMember({"quick", "full"}));
+  app.add_option("--salvage", f.salvage,
+                 "Copy every readable record of this damaged history file into a new history in --data-dir "
+                 "(which must hold none), then exit; the damaged file is only read");
   app.add_option("--tls-cert", f.tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
   app.add_option("--tls-key", f.tls.key, "PEM private key of --tls-cert");
   app.add_option("--tracker-ca", f.tracker_tls.ca, "PEM CA to check a TLS tracker by (dials plaintext without)");
@@ -109,18 +118,46 @@ std::shared_ptr<grpc::Channel> tracker_channel(const TunerdFlags& f,
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(256 << 20);
+  // gRPC's own reconnect backoff grows to minutes: a restarted tracker must get its jobs' batches
+  // again in seconds, as it gets its agents back (device_agent/agent.cc).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   return grpc::CreateCustomChannel(f.tracker, credentials, args);
 }
 
 }  // namespace
 
+namespace {
+
+DaemonExit salvage(const TunerdFlags& f) {
+  std::error_code ec;
+  std::filesystem::create_directories(f.data_dir, ec);
+  if (ec) return DaemonExit::environment(unavailable(fmt::format("cannot create {}: {}", f.data_dir, ec.message())));
+  auto lock = DirectoryLock::acquire(f.data_dir);
+  if (!lock.ok()) return DaemonExit::environment(lock.status());
+  std::string out = (std::filesystem::path(f.data_dir) / "history.db").string();
+  auto report = db::salvage_history(f.salvage, out);
+  if (!report.ok()) return DaemonExit::of(report.status().with_context("--salvage"));
+  spdlog::info("salvaged {} records of {} into {} ({} rows could not be read); start tunerd with --data-dir {}",
+               report->records, f.salvage, out, report->unreadable, f.data_dir);
+  fmt::print("salvaged {} records into {} ({} unreadable rows left behind)\n", report->records, out,
+             report->unreadable);
+  return DaemonExit::ok();
+}
+
+}  // namespace
+
 DaemonExit run_tunerd(TunerdFlags f) {
-  Exposure exposure{f.listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key", "--client-token",
+  if (!f.salvage.empty()) return salvage(f);
+  Exposure exposure{f.listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key", "--client-token-file",
                     "whoever can reach it may submit jobs and read the history"};
   auto credentials = serving_credentials(exposure, f.tls);
   if (!credentials.ok()) return DaemonExit::configuration(credentials.status());
   auto tracker_credentials = channel_credentials(f.tracker_tls);
   if (!tracker_credentials.ok()) return DaemonExit::configuration(tracker_credentials.status());
+  auto metrics_listen = resolve_metrics_listen(f.metrics_listen, f.listen);
+  if (!metrics_listen.ok()) return DaemonExit::configuration(metrics_listen.status());
   f.jobs.model.objective = *parse_objective(f.objective);
   f.jobs.build_mark_dir = f.data_dir;
   auto registry = std::make_shared<prometheus::Registry>();
@@ -140,6 +177,8 @@ DaemonExit run_tunerd(TunerdFlags f) {
         o.device_key = job.spec().device_key();
         o.job_id = job.id();
         o.priority = job.spec().priority();
+        o.tracker_address = f.tracker;
+        o.retry_budget = std::chrono::milliseconds(static_cast<int64_t>(1000 * max_wait_s(job.spec(), f.jobs)));
         return std::unique_ptr<MeasureBackend>(std::make_unique<TrackerMeasureBackend>(tracker, o));
       },
       [&](const std::string& key) { return check_device_key(tracker, key, f.tracker_token); }, f.jobs);
@@ -147,8 +186,8 @@ DaemonExit run_tunerd(TunerdFlags f) {
   // The read-only token suffices for the metrics and the dashboard: both only show.
   std::vector<std::string> readers = f.tokens.client;
   readers.insert(readers.end(), f.tokens.read_only.begin(), f.tokens.read_only.end());
-  auto metrics = MetricsEndpoint::start({f.metrics_listen, f.tls, readers, f.insecure, "--tls-cert, --tls-key",
-                                         "--client-token or --read-only-token", "a client or read-only token"},
+  auto metrics = MetricsEndpoint::start({*metrics_listen, f.tls, readers, f.insecure, "--tls-cert, --tls-key",
+                                         "--client-token-file or --read-only-token-file", "a client or read-only token"},
                                         registry, [&store, m = f.jobs.metrics] {
                                           if (auto counts = store.count_jobs_by_state(); counts.ok()) m->sample_jobs(*counts);
                                         });
@@ -157,7 +196,7 @@ DaemonExit run_tunerd(TunerdFlags f) {
   if (!f.http_listen.empty() && f.http_listen != "off") {
     std::string listen = normalize_listen_address(f.http_listen);
     Exposure http_exposure{listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key",
-                           "--client-token or --read-only-token", "whoever can reach it may read the jobs and the farm"};
+                           "--client-token-file or --read-only-token-file", "whoever can reach it may read the jobs and the farm"};
     if (Status s = check_exposure(http_exposure); !s.ok()) return DaemonExit::configuration(s.with_context("--http-listen"));
     HttpServerOptions http{listen, f.tls.cert, f.tls.key, readers, "a client or read-only token (as the password)",
                            "dashboard"};

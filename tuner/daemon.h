@@ -28,6 +28,7 @@ struct TunerdFlags {
   std::string features = "knob";
   std::string objective = "rank";
   std::string check_history = "quick";
+  std::string salvage;  // A damaged history to copy into --data-dir, instead of serving.
   TlsServerFiles tls;
   TlsClientFiles tracker_tls;
 };

@@ -44,6 +44,8 @@ std::string proto_json(const google::protobuf::Message& message) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
   options.always_print_primitive_fields = true;
+  // snake_case, as /api/jobs, `devices --json` and every --json of tune-client.
+  options.preserve_proto_field_names = true;
   (void)google::protobuf::util::MessageToJsonString(message, &out, options);
   return out;
 }
@@ -77,6 +79,7 @@ json job_summary(const v1::Job& job) {
   if (tasks.empty())
     for (const v1::TuneTask& t : job.spec().tasks())
       tasks.push_back({{"workload", workload_text(t.workload())}, {"trials", 0}, {"best_gflops", 0.0}});
+  auto latency = model_latency(p);
   return {{"id", job.id()},
           {"name", job.spec().name()},
           {"state", v1::JobState_Name(job.state())},
@@ -92,7 +95,10 @@ json job_summary(const v1::Job& job) {
           {"finished_at_us", job.finished_at_us()},
           {"error", job.error()},
           {"activity", job.activity()},
-          {"tasks", tasks}};
+          {"tasks", tasks},
+          // A model's latency is what matters for a model job, not any one task's GFLOP/s.
+          {"model_ms", latency ? latency->tuned_s * 1e3 : 0.0},
+          {"untuned_model_ms", latency ? latency->untuned_s * 1e3 : 0.0}};
 }
 
 bool ended(v1::JobState state) { return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED; }

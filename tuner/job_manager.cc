@@ -46,9 +46,14 @@ int farm_batch_size(int agents, int cap) {
   return std::clamp(4 * std::max(agents, 1), std::min(8, cap), cap);
 }
 
+double max_wait_s(const v1::JobSpec& spec, const JobManagerOptions& defaults) {
+  return spec.max_wait_s() > 0 ? spec.max_wait_s() : defaults.max_wait_s;
+}
+
 TuningOptions tuning_options(const v1::Job& job, const JobManagerOptions& defaults, int agents) {
   const v1::JobSpec& spec = job.spec();
   TuningOptions options;
+  options.max_wait_s = max_wait_s(spec, defaults);
   options.trials = spec.trials();
   options.time_budget_s = spec.time_budget_s();
   // A resumed job's clock goes on from its last saved progress rather than restarting.
@@ -115,6 +120,8 @@ Status JobManager::validate(const v1::JobSpec& spec) const {
     return bad(fmt::format("trials {} must be between 1 and {}", spec.trials(), kMaxTrials));
   if (!std::isfinite(spec.time_budget_s()) || spec.time_budget_s() < 0 || spec.time_budget_s() > kMaxTimeBudgetS)
     return bad(fmt::format("time budget {} s must be between 0 (none) and 30 days", spec.time_budget_s()));
+  if (!std::isfinite(spec.max_wait_s()) || spec.max_wait_s() < 0 || spec.max_wait_s() > kMaxTimeBudgetS)
+    return bad(fmt::format("max wait {} s must be between 0 (the service's default) and 30 days", spec.max_wait_s()));
   if (spec.early_stopping() < 0) return bad(fmt::format("early stopping {} must not be negative", spec.early_stopping()));
   if (spec.batch_size() < 0 || spec.batch_size() > kMaxBatch)
     return bad(fmt::format("batch size {} must be between 0 (default) and {}", spec.batch_size(), kMaxBatch));
@@ -257,7 +264,17 @@ bool JobManager::wait_for_history(const std::string& job_id, v1::Job& job, Runni
 }
 
 StatusOr<std::vector<v1::Job>> JobManager::list(const std::vector<v1::JobState>& states, int limit) {
-  return store_.list_jobs(states, limit);
+  TF_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_.list_jobs(states, limit));
+  // A job running here is listed as get() shows it: its progress is current even while the
+  // history cannot be written, and it says what it waits for.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (v1::Job& job : jobs) {
+    auto update = updates_.find(job.id());
+    if (running_.count(job.id()) && update != updates_.end() && !update->second.job.id().empty() &&
+        update->second.job.state() == job.state())
+      job = update->second.job;
+  }
+  return jobs;
 }
 
 StatusOr<v1::Job> JobManager::cancel(const std::string& job_id) {
@@ -277,6 +294,22 @@ StatusOr<v1::Job> JobManager::cancel(const std::string& job_id) {
   TF_ASSIGN_OR_RETURN(v1::Job cancelled, store_.update_job_state(job_id, v1::CANCELLED));
   publish(job_id, cancelled, "cancelled before it started");
   return cancelled;
+}
+
+StatusOr<v1::Job> JobManager::resume(const std::string& job_id, const std::string& client) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return unavailable("the tuning service is shutting down");
+    TF_RETURN_IF_ERROR(check_queue_room_locked(client));
+  }
+  TF_ASSIGN_OR_RETURN(v1::Job job, store_.reopen_job(job_id));
+  spdlog::info("job {}: resumed on request", job_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  updates_[job_id] = JobUpdate{job, "queued again: resumes from its records", updates_[job_id].version + 1, false};
+  queue_.push_back({job_id, client});
+  launch_queued_locked();
+  changed_.notify_all();
+  return job;
 }
 
 StatusOr<JobUpdate> JobManager::wait_for_update(const std::string& job_id, uint64_t after_version,
@@ -372,20 +405,20 @@ StatusOr<int> resume_from_history(db::RecordStore& store, const std::string& job
           continue;
         }
         if (r.result().error() == v1::DEVICE_LOST) continue;  // Recorded by older versions; never measured.
-        // A re-measurement of a trial already counted; a resumed job re-measures its own best again.
-        if (r.remeasure_round() > 0) continue;
         TrialResult t;
         t.task = static_cast<int>(i);
         t.point = std::move(*point);
         t.result = r.result();
         t.gflops = r.gflops();
+        // A re-measurement counts no trial; the loop measures only the rounds still missing.
+        t.remeasure_round = r.remeasure_round();
+        resumed += t.remeasure_round == 0;
         earlier.push_back(std::move(t));
       }
       offset += static_cast<int64_t>(page.records.size());
       if (page.records.empty() || offset >= page.total) break;
     }
     TF_RETURN_IF_ERROR(loop.preload(static_cast<int>(i), earlier));
-    resumed += static_cast<int>(earlier.size());
   }
   return resumed;
 }
@@ -515,9 +548,14 @@ v1::JobProgress job_progress(const TuningProgress& p, int trials_at_start, doubl
     if (p.errors_by_code[code] > 0)
       (*progress.mutable_errors_by_code())[v1::ErrorCode_Name(static_cast<v1::ErrorCode>(code))] = p.errors_by_code[code];
   progress.set_elapsed_s(p.elapsed_s);
-  int new_trials = p.trials_done - trials_at_start;
+  progress.set_first_batch_s(p.first_batch_s);
+  progress.set_remeasured(p.remeasured);
+  progress.set_remeasure_budget(p.remeasure_budget);
+  // A re-measurement costs about what a trial does: both are one candidate measured.
+  int new_work = p.trials_done - trials_at_start + p.remeasured;
+  int left = std::max(0, p.trials_budget - p.trials_done) + std::max(0, p.remeasure_budget - p.remeasured);
   double this_run_s = p.elapsed_s - elapsed_before_s;
-  progress.set_eta_s(new_trials > 0 ? this_run_s / new_trials * (p.trials_budget - p.trials_done) : -1);
+  progress.set_eta_s(new_work > 0 ? this_run_s / new_work * left : -1);
   return progress;
 }
 
@@ -587,24 +625,36 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   publish(job_id, job, resumed ? fmt::format("running; {} earlier results resumed", resumed) : "running");
 
   RecordSink records(store_, job_id, spec, task_ptrs);
-  std::string waiting_since;
+  // The job as this run shows it; the loop's thread reports progress and the measuring thread
+  // what it waits for, so both go through job_mu.
+  std::mutex job_mu;
+  std::string waiting_for_agents, waiting_for_farm;
+  auto show = [&](const std::string& message) {
+    job.set_activity(!waiting_for_farm.empty() ? waiting_for_farm : waiting_for_agents);
+    publish(job_id, job, job.activity().empty() ? message : job.activity());
+  };
+  auto since_now = [] { return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(std::time(nullptr))); };
+  backend->on_wait([&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(job_mu);
+    waiting_for_farm = why.empty() ? "" : fmt::format("{} since {} (fails after {:.0f} s, --max-wait)", why,
+                                                      since_now(), options.max_wait_s);
+    show(why.empty() ? "results come again" : why);
+  });
   auto on_progress = [&](const TuningProgress& p) {
     v1::JobProgress progress = job_progress(p, resumed, options.elapsed_before_s, task_ptrs, weights);
+    std::lock_guard<std::mutex> lock(job_mu);
     *job.mutable_progress() = progress;
     // No new batch while the history cannot keep what it measures.
     if (!wait_for_history(job_id, job, running)) return;
     Status st = store_.update_job_progress(job_id, progress);
     if (!st.ok()) spdlog::warn("job {}: progress not saved: {}", job_id, st.message());
     if (!p.waiting_for_devices) {
-      waiting_since.clear();
-    } else if (waiting_since.empty()) {
-      waiting_since = fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(std::time(nullptr)));
+      waiting_for_agents.clear();
+    } else if (waiting_for_agents.empty()) {
+      waiting_for_agents = fmt::format("waiting for an agent of key '{}' since {}", spec.device_key(), since_now());
       spdlog::warn("job {}: no agent of key '{}' measured its last batch; waiting", job_id, spec.device_key());
     }
-    job.set_activity(waiting_since.empty()
-                         ? ""
-                         : fmt::format("waiting for an agent of key '{}' since {}", spec.device_key(), waiting_since));
-    publish(job_id, job, job.activity().empty() ? p.message : job.activity());
+    show(p.message);
   };
 
   auto outcome = loop.run(std::ref(records), on_progress);
@@ -612,10 +662,16 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
     std::lock_guard<std::mutex> lock(mu_);
     running.loop = nullptr;
   }
+  backend->on_wait(nullptr);
   // Stopping: the job resumes at the next start, and re-measures what the history did not keep.
   if (!wait_for_history(job_id, job, running)) return Status();
   TF_RETURN_IF_ERROR(store_.flush());
-  if (!outcome.ok()) return outcome.status();
+  if (!outcome.ok()) {
+    if (outcome.status().code() == StatusCode::kUnavailable)
+      return outcome.status().with_context(
+          fmt::format("device key '{}'; `tune-client resume {}` goes on from where it stopped", spec.device_key(), job_id));
+    return outcome.status();
+  }
   if (Status st = records.error(); !st.ok()) return st.with_context("recording results");
 
   bool shutting_down, user_cancelled;
@@ -626,11 +682,21 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   }
   if (shutting_down) return Status();  // Stays RUNNING in the database: resumed at the next start.
   if (!user_cancelled && resumed == 0) TF_RETURN_IF_ERROR(records.every_candidate_failed());
-
-  TF_RETURN_IF_ERROR(store_.update_job_progress(job_id, final_progress(job.progress(), *outcome, task_ptrs, weights)));
+  v1::JobProgress done = final_progress(job.progress(), *outcome, task_ptrs, weights);
+  TF_RETURN_IF_ERROR(store_.update_job_progress(job_id, done));
+  // A job that measured nothing did not succeed, whatever ended it first.
+  if (!user_cancelled && outcome->trials == 0) {
+    if (outcome->stop_reason == StopReason::kTimeBudget)
+      return deadline_exceeded(fmt::format(
+          "the time budget of {:.0f} s ended before any candidate was measured: the first batch (building it, "
+          "queueing and measuring it) took longer; give a longer --time-budget, or resume this job",
+          spec.time_budget_s()));
+    return failed_precondition(fmt::format("the job ended ({}) without measuring any candidate",
+                                           stop_reason_name(outcome->stop_reason)));
+  }
   TF_ASSIGN_OR_RETURN(job, store_.update_job_state(job_id, user_cancelled ? v1::CANCELLED : v1::SUCCEEDED));
-  publish(job_id, job, fmt::format("{} ({}): {} trials", user_cancelled ? "cancelled" : "done", outcome->stop_reason,
-                                   outcome->trials));
+  publish(job_id, job, fmt::format("{} ({}): {} trials", user_cancelled ? "cancelled" : "done",
+                                   stop_reason_name(outcome->stop_reason), outcome->trials));
   return Status();
 }
 

@@ -47,6 +47,9 @@ struct JobManagerOptions {
   int default_batch_size = 64;
   int build_threads = 0;           // Per job; 0: one per CPU.
   int warm_start_records = 5000;   // Recent records of the same target that train a new job's model.
+  // How long a job waits for the tracker and its key's agents before it fails, unless its spec
+  // says (max_wait_s); a job that failed so can be resumed.
+  double max_wait_s = 3600;
   // Where jobs mark that their candidates are being compiled (tuner/build_guard.h), so that a job
   // during whose builds tunerd keeps dying is failed instead of resumed; empty: no marks.
   std::string build_mark_dir;
@@ -57,6 +60,9 @@ struct JobManagerOptions {
 
 // The default batch of a job on a farm whose key has `agents` agents (0: unknown), at most `cap`.
 int farm_batch_size(int agents, int cap);
+
+// How long `job` waits for the tracker and its key's agents: its spec's limit, or the service's.
+double max_wait_s(const v1::JobSpec& spec, const JobManagerOptions& defaults);
 
 // How a stored job becomes the tuning loop's options: the spec's values, the service's defaults
 // where the spec leaves them out, and a batch sized to the farm when the spec sets none.
@@ -89,6 +95,9 @@ class JobManager {
   StatusOr<v1::Job> get(const std::string& job_id);
   // Cancels a queued or running job; cancelling an ended job is FAILED_PRECONDITION.
   StatusOr<v1::Job> cancel(const std::string& job_id);
+  // Queues a FAILED or CANCELLED job again; it resumes from its records. FAILED_PRECONDITION for
+  // a job in another state.
+  StatusOr<v1::Job> resume(const std::string& job_id, const std::string& client = {});
   StatusOr<std::vector<v1::Job>> list(const std::vector<v1::JobState>& states, int limit);
 
   // The job's state once it is newer than `after_version`, or as it is when `timeout` passes.

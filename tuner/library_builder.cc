@@ -44,8 +44,10 @@ namespace {
 constexpr double kClearlyFaster = 1.05;
 constexpr int kRecordsScanned = 1000;  // query_best's most
 
+// The best record, or the default config's own record (measured on the same key) when the best
+// does not clearly beat it; then `fell_back` says why.
 v1::Record clearly_best(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
-                                       const v1::Record& best) {
+                        const v1::Record& best, std::string& fell_back) {
   auto def = default_config(w, request.target);
   if (!def.ok()) return best;
   auto space = config_space(w, request.target, def->template_name);
@@ -54,8 +56,14 @@ v1::Record clearly_best(db::RecordStore& store, const Workload& w, const Library
   std::string want = def->to_json();
   for (const v1::Record& r : *ranked) {
     auto c = space->complete(from_proto(r.config()));
-    if (!c.ok() || c->to_json() != want) continue;
-    return best.gflops() > r.gflops() * kClearlyFaster ? best : r;
+    if (!c.ok() || c->to_json() != want || r.device_key() != best.device_key()) continue;
+    if (best.gflops() > r.gflops() * kClearlyFaster) return best;
+    auto best_config = space->complete(from_proto(best.config()));
+    if (!best_config.ok() || best_config->to_json() != want)
+      fell_back = fmt::format("{}: the best tuned config ({:.1f} GFLOP/s) does not beat the template's default "
+                              "({:.1f} GFLOP/s) by {:.0f}% on device key '{}': built from the default",
+                              w.to_string(), best.gflops(), r.gflops(), (kClearlyFaster - 1) * 100, r.device_key());
+    return r;
   }
   return best;
 }
@@ -76,7 +84,9 @@ StatusOr<model::ChosenKernel> choose_kernel(db::RecordStore& store, const Worklo
                                    w.to_string(), request.target.to_string(), where));
     return k;
   }
-  const v1::Record r = clearly_best(store, w, request, best.front());
+  std::string fell_back;
+  const v1::Record r = clearly_best(store, w, request, best.front(), fell_back);
+  if (!fell_back.empty()) warnings.push_back(fell_back);
   k.config = from_proto(r.config());
   // A record from before its template's space changed may name a point the template no longer
   // builds: the default stands in for it, and the build says so.

@@ -53,7 +53,7 @@ StatusOr<db::RecordFilter> filter_of(const v1::Workload* workload, const std::st
 
 const std::map<std::string, Access, std::less<>>& tuner_access() {
   static const std::map<std::string, Access, std::less<>> table = {
-      {"SubmitJob", Access::kChange},     {"CancelJob", Access::kChange},   {"ImportRecords", Access::kChange},
+      {"SubmitJob", Access::kChange},     {"CancelJob", Access::kChange},   {"ResumeJob", Access::kChange},   {"ImportRecords", Access::kChange},
       // Reading a model of up to a gigabyte is work on tunerd's behalf, done to submit it.
       {"ExtractTasks", Access::kChange},  {"BuildLibrary", Access::kQuery},  {"BuildModel", Access::kChange},
       {"GetJob", Access::kQuery},         {"WatchJob", Access::kQuery},     {"ListJobs", Access::kQuery},
@@ -80,7 +80,7 @@ grpc::Status TunerService::authorize(const grpc::ServerContext* context, std::st
   std::string_view token = presented_token(context);
   if (token.empty())
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "this tunerd requires a token: pass --token or set TUNEFARM_TOKEN");
+                        "this tunerd requires a token: give tune-client --token-file FILE, or set TUNEFARM_TOKEN");
   if (any_secret(tokens_.client, token)) return grpc::Status::OK;
   if (any_secret(tokens_.read_only, token)) {
     if (access->second == Access::kQuery) return grpc::Status::OK;
@@ -144,6 +144,16 @@ grpc::Status TunerService::CancelJob(grpc::ServerContext* context, const v1::Can
   if (auto s = authorize(context, "CancelJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   auto job = jobs_.cancel(request->job_id());
+  if (!job.ok()) return to_grpc(job.status());
+  *response = std::move(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status TunerService::ResumeJob(grpc::ServerContext* context, const v1::ResumeJobRequest* request,
+                                     v1::Job* response) {
+  if (auto s = authorize(context, "ResumeJob"); !s.ok()) return s;
+  if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
+  auto job = jobs_.resume(request->job_id(), client_of(context));
   if (!job.ok()) return to_grpc(job.status());
   *response = std::move(*job);
   return grpc::Status::OK;

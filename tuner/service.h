@@ -51,6 +51,7 @@ class TunerService final : public v1::Tuner::Service {
   grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
   grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request, v1::Job* response) override;
+  grpc::Status ResumeJob(grpc::ServerContext* context, const v1::ResumeJobRequest* request, v1::Job* response) override;
   grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                         v1::ListJobsResponse* response) override;
   grpc::Status QueryBest(grpc::ServerContext* context, const v1::QueryBestRequest* request,

@@ -1,5 +1,7 @@
 #include "tuner/tracker_backend.h"
 
+#include <condition_variable>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -20,6 +22,50 @@ bool transient(grpc::StatusCode code) {
          code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::UNKNOWN;
 }
 
+// While a batch is out, asks the tracker every few seconds whether the key still has agents: a
+// tracker holds the batch of a key whose agents are all gone for its --no-agent-timeout-s before
+// it answers, and the job should say at once what it waits for.
+class AgentWatch {
+ public:
+  AgentWatch(const std::shared_ptr<grpc::Channel>& channel, const TrackerBackendOptions& options,
+             std::function<void(const std::string&)> waiting)
+      : thread_([this, channel, options, waiting = std::move(waiting)] {
+          bool said = false;
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!done_.wait_for(lock, std::chrono::seconds(2), [this] { return stopped_; })) {
+            lock.unlock();
+            int agents = -1;  // Unknown: the tracker did not answer (the call says so itself).
+            if (auto farm = farm_status(channel, options.token); farm.ok()) {
+              agents = 0;
+              for (const auto& key : farm->keys())
+                if (key.device_key() == options.device_key) agents = key.agents_total();
+            }
+            if (agents == 0 && !said)
+              waiting(fmt::format("waiting for an agent of key '{}' (none is connected to the tracker)",
+                                  options.device_key));
+            else if (agents > 0 && said)
+              waiting("");
+            if (agents >= 0) said = agents == 0;
+            lock.lock();
+          }
+          if (said) waiting("");
+        }) {}
+  ~AgentWatch() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+    }
+    done_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable done_;
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 TrackerMeasureBackend::TrackerMeasureBackend(std::shared_ptr<grpc::Channel> channel, TrackerBackendOptions options)
@@ -35,7 +81,7 @@ Status TrackerMeasureBackend::measure(const v1::Workload& workload, const v1::Me
   size_t remaining = candidates.size();
   auto give_up_at = std::chrono::steady_clock::now() + options_.retry_budget;
   auto backoff = std::chrono::milliseconds(200);
-  std::string last_error;
+  std::string waiting_for;  // What the batch waits for now; empty while results come.
 
   while (remaining > 0) {
     v1::MeasureRequest request;
@@ -65,13 +111,23 @@ Status TrackerMeasureBackend::measure(const v1::Workload& workload, const v1::Me
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(1000 * (60 + per_candidate * remaining * 2))));
     auto reader = stub->Measure(&context, request);
-    v1::MeasureResponse response;
-    while (reader->Read(&response)) {
-      uint64_t id = response.candidate_id();
-      if (id >= candidates.size() || done[id]) continue;  // Not ours, or a duplicate.
-      done[id] = true;
-      --remaining;
-      on_result(id, response.result());
+    {
+      AgentWatch watch(channel_, options_, [this](const std::string& why) { waiting(why); });
+      v1::MeasureResponse response;
+      while (reader->Read(&response)) {
+        uint64_t id = response.candidate_id();
+        if (id >= candidates.size() || done[id]) continue;  // Not ours, or a duplicate.
+        done[id] = true;
+        --remaining;
+        // Results come again: the wait, if any, is over and its clock starts afresh.
+        give_up_at = std::chrono::steady_clock::now() + options_.retry_budget;
+        backoff = std::chrono::milliseconds(200);
+        if (!waiting_for.empty()) {
+          waiting_for.clear();
+          waiting("");
+        }
+        on_result(id, response.result());
+      }
     }
     grpc::Status status = reader->Finish();
     {
@@ -80,22 +136,29 @@ Status TrackerMeasureBackend::measure(const v1::Workload& workload, const v1::Me
       if (cancelled_ && remaining > 0) return Status(StatusCode::kCancelled, "the batch was cancelled");
     }
     if (remaining == 0) break;
-    if (!status.ok() && !transient(status.error_code())) return from_grpc(status).with_context("tracker");
-    last_error = status.ok() ? "the tracker ended the batch early" : status.error_message();
-    if (std::chrono::steady_clock::now() + backoff > give_up_at) break;
-    spdlog::warn("tracker: {} candidates without results ({}); retrying in {} ms", remaining, last_error,
-                 backoff.count());
+    // A tracker that knows no agent of the key may have just restarted: its agents come back.
+    bool no_agent = status.error_code() == grpc::StatusCode::NOT_FOUND;
+    if (!status.ok() && !no_agent && !transient(status.error_code()))
+      return from_grpc(status).with_context("tracker");
+    std::string why = no_agent  ? fmt::format("an agent of key '{}' at the tracker ({})", options_.device_key,
+                                              status.error_message())
+                      : status.ok() ? "the tracker, which ended the batch early"
+                                    : fmt::format("the tracker at {} ({})", options_.tracker_address,
+                                                  status.error_message());
+    if (std::chrono::steady_clock::now() + backoff > give_up_at)
+      return unavailable(fmt::format("waited {} s without a result for {}; the job's limit is --max-wait (resume "
+                                     "the job when the farm is back)",
+                                     std::chrono::duration_cast<std::chrono::seconds>(options_.retry_budget).count(),
+                                     why));
+    if (why != waiting_for) {
+      spdlog::warn("job {}: {} candidates without results; waiting for {}", options_.job_id, remaining, why);
+      waiting_for = why;
+      waiting("waiting for " + why);
+    }
     std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
   }
-
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (done[i]) continue;
-    v1::MeasureResult lost;
-    lost.set_error(v1::DEVICE_LOST);
-    lost.set_error_msg(fmt::format("no result from the farm before the retry budget ran out: {}", last_error));
-    on_result(i, lost);
-  }
+  if (!waiting_for.empty()) waiting("");
   return Status();
 }
 

@@ -1,8 +1,9 @@
 // Measures candidates on the farm: one Tracker.Measure call per batch, results streamed back as
-// agents finish them. When the tracker is unreachable or restarts mid-batch, the candidates still
-// without a result are sent again (with backoff) until `retry_budget` runs out; only then do they
-// come back as DEVICE_LOST. Requests the tracker refuses (an unknown device key, a malformed
-// batch) are an error of the whole batch.
+// agents finish them. When the tracker is unreachable, restarts mid-batch, or knows no agent of
+// the key yet (a restarted tracker before its agents came back), the candidates still without a
+// result are sent again (with backoff), saying so through on_wait(), until `retry_budget` passes
+// without a result; the batch is then UNAVAILABLE, naming what it waited for. Requests the tracker
+// refuses otherwise (a malformed batch, a bad token) are an error of the whole batch.
 #pragma once
 
 #include <chrono>
@@ -27,7 +28,9 @@ struct TrackerBackendOptions {
   std::string device_key;
   std::string job_id;
   int priority = 0;
-  std::chrono::seconds retry_budget{120};
+  // How long a batch may wait without any result for the tracker and an agent of the key.
+  std::chrono::milliseconds retry_budget{std::chrono::minutes(60)};
+  std::string tracker_address;  // For messages.
 };
 
 class TrackerMeasureBackend : public MeasureBackend {

@@ -32,7 +32,19 @@ int run_daemon(std::string_view program, const CommonFlags& common, const std::f
   return exit.code;
 }
 
+StatusOr<int> listen_port(const std::string& listen) {
+  size_t colon = listen.rfind(':');
+  std::string port = colon == std::string::npos ? "" : listen.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) > 65535)
+    return invalid_argument(fmt::format("'{}' is not an address to listen on: give host:port (127.0.0.1:9191, "
+                                        "0.0.0.0:9191, [::1]:9191)",
+                                        listen));
+  return std::stoi(port);
+}
+
 Status check_exposure(const Exposure& e) {
+  TF_RETURN_IF_ERROR(listen_port(e.listen).status());
   if (is_loopback_address(e.listen) || (e.tls && e.tokens)) return Status::ok_status();
   if (!e.insecure)
     return failed_precondition(fmt::format("refusing to serve {} beyond loopback without TLS ({}) and tokens ({}), or "

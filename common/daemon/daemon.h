@@ -57,8 +57,12 @@ struct Exposure {
   std::string risk;         // what an unprotected daemon lets anyone do, for the warning
 };
 
-// Refuses a non-loopback address without TLS and tokens unless insecure (the Status says which
-// flags are missing); warns in the log when insecure lets it through.
+// The port of a listen address ("host:port", "[v6]:port"); INVALID_ARGUMENT saying the form
+// when it has none.
+StatusOr<int> listen_port(const std::string& listen);
+
+// Refuses an address that is not host:port, and a non-loopback one without TLS and tokens unless
+// insecure (the Status says which flags are missing); warns in the log when insecure lets it through.
 Status check_exposure(const Exposure& exposure);
 
 // The credentials a daemon serves with, after check_exposure: a failure of either is a

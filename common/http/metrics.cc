@@ -14,10 +14,23 @@ namespace tunefarm {
 void add_metrics_listen_flag(CLI::App& app, std::string& listen, const std::string& default_listen) {
   listen = default_listen;
   app.add_option("--metrics-listen", listen,
-                 "Address of the Prometheus metrics endpoint (GET /metrics): host:port, a port (on 127.0.0.1), or "
-                 "off. Beyond loopback it needs TLS and tokens, as the daemon does")
+                 "Address of the Prometheus metrics endpoint (GET /metrics): host:port, a port (on 127.0.0.1), "
+                 "auto (the --listen host, its port + 200), or off. Beyond loopback it needs TLS and tokens, as "
+                 "the daemon does")
       ->envname("TUNEFARM_METRICS_LISTEN")
       ->capture_default_str();
+}
+
+StatusOr<std::string> resolve_metrics_listen(const std::string& metrics_listen, const std::string& listen) {
+  if (metrics_listen != kMetricsBesideListen) return metrics_listen;
+  std::string address = normalize_listen_address(listen);
+  TF_ASSIGN_OR_RETURN(int port, listen_port(address));
+  if (port + 200 > 65535)
+    return invalid_argument(fmt::format("--metrics-listen auto: the --listen port {} leaves no room for one 200 "
+                                        "above it; give --metrics-listen HOST:PORT or off",
+                                        port));
+  size_t colon = address.rfind(':');
+  return fmt::format("{}:{}", address.substr(0, colon), port + 200);
 }
 
 std::vector<double> duration_buckets() {

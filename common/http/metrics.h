@@ -33,8 +33,18 @@ struct MetricsEndpointOptions {
   std::string token_hint;   // Which token to present, for the 401 answer.
 };
 
+// --metrics-listen's value for "beside --listen": the daemon's own host with its port + 200
+// (trackerd's 9190 -> 9390, tunerd's 9191 -> 9391), so that a second daemon of a kind on one host,
+// on another port, gets metrics of its own instead of failing to start.
+inline constexpr const char* kMetricsBesideListen = "auto";
+
 // Adds --metrics-listen (environment TUNEFARM_METRICS_LISTEN) with `default_listen`.
 void add_metrics_listen_flag(CLI::App& app, std::string& listen, const std::string& default_listen);
+
+// The address `metrics_listen` stands for, given the daemon's `listen` address: kMetricsBesideListen
+// becomes the port beside `listen`; anything else is itself. INVALID_ARGUMENT when `listen` has no
+// port that leaves room.
+StatusOr<std::string> resolve_metrics_listen(const std::string& metrics_listen, const std::string& listen);
 
 // Histogram buckets for durations from a millisecond to a few minutes.
 std::vector<double> duration_buckets();

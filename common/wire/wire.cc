@@ -138,6 +138,21 @@ StatusOr<v1::Record> record_from_json_line(std::string_view line) {
   return record;
 }
 
+std::optional<ModelLatency> model_latency(const v1::JobProgress& progress) {
+  if (progress.tasks_size() < 2) return std::nullopt;
+  ModelLatency out;
+  bool all_defaults = true;
+  for (const v1::TaskProgress& t : progress.tasks()) {
+    if (t.best_gflops() <= 0 || t.flops() <= 0) return std::nullopt;
+    double weight = t.weight() > 0 ? t.weight() : 1;
+    out.tuned_s += weight * t.flops() / (t.best_gflops() * 1e9);
+    if (t.default_gflops() > 0) out.untuned_s += weight * t.flops() / (t.default_gflops() * 1e9);
+    else all_defaults = false;
+  }
+  if (!all_defaults) out.untuned_s = 0;
+  return out;
+}
+
 AgentPlatform agent_platform(const v1::AgentInfo& agent) {
   const v1::Capabilities& capabilities = agent.capabilities();
   AgentPlatform platform;

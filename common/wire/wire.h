@@ -2,6 +2,8 @@
 // grpc::Status. Kept apart from the rest of common/ so that the compiler never sees gRPC.
 #pragma once
 
+#include <optional>
+
 #include <grpcpp/support/status.h>
 
 #include "common/config.h"
@@ -38,6 +40,16 @@ StatusOr<v1::Record> record_from_json_line(std::string_view line);
 // What an agent of the tracker's listing can run, and its CPU: an agent lists "cuda" among its
 // targets when it found a CUDA driver and a device.
 AgentPlatform agent_platform(const v1::AgentInfo& agent);
+
+// A model job's latency (a job of several weighted tasks): the sum over its tasks of weight x
+// FLOPs / speed, with the best configs so far and, once every task's default was measured, with
+// the templates' untuned defaults (0 until then). Nothing for a job of one task or while a task
+// has no figure yet. What `status` and the dashboard show for a model rather than GFLOP/s.
+struct ModelLatency {
+  double tuned_s = 0;
+  double untuned_s = 0;
+};
+std::optional<ModelLatency> model_latency(const v1::JobProgress& progress);
 
 grpc::Status to_grpc(const Status& status);
 Status from_grpc(const grpc::Status& status);

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "db/record_store.h"
+#include "db/salvage.h"
 #include "db/sqlite.h"
 #include "db_test_util.h"
 
@@ -141,6 +142,39 @@ TEST(Fault, ARandomBlockInTheMiddleIsRefusedAtOpen) {
     EXPECT_EQ(store.status().code(), StatusCode::kDataLoss) << store.status().to_string();
     EXPECT_TRUE(mentions(store.status(), path)) << store.status().message();
   }
+}
+
+// The same damage, salvaged: every row on an intact page goes into a new history that opens clean,
+// the rows on the damaged pages are counted, and the damaged file is left as it was.
+TEST(Fault, ADamagedHistoryIsSalvagedIntoANewOne) {
+  TempDir dir;
+  std::string path = make_history(dir);
+  auto size = std::filesystem::file_size(path);
+  {
+    std::mt19937 random(7);
+    std::string junk(4096, '\0');
+    for (char& c : junk) c = static_cast<char>(random());
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));
+    file.write(junk.data(), junk.size());
+  }
+  ASSERT_FALSE(db::RecordStore::open(path).ok());
+  auto report = db::salvage_history(path, dir.file("salvaged.db"));
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_GT(report->records, 1500) << "most of the 2000 records sit on intact pages";
+  EXPECT_LT(report->records, 2000);
+  db::RecordStoreOptions full;
+  full.check = db::RecordStoreOptions::Check::kFull;
+  auto salvaged = db::RecordStore::open(dir.file("salvaged.db"), full);
+  ASSERT_TRUE(salvaged.ok()) << salvaged.status().to_string();
+  auto page = (*salvaged)->list_records({}, 100000);
+  ASSERT_TRUE(page.ok()) << page.status().to_string();
+  EXPECT_EQ(page->total, report->records);
+  EXPECT_EQ(std::filesystem::file_size(path), size) << "the damaged file is only read";
+  // A salvage never writes over a history.
+  auto again = db::salvage_history(path, dir.file("salvaged.db"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition) << again.status().to_string();
 }
 
 TEST(Fault, ScribbledHeaderIsAClearError) {

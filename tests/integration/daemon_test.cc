@@ -6,6 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <vector>
 #include <thread>
 
 #include <fmt/format.h>
@@ -67,6 +69,46 @@ TEST(Daemons, ASecondTunerdOnATakenPortExitsWithAddressInUse) {
   EXPECT_NE(second.log().find("address already in use"), std::string::npos) << second.log();
 }
 
+// Metrics beside --listen (the default): a second daemon of a kind on one host, on another port,
+// starts and serves its own, where one fixed default port stopped it with "address in use".
+TEST(Daemons, TwoDaemonsOfAKindOnOneHostEachServeTheirOwnMetrics) {
+  std::string dir = temp_dir("metrics_beside");
+  // Ports with room for their metrics 200 above, taken by nothing now.
+  auto pick = [] {
+    for (;;) {
+      int port = free_port();
+      if (port + 200 <= 65535) return port;
+    }
+  };
+  std::string tracker = fmt::format("127.0.0.1:{}", pick());
+  const std::vector<std::string> metrics_beside = {"TUNEFARM_METRICS_LISTEN=auto"};
+  for (std::string program : {"trackerd", "tunerd"}) {
+    std::vector<std::unique_ptr<Process>> daemons;
+    for (int i = 0; i < 2; ++i) {
+      int port = pick();
+      std::vector<std::string> args = {"--listen", fmt::format("127.0.0.1:{}", port)};
+      if (program == "tunerd")
+        args.insert(args.end(), {"--tracker", tracker, "--data-dir", fmt::format("{}/data{}", dir, i)});
+      daemons.push_back(std::make_unique<Process>(bin_path(program), args, fmt::format("{}/{}{}.log", dir, program, i),
+                                                  metrics_beside));
+      Process& p = *daemons.back();
+      ASSERT_TRUE(wait_listening(p)) << p.log();
+      EXPECT_NE(p.log().find(fmt::format("metrics on http://127.0.0.1:{}/metrics", port + 200)), std::string::npos)
+          << p.log();
+    }
+    for (auto& p : daemons) EXPECT_TRUE(p->running()) << p->log();
+  }
+}
+
+// An address that is not host:port is named as such, not refused as one beyond loopback.
+TEST(Daemons, AListenAddressThatIsNoAddressIsNamedAsSuch) {
+  std::string dir = temp_dir("bogus_listen");
+  Process tunerd(bin_path("tunerd"), {"--listen", "bogus", "--data-dir", dir + "/data"}, dir + "/tunerd.log");
+  EXPECT_GT(exit_code(tunerd), 0);
+  EXPECT_NE(tunerd.log().find("'bogus' is not an address to listen on"), std::string::npos) << tunerd.log();
+  EXPECT_EQ(tunerd.log().find("TLS"), std::string::npos) << tunerd.log();
+}
+
 TEST(Daemons, ADataDirectoryBelongsToOneTunerdUntilItDies) {
   std::string dir = temp_dir("lock");
   std::string tracker = fmt::format("127.0.0.1:{}", free_port());
@@ -98,7 +140,9 @@ TEST(Daemons, AConfigFileWithAMistakeStopsTheDaemonNamingFileLineAndKey) {
   for (const Case& c : {Case{"listen = \"127.0.0.1:1\"\ndata_dir = \"x\"\n", ":2: unknown key \"data_dir\""},
                         Case{"bogus-key = 1\n", ":1: unknown key \"bogus-key\""},
                         Case{"[tracker]\nlisten = \"127.0.0.1:1\"\n", "sections are not read"},
-                        Case{"listen = \"127.0.0.1:1\n", "config.toml:1:"}}) {
+                        Case{"listen = \"127.0.0.1:1\n", "config.toml:1:"},
+                        // A value the flag refuses: CLI11 names the flag, the file and line come with it.
+                        Case{"log-level = \"info\"\nlog-format = \"loud\"\n", "config.toml:2, key \"log-format\""}}) {
     std::ofstream(dir + "/config.toml") << c.text;
     for (const char* program : {"trackerd", "tunerd", "device-agent"}) {
       Process p(bin_path(program), {"--config", dir + "/config.toml"}, dir + "/" + program + ".log");

@@ -223,6 +223,14 @@ TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
   EXPECT_EQ(weights, 18);
   out = tune_client({"--server", tunerd.address(), "status", job.id()}, &rc);
   EXPECT_THAT(out, ::testing::ContainsRegex("model ~[0-9.]+ ms \\(untuned [0-9.]+ ms\\)"));
+  // The re-measurement is sized to the job (a third of its trials over all tasks), not five
+  // candidates three times for each of its 18 tasks, and the progress counts it.
+  EXPECT_LE(records_of_remeasure(tunerd, job.id()), 13u);
+  EXPECT_EQ(static_cast<size_t>(job.progress().remeasured()), records_of_remeasure(tunerd, job.id()));
+  // `jobs` names the job and sums up a model's tasks on one line.
+  out = tune_client({"--server", tunerd.address(), "jobs"}, &rc);
+  EXPECT_THAT(out, ::testing::HasSubstr("resnet50_small.onnx"));
+  EXPECT_THAT(out, ::testing::HasSubstr("18 tasks ("));
 }
 #endif
 
@@ -369,8 +377,10 @@ TEST_F(ServiceTest, RecordsPagesThroughAnswersLargerThanOneResponse) {
 
   out = tune_client({"--server", tunerd.address(), "records", "--limit", "150", "--offset", "20"}, &rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_THAT(out, ::testing::StartsWith(fmt::format("150 of {} records\n", kRecords)));
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 151) << out.substr(0, 2000);
+  // A count that says how to see more, a header, and a line per record.
+  EXPECT_THAT(out, ::testing::StartsWith(fmt::format("150 of {} records (the next with --offset 170;", kRecords)));
+  EXPECT_THAT(out, ::testing::HasSubstr("\nRESULT "));
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 152) << out.substr(0, 2000);
 
   out = tune_client({"--server", tunerd.address(), "records", "--limit", "150", "--offset", "20", "--json"}, &rc);
   ASSERT_EQ(rc, 0) << out.substr(0, 2000);

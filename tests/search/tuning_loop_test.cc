@@ -82,7 +82,7 @@ TEST(TuningLoop, MeasuresExactlyTheBudgetOfDistinctConfigsInBothPipelineModes) {
     Collected c;
     auto outcome = run_loop(loop, c);
     ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
-    EXPECT_EQ(outcome->stop_reason, "trial budget");
+    EXPECT_EQ(outcome->stop_reason, StopReason::kTrialBudget);
     EXPECT_EQ(outcome->trials, 100);
     ASSERT_EQ(c.results.size(), 100u);
     std::set<int64_t> distinct;
@@ -144,7 +144,7 @@ TEST(TuningLoop, StopsWhenTheSpaceIsExhaustedOrNothingImproves) {
   Collected c;
   auto outcome = run_loop(loop, c);
   ASSERT_TRUE(outcome.ok());
-  EXPECT_EQ(outcome->stop_reason, "space exhausted");
+  EXPECT_EQ(outcome->stop_reason, StopReason::kSpaceExhausted);
   EXPECT_EQ(c.results.size(), 12u);
 
   FakeTask flat({8, 8, 8}, [](const Point&) { return 10.0; });
@@ -155,7 +155,7 @@ TEST(TuningLoop, StopsWhenTheSpaceIsExhaustedOrNothingImproves) {
   Collected c2;
   auto stopped = run_loop(stopping, c2);
   ASSERT_TRUE(stopped.ok());
-  EXPECT_EQ(stopped->stop_reason, "early stopping");
+  EXPECT_EQ(stopped->stop_reason, StopReason::kEarlyStopping);
   EXPECT_LT(c2.results.size(), 40u);
 }
 
@@ -231,7 +231,7 @@ TEST(TuningLoop, TheSchedulerSpendsTrialsWhereCountTimesLatencyFallsMost) {
   TuningLoop loop({&common, &rare, &done}, {20.0, 1.0, 1.0}, backend, options);
   Collected c;
   auto outcome = run_loop(loop, c);
-  ASSERT_TRUE(outcome.ok()) << outcome->stop_reason;
+  ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
   EXPECT_EQ(outcome->trials, 160);
   EXPECT_GT(outcome->tasks[0].trials, 100) << "the task that occurs 20 times";
   EXPECT_GE(outcome->tasks[1].trials, 16);
@@ -319,7 +319,7 @@ TEST(TuningLoop, CancelWithdrawsTheRestOfTheBatchInFlight) {
     if (seen.size() == 20) loop.cancel();
   }, nullptr);
   ASSERT_TRUE(outcome.ok());
-  EXPECT_EQ(outcome->stop_reason, "cancelled");
+  EXPECT_EQ(outcome->stop_reason, StopReason::kCancelled);
   EXPECT_EQ(seen.size(), 20u);
   EXPECT_EQ(outcome->trials, 20) << "what was measured before the cancel counts";
 }
@@ -341,7 +341,7 @@ TEST(TuningLoop, ATimeBudgetEndsInsideABatch) {
     auto outcome = run_loop(loop, c);
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
-    EXPECT_EQ(outcome->stop_reason, "time budget");
+    EXPECT_EQ(outcome->stop_reason, StopReason::kTimeBudget);
     EXPECT_LT(took, 1.5) << "shares_cpu " << shares_cpu;
     EXPECT_GT(c.results.size(), 0u);
     EXPECT_LT(c.results.size(), 64u);
@@ -365,7 +365,7 @@ TEST(TuningLoop, ASpentTimeBudgetSkipsTheReMeasurement) {
   Collected c;
   auto outcome = run_loop(loop, c);
   ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
-  EXPECT_EQ(outcome->stop_reason, "time budget");
+  EXPECT_EQ(outcome->stop_reason, StopReason::kTimeBudget);
   // Trials that failed to build never reach the backend; re-measurement would add 15 more.
   EXPECT_LE(backend.results_, static_cast<int64_t>(c.results.size())) << "measurements beyond the trials";
 }
@@ -382,7 +382,7 @@ TEST(TuningLoop, TimeSpentInEarlierRunsCountsAgainstTheTimeBudget) {
   Collected c;
   auto outcome = run_loop(loop, c);
   ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
-  EXPECT_EQ(outcome->stop_reason, "time budget");
+  EXPECT_EQ(outcome->stop_reason, StopReason::kTimeBudget);
   EXPECT_TRUE(c.results.empty());
 
   options.elapsed_before_s = 30;
@@ -390,7 +390,7 @@ TEST(TuningLoop, TimeSpentInEarlierRunsCountsAgainstTheTimeBudget) {
   Collected d;
   outcome = run_loop(resumed, d);
   ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
-  EXPECT_EQ(outcome->stop_reason, "trial budget");
+  EXPECT_EQ(outcome->stop_reason, StopReason::kTrialBudget);
   ASSERT_FALSE(d.progress.empty());
   EXPECT_GE(d.progress.front().elapsed_s, 30.0);  // The clock goes on from the earlier runs.
 }

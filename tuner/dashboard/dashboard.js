@@ -40,9 +40,15 @@ function progressBar(done, budget) {
   return el("span", {}, bar, ` ${done} / ${budget}`);
 }
 
+// A model job's figure: its estimated latency, and the untuned one once known.
+function modelLatency(j) {
+  const ms = (v) => v.toFixed(v < 10 ? 3 : 1);
+  return `model ~${ms(j.model_ms)} ms` + (j.untuned_model_ms > 0 ? ` (untuned ${ms(j.untuned_model_ms)} ms)` : "");
+}
+
 function jobsTable(jobs) {
   const head = el("tr", {}, el("th", {}, "job"), el("th", {}, "name"), el("th", {}, "state"), el("th", {}, "trials"),
-                  el("th", { class: "num" }, "best GFLOP/s"), el("th", {}, "device key"), el("th", {}, "tasks"),
+                  el("th", { class: "num" }, "best GFLOP/s (model: latency)"), el("th", {}, "device key"), el("th", {}, "tasks"),
                   el("th", {}, "created"), el("th", {}, ""));
   const table = el("table", { id: "jobs" }, head);
   for (const j of jobs) {
@@ -51,9 +57,10 @@ function jobsTable(jobs) {
       el("td", {}, j.name),
       el("td", { class: "state " + j.state }, j.state),
       el("td", {}, progressBar(j.trials_done, j.trials_budget)),
-      el("td", { class: "num" }, gflops(j.best_gflops)),
+      el("td", { class: "num" }, j.model_ms > 0 ? modelLatency(j) : gflops(j.best_gflops)),
       el("td", {}, j.device_key),
-      el("td", {}, j.tasks.map((t) => t.workload).join(", ")),
+      el("td", { class: "tasks", title: j.tasks.map((t) => t.workload).join("\n") },
+         j.tasks.length > 1 ? `${j.tasks.length} tasks` : j.tasks.map((t) => t.workload).join(", ")),
       el("td", {}, when(j.created_at_us)),
       el("td", { class: j.error ? "error" : "muted" }, j.error || j.activity)));
   }
@@ -69,10 +76,10 @@ function farmTables(status) {
                   el("th", { class: "num" }, "queued candidates"), el("th", { class: "num" }, "queued batches"));
   const table = el("table", {}, head);
   for (const k of keys) {
-    table.append(el("tr", { "data-key": k.deviceKey },
-      el("td", {}, k.deviceKey), el("td", { class: "num" }, k.agentsTotal), el("td", { class: "num" }, k.agentsFree),
-      el("td", { class: "num" }, k.agentsBusy), el("td", { class: "num" }, Number(k.pendingCandidates)),
-      el("td", { class: "num" }, k.pendingBatches)));
+    table.append(el("tr", { "data-key": k.device_key },
+      el("td", {}, k.device_key), el("td", { class: "num" }, k.agents_total), el("td", { class: "num" }, k.agents_free),
+      el("td", { class: "num" }, k.agents_busy), el("td", { class: "num" }, Number(k.pending_candidates)),
+      el("td", { class: "num" }, k.pending_batches)));
   }
   if (keys.length === 0) table.append(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "No agent has joined.")));
   box.append(table);
@@ -82,9 +89,9 @@ function farmTables(status) {
   for (const k of keys) {
     for (const a of k.agents || []) {
       const caps = a.capabilities || {};
-      agents.append(el("tr", {}, el("td", {}, a.agentId), el("td", {}, a.deviceKey), el("td", {}, caps.arch || ""),
+      agents.append(el("tr", {}, el("td", {}, a.agent_id), el("td", {}, a.device_key), el("td", {}, caps.arch || ""),
                        el("td", {}, (caps.targets || []).join(", ")), el("td", {}, a.busy ? "busy" : "free"),
-                       el("td", { class: "num" }, Number(a.batchesDone)), el("td", { class: "error" }, a.lastError)));
+                       el("td", { class: "num" }, Number(a.batches_done)), el("td", { class: "error" }, a.last_error)));
     }
   }
   box.append(el("h2", { style: "margin-top:12px" }, "Agents"), agents);

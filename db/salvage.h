@@ -1,0 +1,22 @@
+// Salvage of a damaged history: every record SQLite can still read from it, copied into a new
+// history that tunerd then opens as its own. The damaged file is opened read-only and never
+// changed; rows on damaged pages, and rows that do not parse, are counted and left behind.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace tunefarm::db {
+
+struct SalvageReport {
+  int64_t records = 0;     // Copied into the new history.
+  int64_t unreadable = 0;  // Rows SQLite could not read or that did not parse.
+};
+
+// Copies what can be read of the history at `damaged` into a new history at `out`, which must not
+// exist yet. Jobs are not copied: the records keep their job ids, and `records --job` finds them.
+StatusOr<SalvageReport> salvage_history(const std::string& damaged, const std::string& out);
+
+}  // namespace tunefarm::db
