@@ -1,6 +1,8 @@
 #include "model/onnx_shape_folding.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,10 +15,13 @@ namespace {
 struct IntTensor {
   std::vector<int64_t> dims;
   std::vector<int64_t> data;
+  int type = onnx::TensorProto::INT64;  // INT64, INT32 or BOOL.
 };
 
 bool read_ints(const onnx::TensorProto& t, IntTensor& out) {
-  if (t.data_type() != onnx::TensorProto::INT64 && t.data_type() != onnx::TensorProto::INT32) return false;
+  if (t.data_type() != onnx::TensorProto::INT64 && t.data_type() != onnx::TensorProto::INT32 &&
+      t.data_type() != onnx::TensorProto::BOOL)
+    return false;
   // Shape computations are short; large integer tensors are data, and are not copied here.
   int64_t n = 1;
   for (int64_t d : t.dims()) {
@@ -24,7 +29,7 @@ bool read_ints(const onnx::TensorProto& t, IntTensor& out) {
   }
   Value v;
   if (!read_tensor(t, v).ok()) return false;
-  out = {std::move(v.shape), std::move(v.ints)};
+  out = {std::move(v.shape), std::move(v.ints), t.data_type()};
   return true;
 }
 
@@ -57,7 +62,7 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
   if (op == "Gather") {
     const IntTensor *data = in(0), *index = in(1);
     if (!data || !index || data->dims.size() != 1 || attr_int(n, "axis", 0) != 0) return std::nullopt;
-    IntTensor out{index->dims, {}};
+    IntTensor out{index->dims, {}, data->type};
     for (int64_t i : index->data) {
       if (i < 0) i += static_cast<int64_t>(data->data.size());
       if (i < 0 || i >= static_cast<int64_t>(data->data.size())) return std::nullopt;
@@ -88,8 +93,63 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
   if (op == "Cast") {
     const IntTensor* data = in(0);
     int64_t to = attr_int(n, "to", 0);
-    if (!data || (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32)) return std::nullopt;
-    return *data;
+    if (!data || (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32 && to != onnx::TensorProto::BOOL))
+      return std::nullopt;
+    IntTensor out = *data;
+    out.type = static_cast<int>(to);
+    if (to == onnx::TensorProto::BOOL)
+      for (int64_t& x : out.data) x = x != 0;
+    return out;
+  }
+  // Arithmetic and comparisons of the dimensions (ShuffleNet's chunk sizes: Shape -> Gather ->
+  // Div -> Mul -> Slice), elementwise with a scalar broadcast.
+  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater", "Max", "Min"};
+  if (kBinary.count(op)) {
+    const IntTensor *a = in(0), *b = in(1);
+    if (!a || !b) return std::nullopt;
+    if (a->data.size() != b->data.size() && a->data.size() != 1 && b->data.size() != 1) return std::nullopt;
+    IntTensor out = a->data.size() >= b->data.size() ? *a : *b;
+    bool compare = op == "Equal" || op == "Less" || op == "Greater";
+    if (compare) out.type = onnx::TensorProto::BOOL;
+    for (size_t i = 0; i < out.data.size(); ++i) {
+      int64_t x = a->data[a->data.size() == 1 ? 0 : i], y = b->data[b->data.size() == 1 ? 0 : i];
+      if (op == "Div" && y == 0) return std::nullopt;
+      out.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : op == "Div" ? x / y
+                  : op == "Equal" ? x == y : op == "Less" ? x < y : op == "Greater" ? x > y
+                  : op == "Max" ? std::max(x, y) : std::min(x, y);
+    }
+    return out;
+  }
+  if (op == "Where") {
+    const IntTensor *c = in(0), *a = in(1), *b = in(2);
+    if (!c || !a || !b) return std::nullopt;
+    size_t size = std::max({c->data.size(), a->data.size(), b->data.size()});
+    for (const IntTensor* t : {c, a, b})
+      if (t->data.size() != size && t->data.size() != 1) return std::nullopt;
+    IntTensor out = a->data.size() == size ? *a : *b;
+    out.type = a->type;
+    out.data.resize(size);
+    for (size_t i = 0; i < size; ++i) {
+      auto at = [&](const IntTensor* t) { return t->data[t->data.size() == 1 ? 0 : i]; };
+      out.data[i] = at(c) ? at(a) : at(b);
+    }
+    if (c->data.size() == size) out.dims = c->dims;
+    return out;
+  }
+  if (op == "Slice") {
+    const IntTensor *data = in(0), *starts = in(1), *ends = in(2), *axes = in(3), *steps = in(4);
+    if (!data || !starts || !ends || data->dims.size() != 1 || starts->data.size() != 1 || ends->data.size() != 1)
+      return std::nullopt;
+    if ((axes && (axes->data.size() != 1 || (axes->data[0] != 0 && axes->data[0] != -1))) ||
+        (n.input_size() > 3 && !n.input(3).empty() && !axes) || (n.input_size() > 4 && !n.input(4).empty() && !steps))
+      return std::nullopt;
+    int64_t size = static_cast<int64_t>(data->data.size()), step = steps ? steps->data.at(0) : 1;
+    if (step != 1) return std::nullopt;
+    auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + size : v, 0, size); };
+    int64_t b = clamp(starts->data[0]), e = clamp(ends->data[0]);
+    IntTensor out{{std::max<int64_t>(0, e - b)}, {}, data->type};
+    for (int64_t i = b; i < e; ++i) out.data.push_back(data->data[static_cast<size_t>(i)]);
+    return out;
   }
   (void)attr_ints;
   return std::nullopt;
@@ -133,9 +193,12 @@ StatusOr<int> fold_shape_computations(onnx::GraphProto& graph) {
     }
     auto* t = graph.add_initializer();
     t->set_name(node.output(0));
-    t->set_data_type(onnx::TensorProto::INT64);
+    t->set_data_type(value->type);
     for (int64_t d : value->dims) t->add_dims(d);
-    for (int64_t x : value->data) t->add_int64_data(x);
+    for (int64_t x : value->data) {
+      if (value->type == onnx::TensorProto::INT64) t->add_int64_data(x);
+      else t->add_int32_data(static_cast<int32_t>(x));
+    }
     known[node.output(0)] = std::move(*value);
     ++folded;
   }

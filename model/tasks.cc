@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 
 #include "compiler/build.h"
+#include "model/passes/decompose.h"
 #include "model/passes/fold_batch_norm.h"
 #include "model/passes/fold_constants.h"
 #include "model/passes/fuse_patterns.h"
 #include "model/passes/group_epilogues.h"
+#include "model/program.h"
 
 namespace tunefarm::model {
 namespace {
@@ -246,15 +248,19 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
 Status run_passes(Graph& graph) {
   TF_RETURN_IF_ERROR(fold_constants(graph).status());
   TF_RETURN_IF_ERROR(fold_batch_norm(graph).status());
+  TF_RETURN_IF_ERROR(decompose(graph).status());
   TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
   return group_epilogues(graph).status();
 }
 
 StatusOr<TaskTable> extract_tasks(Graph& graph) {
   TaskTable table;
-  for (const Node& node : graph.nodes) table.tunable_nodes += is_tunable(node.op);
-  // Counted before the passes: the table accounts for every tunable node of the file.
   TF_RETURN_IF_ERROR(run_passes(graph));
+  // Counted after the passes, which fold nothing tunable away: a grouped convolution counts as
+  // the convolution of each group it runs as.
+  for (const Node& node : graph.nodes) table.tunable_nodes += is_tunable(node.op);
+  // Nothing is tuned for a model that cannot be built.
+  TF_RETURN_IF_ERROR(check_buildable(graph));
   std::map<std::string, size_t> index;
   for (const Node& node : graph.nodes) {
     if (!is_tunable(node.op)) {

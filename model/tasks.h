@@ -54,12 +54,12 @@ struct TunedCall {
 };
 StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node);
 
-// The passes, in order: constant folding, BatchNormalization folding, LayerNorm and GELU
-// recognition, epilogue grouping.
+// The passes, in order: constant folding, BatchNormalization folding, decomposition (Split, grouped
+// Conv, Einsum), LayerNorm and GELU recognition, epilogue grouping.
 Status run_passes(Graph& graph);
 
-// Runs the passes (constant folding, BatchNormalization folding, LayerNorm and GELU recognition,
-// epilogue grouping) and extracts the tasks.
+// Runs the passes and extracts the tasks; a model with a node the build cannot run is refused,
+// naming every such node (model/program.h check_buildable).
 StatusOr<TaskTable> extract_tasks(Graph& graph);
 
 }  // namespace tunefarm::model
