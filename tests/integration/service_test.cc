@@ -200,11 +200,12 @@ TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
   // A model the build cannot run is refused by `tasks` and `submit --model`, naming its nodes,
   // before any job exists (the one job below is the only one).
   std::string unbuildable = std::string(TUNEFARM_TEST_MODELS) + "/unbuildable_small.onnx";
-  out = tune_client({"--server", tunerd.address(), "tasks", "--model", unbuildable}, &rc);
+  std::tie(rc, out) = tune_client_output(farm_, {"--server", tunerd.address(), "tasks", "--model", unbuildable}, "tasks");
   EXPECT_NE(rc, 0);
   EXPECT_THAT(out, ::testing::HasSubstr("node 'running_sum' (CumSum)"));
   EXPECT_THAT(out, ::testing::HasSubstr("node 'wave' (Sin)"));
-  out = tune_client({"--server", tunerd.address(), "submit", "--model", unbuildable, "--trials", "8"}, &rc);
+  std::tie(rc, out) = tune_client_output(
+      farm_, {"--server", tunerd.address(), "submit", "--model", unbuildable, "--trials", "8"}, "submit");
   EXPECT_NE(rc, 0);
   EXPECT_THAT(out, ::testing::HasSubstr("node 'wave' (Sin)"));
   // External data is read beside the model by tune-client, from that folder only.
@@ -222,7 +223,7 @@ TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
     kv->set_value("../secret.data");
     std::ofstream(outside, std::ios::binary) << proto.SerializeAsString();
   }
-  out = tune_client({"--server", tunerd.address(), "tasks", "--model", outside}, &rc);
+  std::tie(rc, out) = tune_client_output(farm_, {"--server", tunerd.address(), "tasks", "--model", outside}, "outside");
   EXPECT_NE(rc, 0);
   EXPECT_THAT(out, ::testing::HasSubstr("location '../secret.data' leaves the model's folder"));
 
