@@ -80,6 +80,14 @@ Attribute read_attribute(const onnx::AttributeProto& a) {
   out.s = a.s();
   out.ints.assign(a.ints().begin(), a.ints().end());
   out.floats.assign(a.floats().begin(), a.floats().end());
+  // A one-value tensor (ConstantOfShape's fill) as a number.
+  if (a.has_t()) {
+    Value v;
+    if (read_tensor(a.t(), v).ok() && v.elements() == 1) {
+      out.f = v.is_float ? v.floats.at(0) : static_cast<float>(v.ints.at(0));
+      out.i = v.is_float ? static_cast<int64_t>(v.floats.at(0)) : v.ints.at(0);
+    }
+  }
   return out;
 }
 

@@ -156,7 +156,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
   std::vector<std::string> names;
   // A Clip's bounds, a Slice's ranges, Gather's indices, a reduction's axes, Pow's exponent and
   // Expand's shape are constants that become part of the definition, not tensors it reads.
-  static const std::set<std::string> kFirstInputOnly = {"Clip", "Expand", "Slice", "Gather", "Pow", "ReduceMean",
+  static const std::set<std::string> kFirstInputOnly = {"Clip", "Expand", "Slice", "Gather", "Pow", "Pad", "ReduceMean",
                                                         "ReduceSum", "ReduceMax", "ReduceMin"};
   TF_ASSIGN_OR_RETURN(std::vector<te::Tensor> in, inputs_of(graph, node, kFirstInputOnly.count(node.op) ? 1 : -1, names));
   if (in.empty()) return unsupported(node, "has no input");
@@ -246,6 +246,32 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       std::vector<Expr> at;
       for (size_t d = 0; d < rank; ++d) at.push_back(ir::int_imm(begin[d]) + Expr(i[d]) * step[d]);
       return x(at);
+    });
+  } else if (op == "Pad") {
+    size_t rank = x.shape().size();
+    std::vector<int64_t> pads = node.ints_attr("pads");
+    if (node.inputs.size() > 1 && !constant_ints(graph, node, 1, pads))
+      return unsupported(node, "pads computed at run time are not supported");
+    std::string mode = node.attributes.count("mode") ? node.attributes.at("mode").s : "constant";
+    if (mode != "constant" || pads.size() != 2 * rank)
+      return unsupported(node, fmt::format("mode '{}' with {} pads for {} axes is not supported", mode, pads.size(), rank));
+    float fill = node.float_attr("value", 0.f);
+    if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
+      const Value* v = graph.find(node.inputs[2]);
+      if (!v || !v->constant || v->elements() != 1) return unsupported(node, "a constant_value that is not a constant");
+      fill = v->is_float ? v->floats.at(0) : static_cast<float>(v->ints.at(0));
+    }
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      // Inside the input, read it (clamped, so that lanes outside read in bounds); else the fill.
+      Expr inside = ir::bool_imm(true);
+      std::vector<Expr> at;
+      for (size_t d = 0; d < rank; ++d) {
+        int64_t n = x.shape()[d];
+        Expr p = Expr(i[d]) - pads[d];
+        inside = ir::logical_and(inside, ir::logical_and(ir::ge(p, ir::int_imm(0)), ir::lt(p, ir::int_imm(n))));
+        at.push_back(ir::max(ir::min(p, ir::int_imm(n - 1)), ir::int_imm(0)));
+      }
+      return ir::select(inside, x(at), f32(fill));
     });
   } else if (op == "Gather") {
     size_t rank = x.shape().size();

@@ -287,7 +287,7 @@ def convnet_blocks(opset):
     """RegNetY, EfficientNet and ShuffleNetV2 pieces: a grouped 3x3 convolution (groups of 8
     channels) with squeeze-excite through Sigmoid, SiLU, and a ShuffleNet unit: the channels split
     in halves (Split, or the TorchScript exporter's Slices), one half through 1x1/depthwise/1x1
-    convolutions, Concat, and the channel shuffle (Reshape -> Transpose -> Reshape)."""
+    convolutions, Concat, and the channel shuffle (Reshape -> Transpose -> Reshape); a Pad."""
     b = Builder(11, opset=opset)
     x = "input"
     y = b.conv_bn(x, 3, 32, 3, stride=2)
@@ -313,6 +313,8 @@ def convnet_blocks(opset):
     y = b.node("Reshape", [y, b.const(np.array([1, 2, 16, 8, 8], np.int64), "shape")])
     y = b.node("Transpose", [y], perm=[0, 2, 1, 3, 4])
     y = b.node("Reshape", [y, b.const(np.array([1, 32, 8, 8], np.int64), "shape")])
+    # Swin pads its feature map to whole windows.
+    y = b.node("Pad", [y, b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"), b.const(np.float32(0.5), "fill")])
     out = b.head(y, 32, 10)
     return b.model(f"convnet_blocks_opset{opset}",
                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 16, 16])],
@@ -351,7 +353,18 @@ def transformer_blocks(opset):
     scores = b.node("Mul", [scores, b.const(np.float32(head_dim ** -0.5), "scale")])
     mask = b.rng.random((1, 1, tokens, tokens)) > 0.2
     mask[..., 0] = True
-    scores = b.node("Where", [b.const(mask, "mask"), scores, b.const(np.float32(-1e4), "masked")])
+    if opset >= 18:
+        # As the dynamo exporter writes Swin's shifted-window mask: computed from constants
+        # (ConstantOfShape, ScatterND, Sub, Equal, Not), then applied by Where.
+        zeros = b.node("ConstantOfShape", [b.const(np.array(mask.shape, np.int64), "shape")],
+                       value=numpy_helper.from_array(np.zeros(1, np.float32)))
+        hidden_at = np.argwhere(~mask).astype(np.int64)
+        marked = b.node("ScatterND", [zeros, b.const(hidden_at, "indices"), b.const(np.ones(len(hidden_at), np.float32), "ones")])
+        marked = b.node("Sub", [marked, b.const(np.float32(0.0), "zero")])
+        keep = b.node("Not", [b.node("Equal", [marked, b.const(np.float32(1.0), "one")])])
+    else:
+        keep = b.const(mask, "mask")
+    scores = b.node("Where", [keep, scores, b.const(np.float32(-1e4), "masked")])
     probs = b.node("Softmax", [scores], axis=-1)
     context = b.node("Einsum", [probs, v], equation="bhqk,bhkd->bqhd")
     context = b.node("Reshape", [context, b.const(np.array([1, tokens, hidden], np.int64), "shape")])
