@@ -103,7 +103,7 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
   }
   // Arithmetic and comparisons of the dimensions (ShuffleNet's chunk sizes: Shape -> Gather ->
   // Div -> Mul -> Slice), elementwise with a scalar broadcast.
-  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater", "Max", "Min"};
+  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Mod", "Equal", "Less", "Greater", "Max", "Min"};
   if (kBinary.count(op)) {
     const IntTensor *a = in(0), *b = in(1);
     if (!a || !b) return std::nullopt;
@@ -113,7 +113,12 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
     if (compare) out.type = onnx::TensorProto::BOOL;
     for (size_t i = 0; i < out.data.size(); ++i) {
       int64_t x = a->data[a->data.size() == 1 ? 0 : i], y = b->data[b->data.size() == 1 ? 0 : i];
-      if (op == "Div" && y == 0) return std::nullopt;
+      if ((op == "Div" || op == "Mod") && y == 0) return std::nullopt;
+      // Mod of integers takes the divisor's sign (fmod=0), as Python's %.
+      if (op == "Mod") {
+        out.data[i] = attr_int(n, "fmod", 0) ? x % y : ((x % y) + y) % y;
+        continue;
+      }
       out.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : op == "Div" ? x / y
                   : op == "Equal" ? x == y : op == "Less" ? x < y : op == "Greater" ? x > y
                   : op == "Max" ? std::max(x, y) : std::min(x, y);

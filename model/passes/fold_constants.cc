@@ -48,7 +48,15 @@ bool fold(const Graph& g, const Node& node, Value& out) {
   out.shape = shape->shape;
   if (out.elements() != in->elements()) return false;
   if (node.op == "Cast") {
-    if (node.int_attr("to", 0) != 1 /* FLOAT */) return false;
+    // To float from anything; between integer types (int64, int32, bool) unchanged.
+    int64_t to = node.int_attr("to", 0);
+    bool to_int = to == 7 /* INT64 */ || to == 6 /* INT32 */ || to == 9 /* BOOL */;
+    if (to_int && !in->is_float) {
+      if (to == 9)
+        for (int64_t& v : out.ints) v = v != 0;
+      return true;
+    }
+    if (to != 1 /* FLOAT */) return false;
     if (!in->is_float) {
       out.floats.assign(in->ints.begin(), in->ints.end());
       out.ints.clear();
