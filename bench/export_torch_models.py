@@ -86,6 +86,12 @@ def text_models(seq):
 
 def export(model, example, path, dynamo, opset):
     model.eval()
+    # Layers initialized to zeros (ViT's classifier) would make the output zero whatever the rest
+    # computes: random weights there too, so that comparing outputs means something.
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2 and not p.any():
+                torch.nn.init.normal_(p, std=0.02)
     with torch.no_grad():
         if dynamo:
             torch.onnx.export(model, (example,), path, dynamo=True, opset_version=opset, external_data=True)

@@ -141,6 +141,36 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
     if (c->data.size() == size) out.dims = c->dims;
     return out;
   }
+  if (op == "Reshape") {
+    const IntTensor *data = in(0), *shape = in(1);
+    if (!data || !shape) return std::nullopt;
+    IntTensor out = *data;
+    out.dims = shape->data;
+    int64_t known = 1, unknown = -1;
+    for (size_t d = 0; d < out.dims.size(); ++d) {
+      if (out.dims[d] == 0 && d < data->dims.size()) out.dims[d] = data->dims[d];
+      if (out.dims[d] == -1) unknown = static_cast<int64_t>(d);
+      else known *= out.dims[d];
+    }
+    if (unknown >= 0 && known > 0) out.dims[static_cast<size_t>(unknown)] = static_cast<int64_t>(data->data.size()) / known;
+    int64_t count = 1;
+    for (int64_t d : out.dims) count *= d;
+    if (count != static_cast<int64_t>(data->data.size())) return std::nullopt;
+    return out;
+  }
+  if (op == "ConstantOfShape") {
+    // An integer fill (the -1 placeholders of Expand's shape the TorchScript exporter builds).
+    const IntTensor* shape = in(0);
+    IntTensor fill;
+    const onnx::AttributeProto* value = nullptr;
+    for (const auto& a : n.attribute())
+      if (a.name() == "value") value = &a;
+    if (!shape || !value || !read_ints(value->t(), fill) || fill.data.size() != 1) return std::nullopt;
+    int64_t count = 1;
+    for (int64_t d : shape->data)
+      if (d < 0 || (count *= d) > 64) return std::nullopt;
+    return IntTensor{shape->data, std::vector<int64_t>(static_cast<size_t>(count), fill.data[0]), fill.type};
+  }
   if (op == "Slice") {
     const IntTensor *data = in(0), *starts = in(1), *ends = in(2), *axes = in(3), *steps = in(4);
     if (!data || !starts || !ends || data->dims.size() != 1 || starts->data.size() != 1 || ends->data.size() != 1)

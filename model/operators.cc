@@ -369,7 +369,10 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
         return unsupported(node, "kernel_shape, strides, pads or dilations that do not describe 2-D pooling");
       // The input padded with -inf (padding never wins the max) as a stage of its own, so that
       // the window reads without bounds checks and a vector of outputs reads strided columns.
-      int64_t hp = h + pads[0] + pads[2], wp = w + pads[1] + pads[3];
+      // With ceil_mode (GoogLeNet) the last windows reach past the padding: the padded stage
+      // covers every window the output has, -inf beyond the input.
+      int64_t hp = std::max(h + pads[0] + pads[2], (out[2] - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1);
+      int64_t wp = std::max(w + pads[1] + pads[3], (out[3] - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1);
       te::Tensor padded = te::compute("padded", {x.shape()[0], x.shape()[1], hp, wp}, [&](const std::vector<Var>& i) {
         Expr y = i[2] - pads[0], xx = i[3] - pads[1];
         Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),

@@ -287,7 +287,8 @@ def convnet_blocks(opset):
     """RegNetY, EfficientNet and ShuffleNetV2 pieces: a grouped 3x3 convolution (groups of 8
     channels) with squeeze-excite through Sigmoid, SiLU, and a ShuffleNet unit: the channels split
     in halves (Split, or the TorchScript exporter's Slices), one half through 1x1/depthwise/1x1
-    convolutions, Concat, and the channel shuffle (Reshape -> Transpose -> Reshape); a Pad."""
+    convolutions, Concat, and the channel shuffle (Reshape -> Transpose -> Reshape); a Pad, and a
+    MaxPool with ceil_mode as GoogLeNet's."""
     b = Builder(11, opset=opset)
     x = "input"
     y = b.conv_bn(x, 3, 32, 3, stride=2)
@@ -315,6 +316,8 @@ def convnet_blocks(opset):
     y = b.node("Reshape", [y, b.const(np.array([1, 32, 8, 8], np.int64), "shape")])
     # Swin pads its feature map to whole windows.
     y = b.node("Pad", [y, b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"), b.const(np.float32(0.5), "fill")])
+    # GoogLeNet's pooling rounds its output size up: the last window reaches past the input.
+    y = b.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
     out = b.head(y, 32, 10)
     return b.model(f"convnet_blocks_opset{opset}",
                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 16, 16])],
