@@ -242,6 +242,11 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       begin[static_cast<size_t>(a)] = b;
       step[static_cast<size_t>(a)] = steps[k];
     }
+    if (out.size() != rank) return unsupported(node, "output rank differs from the input's");
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t last = begin[d] + (out[d] - 1) * step[d];
+      if (last < 0 || last >= x.shape()[d]) return unsupported(node, "the slice reaches outside its input");
+    }
     result = te::compute("out", out, [&](const std::vector<Var>& i) {
       std::vector<Expr> at;
       for (size_t d = 0; d < rank; ++d) at.push_back(ir::int_imm(begin[d]) + Expr(i[d]) * step[d]);

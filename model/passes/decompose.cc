@@ -68,7 +68,9 @@ class Decomposer {
     int64_t begin = 0;
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       TF_ASSIGN_OR_RETURN(const Value* part, graph_.value_of(node, node.outputs[k]));
-      int64_t end = begin + part->shape.at(static_cast<size_t>(axis));
+      if (part->shape.size() != x->shape.size())
+        return invalid_argument(fmt::format("node '{}' (Split): output {} has another rank than its input", node.name, k));
+      int64_t end = begin + part->shape[static_cast<size_t>(axis)];
       out.push_back(slice(node, fmt::format("{}/{}", node.name, k), x->name, axis, begin, end, node.outputs[k]));
       begin = end;
     }

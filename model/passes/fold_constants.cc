@@ -88,6 +88,15 @@ int64_t broadcast_index(const Value& in, const std::vector<int64_t>& shape, cons
   return flat;
 }
 
+// Whether `in` broadcasts to `shape` (NumPy rules).
+bool broadcasts(const Value& in, const std::vector<int64_t>& shape) {
+  if (in.shape.size() > shape.size()) return false;
+  size_t offset = shape.size() - in.shape.size();
+  for (size_t d = 0; d < in.shape.size(); ++d)
+    if (in.shape[d] != 1 && in.shape[d] != shape[d + offset]) return false;
+  return true;
+}
+
 // Calls f(flat, index) for every position of `shape`.
 void for_each_index(const std::vector<int64_t>& shape, const std::function<void(int64_t, const std::vector<int64_t>&)>& f) {
   int64_t n = 1;
@@ -128,12 +137,14 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
   if (op == "ConstantOfShape") {
     double fill = node.attributes.count("value") ? (out.is_float ? node.attributes.at("value").f : node.attributes.at("value").i) : 0.0;
     std::fill(data.begin(), data.end(), fill);
-  } else if (op == "Not" || op == "Neg") {
+  } else if ((op == "Not" || op == "Neg") && in[0]->elements() == out.elements()) {
     for (size_t i = 0; i < data.size(); ++i) data[i] = op == "Not" ? element(*in[0], static_cast<int64_t>(i)) == 0 : -element(*in[0], static_cast<int64_t>(i));
-  } else if (op == "Expand") {
+  } else if (op == "Expand" && broadcasts(*in[0], out.shape)) {
     for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) { data[flat] = element(*in[0], broadcast_index(*in[0], out.shape, i)); });
   } else if (op == "Where" || op == "Equal" || op == "Sub" || op == "Add" || op == "Mul" || op == "Div" || op == "Mod") {
     if (in.size() < 2 || (op == "Where" && in.size() != 3)) return false;
+    for (const Value* v : in)
+      if (!v || !broadcasts(*v, out.shape)) return false;
     for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
       auto at = [&](size_t k) { return element(*in[k], broadcast_index(*in[k], out.shape, i)); };
       double a = at(0), b = at(1);
@@ -153,16 +164,24 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
       return f;
     };
     if (op == "Slice") {
-      if (in.size() < 3 || in[1]->is_float || in[2]->is_float) return false;
+      if (in.size() < 3 || in[1]->is_float || in[2]->is_float || in[2]->ints.size() != in[1]->ints.size()) return false;
+      for (size_t extra = 3; extra < in.size(); ++extra)
+        if (in[extra] && (in[extra]->is_float || in[extra]->ints.size() != in[1]->ints.size())) return false;
       std::vector<int64_t> begin(rank, 0), step(rank, 1);
       for (size_t k = 0; k < in[1]->ints.size(); ++k) {
         int64_t a = in.size() > 3 && in[3] ? in[3]->ints.at(k) : static_cast<int64_t>(k);
         if (a < 0) a += static_cast<int64_t>(rank);
         if (a < 0 || a >= static_cast<int64_t>(rank)) return false;
         int64_t st = in.size() > 4 && in[4] ? in[4]->ints.at(k) : 1, dim = x.shape[static_cast<size_t>(a)];
+        if (st == 0 || dim == 0) return false;
         int64_t b = in[1]->ints[k] < 0 ? in[1]->ints[k] + dim : in[1]->ints[k];
         begin[static_cast<size_t>(a)] = st > 0 ? std::clamp<int64_t>(b, 0, dim) : std::clamp<int64_t>(b, 0, dim - 1);
         step[static_cast<size_t>(a)] = st;
+      }
+      if (out.shape.size() != rank) return false;
+      for (size_t d = 0; d < rank; ++d) {
+        int64_t last = begin[d] + (out.shape[d] - 1) * step[d];
+        if (out.shape[d] > 0 && (last < 0 || last >= x.shape[d])) return false;
       }
       for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
         std::vector<int64_t> at(rank);
@@ -173,7 +192,11 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
       if (in.size() != 2 || in[1]->is_float) return false;
       int64_t axis = node.int_attr("axis", 0);
       if (axis < 0) axis += static_cast<int64_t>(rank);
+      if (axis < 0 || axis >= static_cast<int64_t>(rank)) return false;
       size_t a = static_cast<size_t>(axis), index_rank = in[1]->shape.size();
+      for (int64_t k : in[1]->ints)
+        if (k < -x.shape[a] || k >= x.shape[a]) return false;
+      if (out.shape.size() != rank - 1 + index_rank) return false;
       for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
         std::vector<int64_t> at(i.begin(), i.begin() + static_cast<std::ptrdiff_t>(a));
         std::vector<int64_t> idx(i.begin() + static_cast<std::ptrdiff_t>(a), i.begin() + static_cast<std::ptrdiff_t>(a + index_rank));
@@ -185,7 +208,11 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
     } else {
       int64_t axis = node.int_attr("axis", 0);
       if (axis < 0) axis += static_cast<int64_t>(rank);
+      if (axis < 0 || axis >= static_cast<int64_t>(rank) || out.shape.size() != rank) return false;
       size_t a = static_cast<size_t>(axis);
+      for (const Value* part : in)
+        for (size_t d = 0; d < rank; ++d)
+          if (!part || part->shape.size() != rank || (d != a && part->shape[d] != out.shape[d])) return false;
       for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
         std::vector<int64_t> at = i;
         for (const Value* part : in) {
@@ -203,11 +230,15 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
     if (in.size() != 3 || in[1]->is_float || (reduction != node.attributes.end() && reduction->second.s != "none"))
       return false;
     const Value &x = *in[0], &idx = *in[1], &upd = *in[2];
+    if (x.elements() != static_cast<int64_t>(data.size()) || idx.shape.empty() || idx.shape.back() < 1 ||
+        idx.shape.back() > static_cast<int64_t>(x.shape.size()))
+      return false;
     for (size_t i = 0; i < data.size(); ++i) data[i] = element(x, static_cast<int64_t>(i));
     size_t k = static_cast<size_t>(idx.shape.back());
     int64_t slice = 1;
     for (size_t d = k; d < x.shape.size(); ++d) slice *= x.shape[d];
     int64_t count = idx.elements() / static_cast<int64_t>(k);
+    if (upd.elements() != count * slice) return false;
     for (int64_t u = 0; u < count; ++u) {
       int64_t base = 0;
       for (size_t d = 0; d < k; ++d) {
@@ -218,6 +249,8 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
       }
       for (int64_t e = 0; e < slice; ++e) data[static_cast<size_t>(base * slice + e)] = element(upd, u * slice + e);
     }
+  } else {
+    return false;
   }
   if (out.is_float) out.floats.assign(data.begin(), data.end());
   else for (double d : data) out.ints.push_back(static_cast<int64_t>(d));
