@@ -172,21 +172,72 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
     return IntTensor{shape->data, std::vector<int64_t>(static_cast<size_t>(count), fill.data[0]), fill.type};
   }
   if (op == "Slice") {
+    // Any axes and steps, as ONNX clamps them (the TorchScript exporter reverses pads with -1).
     const IntTensor *data = in(0), *starts = in(1), *ends = in(2), *axes = in(3), *steps = in(4);
-    if (!data || !starts || !ends || data->dims.size() != 1 || starts->data.size() != 1 || ends->data.size() != 1)
+    if (!data || !starts || !ends || ends->data.size() != starts->data.size() ||
+        (n.input_size() > 3 && !n.input(3).empty() && (!axes || axes->data.size() != starts->data.size())) ||
+        (n.input_size() > 4 && !n.input(4).empty() && (!steps || steps->data.size() != starts->data.size())))
       return std::nullopt;
-    if ((axes && (axes->data.size() != 1 || (axes->data[0] != 0 && axes->data[0] != -1))) ||
-        (n.input_size() > 3 && !n.input(3).empty() && !axes) || (n.input_size() > 4 && !n.input(4).empty() && !steps))
-      return std::nullopt;
-    int64_t size = static_cast<int64_t>(data->data.size()), step = steps ? steps->data.at(0) : 1;
-    if (step != 1) return std::nullopt;
-    auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + size : v, 0, size); };
-    int64_t b = clamp(starts->data[0]), e = clamp(ends->data[0]);
-    IntTensor out{{std::max<int64_t>(0, e - b)}, {}, data->type};
-    for (int64_t i = b; i < e; ++i) out.data.push_back(data->data[static_cast<size_t>(i)]);
+    size_t rank = data->dims.size();
+    std::vector<int64_t> begin(rank, 0), step(rank, 1), dims = data->dims;
+    for (size_t k = 0; k < starts->data.size(); ++k) {
+      int64_t a = axes ? axes->data[k] : static_cast<int64_t>(k);
+      if (a < 0) a += static_cast<int64_t>(rank);
+      if (a < 0 || a >= static_cast<int64_t>(rank)) return std::nullopt;
+      int64_t dim = data->dims[static_cast<size_t>(a)], st = steps ? steps->data[k] : 1;
+      if (st == 0) return std::nullopt;
+      int64_t b = starts->data[k], e = ends->data[k];
+      if (b < 0) b += dim;
+      if (e < 0) e += dim;
+      b = st > 0 ? std::clamp<int64_t>(b, 0, dim) : std::clamp<int64_t>(b, 0, dim - 1);
+      e = st > 0 ? std::clamp<int64_t>(e, 0, dim) : std::clamp<int64_t>(e, -1, dim - 1);
+      int64_t count = st > 0 ? (e - b + st - 1) / st : (b - e - st - 1) / -st;
+      begin[static_cast<size_t>(a)] = b;
+      step[static_cast<size_t>(a)] = st;
+      dims[static_cast<size_t>(a)] = std::max<int64_t>(0, count);
+    }
+    IntTensor out{dims, {}, data->type};
+    std::vector<int64_t> index(rank, 0);
+    int64_t total = 1;
+    for (int64_t d : dims) total *= d;
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < rank; ++d) flat = flat * data->dims[d] + begin[d] + index[d] * step[d];
+      out.data.push_back(data->data[static_cast<size_t>(flat)]);
+      for (size_t d = rank; d-- > 0;) {
+        if (++index[d] < dims[d]) break;
+        index[d] = 0;
+      }
+    }
     return out;
   }
-  (void)attr_ints;
+  if (op == "Transpose") {
+    const IntTensor* data = in(0);
+    if (!data) return std::nullopt;
+    size_t rank = data->dims.size();
+    std::vector<int64_t> perm = attr_ints(n, "perm");
+    if (perm.empty())
+      for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    if (perm.size() != rank) return std::nullopt;
+    std::vector<int64_t> dims, strides(rank, 1);
+    for (size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * data->dims[d];
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(rank)) return std::nullopt;
+      dims.push_back(data->dims[static_cast<size_t>(p)]);
+    }
+    IntTensor out{dims, {}, data->type};
+    std::vector<int64_t> index(rank, 0);
+    for (size_t i = 0; i < data->data.size(); ++i) {
+      int64_t from = 0;
+      for (size_t d = 0; d < rank; ++d) from += index[d] * strides[static_cast<size_t>(perm[d])];
+      out.data.push_back(data->data[static_cast<size_t>(from)]);
+      for (size_t d = rank; d-- > 0;) {
+        if (++index[d] < dims[d]) break;
+        index[d] = 0;
+      }
+    }
+    return out;
+  }
   return std::nullopt;
 }
 

@@ -172,10 +172,14 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     const Value* e = node.inputs.size() > 1 ? graph.find(node.inputs[1]) : nullptr;
     if (!e || !e->constant || e->elements() != 1) return unsupported(node, "only a constant exponent is supported");
     double p = e->is_float ? e->floats.at(0) : static_cast<double>(e->ints.at(0));
-    if (p != 0.5 && (p != std::floor(p) || p < 1 || p > 4)) return unsupported(node, fmt::format("exponent {} is not supported", p));
+    // Squares and cubes (LayerNorm, GELU's tanh form), square roots and their inverse (Swin's
+    // attention scale).
+    if (p != 0.5 && p != -0.5 && (p != std::floor(p) || p < 1 || p > 4))
+      return unsupported(node, fmt::format("exponent {} is not supported", p));
     result = te::compute("out", out, [&](const std::vector<Var>& i) {
       Expr v = x(as_exprs(i));
       if (p == 0.5) return ir::call(ir::Type::f32(), "sqrt", {v});
+      if (p == -0.5) return f32(1) / ir::call(ir::Type::f32(), "sqrt", {v});
       Expr y = v;
       for (int k = 1; k < static_cast<int>(p); ++k) y = y * v;
       return y;

@@ -116,7 +116,7 @@ void for_each_index(const std::vector<int64_t>& shape, const std::function<void(
 // built model reads their result as a weight. Small tensors only.
 bool evaluate(const Graph& g, const Node& node, Value& out) {
   static const std::set<std::string> kOps = {"ConstantOfShape", "Slice", "ScatterND", "Where", "Equal", "Not", "Sub",
-                                             "Add", "Mul", "Div", "Mod", "Neg", "Expand", "Concat", "Gather"};
+                                             "Add", "Mul", "Div", "Mod", "Neg", "Expand", "Concat", "Gather", "Range"};
   if (!kOps.count(node.op) || node.outputs.size() != 1) return false;
   std::vector<const Value*> in;
   for (const auto& name : node.inputs) {
@@ -137,6 +137,9 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
   if (op == "ConstantOfShape") {
     double fill = node.attributes.count("value") ? (out.is_float ? node.attributes.at("value").f : node.attributes.at("value").i) : 0.0;
     std::fill(data.begin(), data.end(), fill);
+  } else if (op == "Range") {
+    if (in.size() != 3) return false;
+    for (size_t i = 0; i < data.size(); ++i) data[i] = element(*in[0], 0) + static_cast<double>(i) * element(*in[2], 0);
   } else if ((op == "Not" || op == "Neg") && in[0]->elements() == out.elements()) {
     for (size_t i = 0; i < data.size(); ++i) data[i] = op == "Not" ? element(*in[0], static_cast<int64_t>(i)) == 0 : -element(*in[0], static_cast<int64_t>(i));
   } else if (op == "Expand" && broadcasts(*in[0], out.shape)) {
