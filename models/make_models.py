@@ -314,8 +314,21 @@ def convnet_blocks(opset):
     y = b.node("Reshape", [y, b.const(np.array([1, 2, 16, 8, 8], np.int64), "shape")])
     y = b.node("Transpose", [y], perm=[0, 2, 1, 3, 4])
     y = b.node("Reshape", [y, b.const(np.array([1, 32, 8, 8], np.int64), "shape")])
-    # Swin pads its feature map to whole windows.
-    y = b.node("Pad", [y, b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"), b.const(np.float32(0.5), "fill")])
+    # Swin pads its feature map to whole windows; the TorchScript exporter computes the pads from
+    # the shape (Mod), in PyTorch's order, turned into ONNX's by Reshape -> Slice(step -1) ->
+    # Transpose -> Reshape.
+    if 15 <= opset < 18:
+        w = b.node("Gather", [b.node("Shape", [y]), b.const(np.array([3], np.int64), "index")], axis=0)
+        p = b.node("Mod", [w, b.const(np.array([7], np.int64), "window")])
+        pads = b.node("Concat", [p, p, p, p, b.const(np.zeros(4, np.int64), "zeros")], axis=0)
+        pads = b.node("Reshape", [pads, b.const(np.array([-1, 2], np.int64), "shape")])
+        pads = b.node("Slice", [pads, b.const(np.array([-1], np.int64), "start"), b.const(np.array([-(2**63) + 1], np.int64), "end"),
+                                b.const(np.array([0], np.int64), "axes"), b.const(np.array([-1], np.int64), "steps")])
+        pads = b.node("Transpose", [pads], perm=[1, 0])
+        pads = b.node("Reshape", [pads, b.const(np.array([-1], np.int64), "shape")])
+    else:
+        pads = b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")
+    y = b.node("Pad", [y, pads, b.const(np.float32(0.5), "fill")])
     # GoogLeNet's pooling rounds its output size up: the last window reaches past the input.
     y = b.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
     out = b.head(y, 32, 10)
@@ -353,7 +366,10 @@ def transformer_blocks(opset):
     qkv = b.node("Transpose", [qkv], perm=[2, 0, 3, 1, 4])
     q, k, v = (b.node("Gather", [qkv, b.const(np.int64(i), "index")], axis=0) for i in range(3))
     scores = b.node("Einsum", [q, k], equation="bhqd,bhkd->bhqk")
-    scores = b.node("Mul", [scores, b.const(np.float32(head_dim ** -0.5), "scale")])
+    # Swin's TorchScript export scales by head_dim ** -0.5 computed by Pow.
+    scale = (b.node("Pow", [b.const(np.float32(head_dim), "head_dim"), b.const(np.float32(-0.5), "power")])
+             if opset < 18 else b.const(np.float32(head_dim ** -0.5), "scale"))
+    scores = b.node("Mul", [scores, scale])
     mask = b.rng.random((1, 1, tokens, tokens)) > 0.2
     mask[..., 0] = True
     if opset >= 18:
