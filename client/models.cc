@@ -2,7 +2,7 @@
 #include "client/models.h"
 
 #include <filesystem>
-#include <fstream>
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
@@ -11,6 +11,7 @@
 #include "client/output.h"
 #include "common/input_shape.h"
 #include "common/wire/wire.h"
+#include "model/onnx_external_data.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
 
 namespace tunefarm::client {
@@ -61,25 +62,26 @@ StatusOr<v1::ModelChunk> first_model_chunk(const std::string& path, const std::v
 }
 
 Status stream_model(const std::string& path, v1::ModelChunk first, const std::function<bool(const v1::ModelChunk&)>& write) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(fmt::format("cannot open model file {}", path));
+  // The files a model keeps its weights in are read here, beside it, and go up inside it: tunerd
+  // opens no path a model names.
+  TF_ASSIGN_OR_RETURN(std::string bytes, model::read_model_with_external_data(path, model::kMaxModelBytes));
   // Chunks well under gRPC's default message limit: a model may be hundreds of megabytes.
-  std::string buffer(1 << 20, '\0');
-  bool sent = true;
+  constexpr size_t kChunkBytes = 1 << 20;
   v1::ModelChunk chunk = std::move(first);
+  size_t at = 0;
   do {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    chunk.set_onnx(buffer.data(), static_cast<size_t>(in.gcount()));
-    sent = write(chunk);
+    size_t n = std::min(kChunkBytes, bytes.size() - at);
+    chunk.set_onnx(bytes.data() + at, n);
+    at += n;
+    if (!write(chunk)) break;
     chunk.Clear();
-  } while (sent && in);
+  } while (at < bytes.size());
   return Status();
 }
 
 StatusOr<v1::ExtractTasksResponse> extract_tasks(const GlobalFlags& global, const std::string& path,
                                                  const std::vector<std::string>& input_shapes) {
   TF_ASSIGN_OR_RETURN(v1::ModelChunk first, first_model_chunk(path, input_shapes));
-  if (!std::ifstream(path)) return not_found(fmt::format("cannot open model file {}", path));
   auto stub = v1::Tuner::NewStub(dial(global.server));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));

@@ -1,30 +1,21 @@
 #include "model/onnx_import.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "common/workload.h"
+#include "model/onnx_external_data.h"
+#include "model/onnx_opsets.h"
 #include "model/onnx_shape_folding.h"
 #include "model/onnx_tensor.h"
 
 namespace tunefarm::model {
 namespace {
-
-// ONNX's exceptions carry several lines of context; errors here are one line.
-std::string one_line(std::string text) {
-  for (char& c : text)
-    if (c == '\n' || c == '\r') c = ' ';
-  while (!text.empty() && text.back() == ' ') text.pop_back();
-  return text;
-}
 
 // The static shape of a value_info; false when a dimension is symbolic or unknown.
 bool static_shape(const onnx::ValueInfoProto& info, std::vector<int64_t>& shape) {
@@ -89,6 +80,14 @@ Attribute read_attribute(const onnx::AttributeProto& a) {
   out.s = a.s();
   out.ints.assign(a.ints().begin(), a.ints().end());
   out.floats.assign(a.floats().begin(), a.floats().end());
+  // A one-value tensor (ConstantOfShape's fill) as a number.
+  if (a.has_t()) {
+    Value v;
+    if (read_tensor(a.t(), v).ok() && v.elements() == 1) {
+      out.f = v.is_float ? v.floats.at(0) : static_cast<float>(v.ints.at(0));
+      out.i = v.is_float ? static_cast<int64_t>(v.floats.at(0)) : v.ints.at(0);
+    }
+  }
   return out;
 }
 
@@ -120,18 +119,17 @@ StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, con
     return fail(fmt::format("the model is {} MiB; tunerd takes models of at most {} MiB", bytes.size() >> 20,
                             options.max_bytes >> 20));
   onnx::ModelProto proto;
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                             static_cast<int>(bytes.size()));
-  in.SetTotalBytesLimit(static_cast<int>(std::min<size_t>(bytes.size() + 1, INT32_MAX)));
-  if (bytes.empty() || !proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage() || !proto.has_graph())
+  if (!parse_onnx_model(bytes, proto))
     return fail("not an ONNX model (the file does not parse as one; is it truncated?)");
+  // Checked before ONNX's checker, which would open the file the tensor names.
+  if (const onnx::TensorProto* t = first_external_tensor(proto))
+    return fail(fmt::format("tensor '{}' keeps its data in a file beside the model; the data must come inside it "
+                            "(tune-client uploads the files beside the model with it)",
+                            t->name()));
   if (proto.graph().node_size() > options.max_nodes)
     return fail(fmt::format("the model has {} nodes; at most {}", proto.graph().node_size(), options.max_nodes));
-  try {
-    onnx::checker::check_model(proto);
-  } catch (const std::exception& e) {
-    return fail("not a valid ONNX model: " + one_line(e.what()));
-  }
+  TF_RETURN_IF_ERROR(to_known_forms(proto).with_context(std::string(source)));
+  TF_RETURN_IF_ERROR(check_onnx_model(proto).with_context(std::string(source)));
   TF_RETURN_IF_ERROR(fix_input_shapes(*proto.mutable_graph(), options).with_context(std::string(source)));
   TF_RETURN_IF_ERROR(check_window_attributes(proto.graph()).with_context(std::string(source)));
   // Inference, then folding of the shape computations it made known, until nothing folds: each
@@ -139,7 +137,7 @@ StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, con
   for (int round = 0;; ++round) {
     try {
       onnx::ShapeInferenceOptions inference(/*check_type=*/true, /*error_mode=*/1, /*data_propagation=*/true);
-      onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), inference);
+      onnx::shape_inference::InferShapes(proto, &onnx_schemas(), inference);
     } catch (const std::exception& e) {
       return fail("shapes are inconsistent: " + one_line(e.what()));
     }
@@ -219,15 +217,7 @@ StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, con
 }
 
 StatusOr<Graph> import_onnx_file(const std::string& path, const ImportOptions& options) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return not_found(fmt::format("cannot open model file {}", path));
-  auto size = static_cast<size_t>(in.tellg());
-  if (size > options.max_bytes)
-    return invalid_argument(fmt::format("{}: the model is {} MiB; at most {} MiB", path, size >> 20, options.max_bytes >> 20));
-  std::string bytes(size, '\0');
-  in.seekg(0);
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(size)))
-    return invalid_argument(fmt::format("cannot read model file {}", path));
+  TF_ASSIGN_OR_RETURN(std::string bytes, read_model_with_external_data(path, options.max_bytes));
   return import_onnx(bytes, path, options);
 }
 

@@ -1,8 +1,11 @@
-// Reads an ONNX model into the graph IR: checked by ONNX's own checker, input shapes fixed (from
+// Reads an ONNX model into the graph IR: brought to the forms libonnx knows whatever IR version
+// and opset wrote it (model/onnx_opsets.h), checked by ONNX's own checker, input shapes fixed (from
 // the file, or from the user where the file has symbolic dimensions), every shape inferred by
 // ONNX's shape inference (with data propagation, so that Shape/Gather/Concat chains that compute a
 // Reshape's target resolve once the input shape is known), constants gathered. Everything a model
-// file can get wrong is an error that names what is wrong, and the node where there is one.
+// file can get wrong is an error that names what is wrong, and the node where there is one. A file
+// read from disk brings the external data beside it (model/onnx_external_data.h); bytes uploaded
+// to tunerd must carry their data inside them.
 #pragma once
 
 #include <cstddef>
@@ -14,14 +17,15 @@
 
 #include "common/status.h"
 #include "model/graph.h"
+#include "model/onnx_external_data.h"
 
 namespace tunefarm::model {
 
 struct ImportOptions {
   // Shapes of inputs, by name; they fix the file's symbolic dimensions (--input-shape).
   std::map<std::string, std::vector<int64_t>> input_shapes;
-  // Larger files are refused before parsing: ResNet-50 in float32 is 100 MB.
-  size_t max_bytes = size_t{1} << 30;
+  // Larger files are refused before parsing, their external data included.
+  size_t max_bytes = kMaxModelBytes;
   int64_t max_nodes = 100000;
 };
 

@@ -1,6 +1,8 @@
 #include "model/onnx_shape_folding.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,10 +15,13 @@ namespace {
 struct IntTensor {
   std::vector<int64_t> dims;
   std::vector<int64_t> data;
+  int type = onnx::TensorProto::INT64;  // INT64, INT32 or BOOL.
 };
 
 bool read_ints(const onnx::TensorProto& t, IntTensor& out) {
-  if (t.data_type() != onnx::TensorProto::INT64 && t.data_type() != onnx::TensorProto::INT32) return false;
+  if (t.data_type() != onnx::TensorProto::INT64 && t.data_type() != onnx::TensorProto::INT32 &&
+      t.data_type() != onnx::TensorProto::BOOL)
+    return false;
   // Shape computations are short; large integer tensors are data, and are not copied here.
   int64_t n = 1;
   for (int64_t d : t.dims()) {
@@ -24,7 +29,7 @@ bool read_ints(const onnx::TensorProto& t, IntTensor& out) {
   }
   Value v;
   if (!read_tensor(t, v).ok()) return false;
-  out = {std::move(v.shape), std::move(v.ints)};
+  out = {std::move(v.shape), std::move(v.ints), t.data_type()};
   return true;
 }
 
@@ -57,7 +62,7 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
   if (op == "Gather") {
     const IntTensor *data = in(0), *index = in(1);
     if (!data || !index || data->dims.size() != 1 || attr_int(n, "axis", 0) != 0) return std::nullopt;
-    IntTensor out{index->dims, {}};
+    IntTensor out{index->dims, {}, data->type};
     for (int64_t i : index->data) {
       if (i < 0) i += static_cast<int64_t>(data->data.size());
       if (i < 0 || i >= static_cast<int64_t>(data->data.size())) return std::nullopt;
@@ -88,10 +93,151 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
   if (op == "Cast") {
     const IntTensor* data = in(0);
     int64_t to = attr_int(n, "to", 0);
-    if (!data || (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32)) return std::nullopt;
-    return *data;
+    if (!data || (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32 && to != onnx::TensorProto::BOOL))
+      return std::nullopt;
+    IntTensor out = *data;
+    out.type = static_cast<int>(to);
+    if (to == onnx::TensorProto::BOOL)
+      for (int64_t& x : out.data) x = x != 0;
+    return out;
   }
-  (void)attr_ints;
+  // Arithmetic and comparisons of the dimensions (ShuffleNet's chunk sizes: Shape -> Gather ->
+  // Div -> Mul -> Slice), elementwise with a scalar broadcast.
+  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Mod", "Equal", "Less", "Greater", "Max", "Min"};
+  if (kBinary.count(op)) {
+    const IntTensor *a = in(0), *b = in(1);
+    if (!a || !b) return std::nullopt;
+    if (a->data.size() != b->data.size() && a->data.size() != 1 && b->data.size() != 1) return std::nullopt;
+    IntTensor out = a->data.size() >= b->data.size() ? *a : *b;
+    bool compare = op == "Equal" || op == "Less" || op == "Greater";
+    if (compare) out.type = onnx::TensorProto::BOOL;
+    for (size_t i = 0; i < out.data.size(); ++i) {
+      int64_t x = a->data[a->data.size() == 1 ? 0 : i], y = b->data[b->data.size() == 1 ? 0 : i];
+      if ((op == "Div" || op == "Mod") && y == 0) return std::nullopt;
+      // Mod of integers takes the divisor's sign (fmod=0), as Python's %.
+      if (op == "Mod") {
+        out.data[i] = attr_int(n, "fmod", 0) ? x % y : ((x % y) + y) % y;
+        continue;
+      }
+      out.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : op == "Div" ? x / y
+                  : op == "Equal" ? x == y : op == "Less" ? x < y : op == "Greater" ? x > y
+                  : op == "Max" ? std::max(x, y) : std::min(x, y);
+    }
+    return out;
+  }
+  if (op == "Where") {
+    const IntTensor *c = in(0), *a = in(1), *b = in(2);
+    if (!c || !a || !b) return std::nullopt;
+    size_t size = std::max({c->data.size(), a->data.size(), b->data.size()});
+    for (const IntTensor* t : {c, a, b})
+      if (t->data.size() != size && t->data.size() != 1) return std::nullopt;
+    IntTensor out = a->data.size() == size ? *a : *b;
+    out.type = a->type;
+    out.data.resize(size);
+    for (size_t i = 0; i < size; ++i) {
+      auto at = [&](const IntTensor* t) { return t->data[t->data.size() == 1 ? 0 : i]; };
+      out.data[i] = at(c) ? at(a) : at(b);
+    }
+    if (c->data.size() == size) out.dims = c->dims;
+    return out;
+  }
+  if (op == "Reshape") {
+    const IntTensor *data = in(0), *shape = in(1);
+    if (!data || !shape) return std::nullopt;
+    IntTensor out = *data;
+    out.dims = shape->data;
+    int64_t known = 1, unknown = -1;
+    for (size_t d = 0; d < out.dims.size(); ++d) {
+      if (out.dims[d] == 0 && d < data->dims.size()) out.dims[d] = data->dims[d];
+      if (out.dims[d] == -1) unknown = static_cast<int64_t>(d);
+      else known *= out.dims[d];
+    }
+    if (unknown >= 0 && known > 0) out.dims[static_cast<size_t>(unknown)] = static_cast<int64_t>(data->data.size()) / known;
+    int64_t count = 1;
+    for (int64_t d : out.dims) count *= d;
+    if (count != static_cast<int64_t>(data->data.size())) return std::nullopt;
+    return out;
+  }
+  if (op == "ConstantOfShape") {
+    // An integer fill (the -1 placeholders of Expand's shape the TorchScript exporter builds).
+    const IntTensor* shape = in(0);
+    IntTensor fill;
+    const onnx::AttributeProto* value = nullptr;
+    for (const auto& a : n.attribute())
+      if (a.name() == "value") value = &a;
+    if (!shape || !value || !read_ints(value->t(), fill) || fill.data.size() != 1) return std::nullopt;
+    int64_t count = 1;
+    for (int64_t d : shape->data)
+      if (d < 0 || (count *= d) > 64) return std::nullopt;
+    return IntTensor{shape->data, std::vector<int64_t>(static_cast<size_t>(count), fill.data[0]), fill.type};
+  }
+  if (op == "Slice") {
+    // Any axes and steps, as ONNX clamps them (the TorchScript exporter reverses pads with -1).
+    const IntTensor *data = in(0), *starts = in(1), *ends = in(2), *axes = in(3), *steps = in(4);
+    if (!data || !starts || !ends || ends->data.size() != starts->data.size() ||
+        (n.input_size() > 3 && !n.input(3).empty() && (!axes || axes->data.size() != starts->data.size())) ||
+        (n.input_size() > 4 && !n.input(4).empty() && (!steps || steps->data.size() != starts->data.size())))
+      return std::nullopt;
+    size_t rank = data->dims.size();
+    std::vector<int64_t> begin(rank, 0), step(rank, 1), dims = data->dims;
+    for (size_t k = 0; k < starts->data.size(); ++k) {
+      int64_t a = axes ? axes->data[k] : static_cast<int64_t>(k);
+      if (a < 0) a += static_cast<int64_t>(rank);
+      if (a < 0 || a >= static_cast<int64_t>(rank)) return std::nullopt;
+      int64_t dim = data->dims[static_cast<size_t>(a)], st = steps ? steps->data[k] : 1;
+      if (st == 0) return std::nullopt;
+      int64_t b = starts->data[k], e = ends->data[k];
+      if (b < 0) b += dim;
+      if (e < 0) e += dim;
+      b = st > 0 ? std::clamp<int64_t>(b, 0, dim) : std::clamp<int64_t>(b, 0, dim - 1);
+      e = st > 0 ? std::clamp<int64_t>(e, 0, dim) : std::clamp<int64_t>(e, -1, dim - 1);
+      int64_t count = st > 0 ? (e - b + st - 1) / st : (b - e - st - 1) / -st;
+      begin[static_cast<size_t>(a)] = b;
+      step[static_cast<size_t>(a)] = st;
+      dims[static_cast<size_t>(a)] = std::max<int64_t>(0, count);
+    }
+    IntTensor out{dims, {}, data->type};
+    std::vector<int64_t> index(rank, 0);
+    int64_t total = 1;
+    for (int64_t d : dims) total *= d;
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < rank; ++d) flat = flat * data->dims[d] + begin[d] + index[d] * step[d];
+      out.data.push_back(data->data[static_cast<size_t>(flat)]);
+      for (size_t d = rank; d-- > 0;) {
+        if (++index[d] < dims[d]) break;
+        index[d] = 0;
+      }
+    }
+    return out;
+  }
+  if (op == "Transpose") {
+    const IntTensor* data = in(0);
+    if (!data) return std::nullopt;
+    size_t rank = data->dims.size();
+    std::vector<int64_t> perm = attr_ints(n, "perm");
+    if (perm.empty())
+      for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    if (perm.size() != rank) return std::nullopt;
+    std::vector<int64_t> dims, strides(rank, 1);
+    for (size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * data->dims[d];
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(rank)) return std::nullopt;
+      dims.push_back(data->dims[static_cast<size_t>(p)]);
+    }
+    IntTensor out{dims, {}, data->type};
+    std::vector<int64_t> index(rank, 0);
+    for (size_t i = 0; i < data->data.size(); ++i) {
+      int64_t from = 0;
+      for (size_t d = 0; d < rank; ++d) from += index[d] * strides[static_cast<size_t>(perm[d])];
+      out.data.push_back(data->data[static_cast<size_t>(from)]);
+      for (size_t d = rank; d-- > 0;) {
+        if (++index[d] < dims[d]) break;
+        index[d] = 0;
+      }
+    }
+    return out;
+  }
   return std::nullopt;
 }
 
@@ -133,9 +279,12 @@ StatusOr<int> fold_shape_computations(onnx::GraphProto& graph) {
     }
     auto* t = graph.add_initializer();
     t->set_name(node.output(0));
-    t->set_data_type(onnx::TensorProto::INT64);
+    t->set_data_type(value->type);
     for (int64_t d : value->dims) t->add_dims(d);
-    for (int64_t x : value->data) t->add_int64_data(x);
+    for (int64_t x : value->data) {
+      if (value->type == onnx::TensorProto::INT64) t->add_int64_data(x);
+      else t->add_int32_data(static_cast<int32_t>(x));
+    }
     known[node.output(0)] = std::move(*value);
     ++folded;
   }

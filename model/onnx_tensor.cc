@@ -48,6 +48,12 @@ Status read_tensor(const onnx::TensorProto& t, Value& value) {
       return copy.template operator()<int64_t>(t.int64_data(), value.ints);
     case onnx::TensorProto::INT32:
       return copy.template operator()<int32_t>(t.int32_data(), value.ints);
+    // Masks and flags: raw data holds a byte each, the typed field an int32 each.
+    case onnx::TensorProto::BOOL:
+    case onnx::TensorProto::UINT8:
+      return copy.template operator()<uint8_t>(t.int32_data(), value.ints);
+    case onnx::TensorProto::INT8:
+      return copy.template operator()<int8_t>(t.int32_data(), value.ints);
     default:
       return invalid_argument(fmt::format("tensor '{}' has element type {}; tunefarm reads float32 and integer tensors",
                                           t.name(), onnx::TensorProto::DataType_Name(t.data_type())));

@@ -1,7 +1,9 @@
 #include "model/operators.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -41,13 +43,43 @@ Expr gelu(const Expr& x) {
   return f32(0.5) * x * (f32(1.0) + erf);
 }
 
+Expr sigmoid(const Expr& x) { return f32(1) / (f32(1) + ir::call(ir::Type::f32(), "exp", {f32(0) - x})); }
+
+// GELU's tanh approximation, 0.5 x (1 + tanh(z)), as x sigmoid(2z): the same function through exp,
+// which vectorizes (tanh is a scalar call).
+Expr gelu_tanh(const Expr& x) {
+  Expr z = f32(std::sqrt(2.0 / M_PI)) * (x + f32(0.044715) * x * x * x);
+  return x * sigmoid(f32(2) * z);
+}
+
+Expr hard_sigmoid(const Expr& x, float alpha, float beta) {
+  return ir::min(ir::max(f32(alpha) * x + f32(beta), f32(0)), f32(1));
+}
+
+// The constant integers of input `i` of `node` (axes, starts, indices), or false.
+bool constant_ints(const Graph& graph, const Node& node, size_t i, std::vector<int64_t>& out) {
+  if (i >= node.inputs.size() || node.inputs[i].empty()) return false;
+  const Value* v = graph.find(node.inputs[i]);
+  if (!v || !v->constant || v->is_float) return false;
+  out = v->ints;
+  return true;
+}
+
+// An axis in 0..rank-1 from ONNX's -rank..rank-1; -1 when out of range.
+int64_t normalize_axis(int64_t axis, size_t rank) {
+  int64_t r = static_cast<int64_t>(rank);
+  if (axis < 0) axis += r;
+  return axis >= 0 && axis < r ? axis : -1;
+}
+
 // The placeholders of a node's first `count` inputs (all when negative), and their value names.
 StatusOr<std::vector<te::Tensor>> inputs_of(const Graph& graph, const Node& node, int count, std::vector<std::string>& names) {
   std::vector<te::Tensor> in;
   for (size_t i = 0; i < node.inputs.size() && (count < 0 || static_cast<int>(i) < count); ++i) {
     if (node.inputs[i].empty()) continue;
     TF_ASSIGN_OR_RETURN(const Value* v, graph.value_of(node, node.inputs[i]));
-    if (!v->is_float) return unsupported(node, fmt::format("input '{}' is not float32", v->name));
+    // Integer constants (a mask, an index) are stored as float32 with the weights.
+    if (!v->is_float && !v->constant) return unsupported(node, fmt::format("input '{}' is not float32", v->name));
     in.push_back(te::placeholder(fmt::format("in{}", i), dims_of(*v)));
     names.push_back(v->name);
   }
@@ -73,13 +105,41 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
     return te::compute("out", out, [&](const std::vector<Var>& i) { return f(broadcast_read(in[0], i)); });
   };
   if (op == "Relu") return unary([](Expr x) { return ir::max(x, f32(0)); });
-  if (op == "Sigmoid") return unary([](Expr x) { return f32(1) / (f32(1) + ir::call(ir::Type::f32(), "exp", {f32(0) - x})); });
+  if (op == "Sigmoid") return unary(sigmoid);
+  if (op == "HardSigmoid") {
+    float alpha = node.float_attr("alpha", 0.2f), beta = node.float_attr("beta", 0.5f);
+    return unary([&](Expr x) { return hard_sigmoid(x, alpha, beta); });
+  }
+  if (op == "HardSwish") return unary([](Expr x) { return x * hard_sigmoid(x, 1.f / 6, 0.5f); });
+  if (op == "Swish") {
+    float alpha = node.float_attr("alpha", 1.f);
+    return unary([&](Expr x) { return x * sigmoid(f32(alpha) * x); });
+  }
+  if (op == "LeakyRelu") {
+    float alpha = node.float_attr("alpha", 0.01f);
+    return unary([&](Expr x) { return ir::select(ir::lt(x, f32(0)), f32(alpha) * x, x); });
+  }
+  if (op == "Abs") return unary([](Expr x) { return ir::max(x, f32(0) - x); });
+  if (op == "Reciprocal") return unary([](Expr x) { return f32(1) / x; });
+  // A float-to-float Cast copies; integer constants are folded before.
+  if ((op == "Cast" && node.int_attr("to", 0) == 1) || op == "Expand") return unary([](Expr x) { return x; });
+  if (op == "Where") {
+    if (in.size() != 3) return unsupported(node, "expects three inputs");
+    return te::compute("out", out, [&](const std::vector<Var>& i) {
+      return ir::select(ir::compare(ir::CompareOp::kNE, broadcast_read(in[0], i), f32(0)), broadcast_read(in[1], i), broadcast_read(in[2], i));
+    });
+  }
   if (op == "Tanh") return unary([](Expr x) { return ir::call(ir::Type::f32(), "tanh", {x}); });
   if (op == "Erf") return unary([](Expr x) { return ir::call(ir::Type::f32(), "erf", {x}); });
   if (op == "Sqrt") return unary([](Expr x) { return ir::call(ir::Type::f32(), "sqrt", {x}); });
   if (op == "Exp") return unary([](Expr x) { return ir::call(ir::Type::f32(), "exp", {x}); });
   if (op == "Neg") return unary([](Expr x) { return f32(0) - x; });
-  if (op == "Gelu") return unary(gelu);
+  if (op == "Gelu") {
+    std::string approximate = node.attributes.count("approximate") ? node.attributes.at("approximate").s : "none";
+    if (approximate == "tanh") return unary(gelu_tanh);
+    if (approximate != "none") return unsupported(node, fmt::format("approximate '{}' is not supported", approximate));
+    return unary(gelu);
+  }
   return unsupported(node, "is not an operator a built model can run yet");
 }
 
@@ -94,8 +154,11 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
   TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
   std::vector<int64_t> out = dims_of(*out_value);
   std::vector<std::string> names;
-  // A Clip's bounds are constants that become part of its definition, not tensors it reads.
-  TF_ASSIGN_OR_RETURN(std::vector<te::Tensor> in, inputs_of(graph, node, node.op == "Clip" ? 1 : -1, names));
+  // A Clip's bounds, a Slice's ranges, Gather's indices, a reduction's axes, Pow's exponent and
+  // Expand's shape are constants that become part of the definition, not tensors it reads.
+  static const std::set<std::string> kFirstInputOnly = {"Clip", "Expand", "Slice", "Gather", "Pow", "Pad", "ReduceMean",
+                                                        "ReduceSum", "ReduceMax", "ReduceMin"};
+  TF_ASSIGN_OR_RETURN(std::vector<te::Tensor> in, inputs_of(graph, node, kFirstInputOnly.count(node.op) ? 1 : -1, names));
   if (in.empty()) return unsupported(node, "has no input");
   const te::Tensor& x = in[0];
   const std::string& op = node.op;
@@ -105,6 +168,148 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     float lo, hi;
     if (!clip_bounds(graph, node, lo, hi)) return unsupported(node, "bounds that are not constants");
     result = te::compute("out", out, [&](const std::vector<Var>& i) { return ir::min(ir::max(x(as_exprs(i)), f32(lo)), f32(hi)); });
+  } else if (op == "Pow") {
+    const Value* e = node.inputs.size() > 1 ? graph.find(node.inputs[1]) : nullptr;
+    if (!e || !e->constant || e->elements() != 1) return unsupported(node, "only a constant exponent is supported");
+    double p = e->is_float ? e->floats.at(0) : static_cast<double>(e->ints.at(0));
+    // Squares and cubes (LayerNorm, GELU's tanh form), square roots and their inverse (Swin's
+    // attention scale).
+    if (p != 0.5 && p != -0.5 && (p != std::floor(p) || p < 1 || p > 4))
+      return unsupported(node, fmt::format("exponent {} is not supported", p));
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      Expr v = x(as_exprs(i));
+      if (p == 0.5) return ir::call(ir::Type::f32(), "sqrt", {v});
+      if (p == -0.5) return f32(1) / ir::call(ir::Type::f32(), "sqrt", {v});
+      Expr y = v;
+      for (int k = 1; k < static_cast<int>(p); ++k) y = y * v;
+      return y;
+    });
+  } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin") {
+    size_t rank = x.shape().size();
+    std::vector<int64_t> axes = node.ints_attr("axes");
+    if (op == "ReduceSum" && node.inputs.size() > 1 && !constant_ints(graph, node, 1, axes))
+      return unsupported(node, "axes computed at run time are not supported");
+    std::vector<bool> reduced(rank, axes.empty());
+    for (int64_t a : axes) {
+      int64_t n = normalize_axis(a, rank);
+      if (n < 0) return unsupported(node, fmt::format("axis {} is out of range", a));
+      reduced[static_cast<size_t>(n)] = true;
+    }
+    bool keep = node.int_attr("keepdims", 1) != 0;
+    std::vector<te::IterVar> axes_iter;
+    double count = 1;
+    for (size_t d = 0; d < rank; ++d)
+      if (reduced[d]) {
+        axes_iter.push_back(te::reduce_axis(x.shape()[d], fmt::format("r{}", d)));
+        count *= static_cast<double>(x.shape()[d]);
+      }
+    auto read = [&](const std::vector<Var>& i) {
+      std::vector<Expr> at;
+      size_t next = 0, r = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        if (reduced[d]) {
+          at.push_back(axes_iter[r++]->var);
+          if (keep) ++next;
+        } else {
+          at.push_back(i[next++]);
+        }
+      }
+      return x(at);
+    };
+    // A reduction is a stage of its own; the minimum is the negated maximum of the negated input.
+    bool is_max = op == "ReduceMax", is_min = op == "ReduceMin";
+    te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
+      if (is_max) return te::max_reduce(read(i), axes_iter);
+      if (is_min) return te::max_reduce(f32(0) - read(i), axes_iter);
+      return te::sum(read(i), axes_iter);
+    });
+    double scale = op == "ReduceMean" ? 1.0 / count : is_min ? -1.0 : 1.0;
+    result = scale == 1.0 ? total : te::compute("out", out, [&](const std::vector<Var>& i) { return total(as_exprs(i)) * f32(scale); });
+  } else if (op == "Slice") {
+    size_t rank = x.shape().size();
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (!constant_ints(graph, node, 1, starts) || !constant_ints(graph, node, 2, ends))
+      return unsupported(node, "starts and ends computed at run time are not supported");
+    if (!constant_ints(graph, node, 3, axes))
+      for (size_t d = 0; d < starts.size(); ++d) axes.push_back(static_cast<int64_t>(d));
+    if (!constant_ints(graph, node, 4, steps)) steps.assign(starts.size(), 1);
+    if (axes.size() != starts.size() || steps.size() != starts.size() || ends.size() != starts.size())
+      return unsupported(node, "starts, ends, axes and steps of different lengths");
+    // Each output index i of a sliced axis reads begin + i * step.
+    std::vector<int64_t> begin(rank, 0), step(rank, 1);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      int64_t a = normalize_axis(axes[k], rank);
+      if (a < 0 || steps[k] == 0) return unsupported(node, "an axis out of range or a step of 0");
+      int64_t dim = x.shape()[static_cast<size_t>(a)];
+      int64_t b = starts[k] < 0 ? starts[k] + dim : starts[k];
+      b = steps[k] > 0 ? std::clamp<int64_t>(b, 0, dim) : std::clamp<int64_t>(b, 0, dim - 1);
+      begin[static_cast<size_t>(a)] = b;
+      step[static_cast<size_t>(a)] = steps[k];
+    }
+    if (out.size() != rank) return unsupported(node, "output rank differs from the input's");
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t last = begin[d] + (out[d] - 1) * step[d];
+      if (last < 0 || last >= x.shape()[d]) return unsupported(node, "the slice reaches outside its input");
+    }
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      std::vector<Expr> at;
+      for (size_t d = 0; d < rank; ++d) at.push_back(ir::int_imm(begin[d]) + Expr(i[d]) * step[d]);
+      return x(at);
+    });
+  } else if (op == "Pad") {
+    size_t rank = x.shape().size();
+    std::vector<int64_t> pads = node.ints_attr("pads");
+    if (node.inputs.size() > 1 && !constant_ints(graph, node, 1, pads))
+      return unsupported(node, "pads computed at run time are not supported");
+    std::string mode = node.attributes.count("mode") ? node.attributes.at("mode").s : "constant";
+    if (mode != "constant" || pads.size() != 2 * rank)
+      return unsupported(node, fmt::format("mode '{}' with {} pads for {} axes is not supported", mode, pads.size(), rank));
+    float fill = node.float_attr("value", 0.f);
+    if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
+      const Value* v = graph.find(node.inputs[2]);
+      if (!v || !v->constant || v->elements() != 1) return unsupported(node, "a constant_value that is not a constant");
+      fill = v->is_float ? v->floats.at(0) : static_cast<float>(v->ints.at(0));
+    }
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      // Inside the input, read it (clamped, so that lanes outside read in bounds); else the fill.
+      Expr inside = ir::bool_imm(true);
+      std::vector<Expr> at;
+      for (size_t d = 0; d < rank; ++d) {
+        int64_t n = x.shape()[d];
+        Expr p = Expr(i[d]) - pads[d];
+        inside = ir::logical_and(inside, ir::logical_and(ir::ge(p, ir::int_imm(0)), ir::lt(p, ir::int_imm(n))));
+        at.push_back(ir::max(ir::min(p, ir::int_imm(n - 1)), ir::int_imm(0)));
+      }
+      return ir::select(inside, x(at), f32(fill));
+    });
+  } else if (op == "Gather") {
+    size_t rank = x.shape().size();
+    int64_t axis = normalize_axis(node.int_attr("axis", 0), rank);
+    const Value* idx = node.inputs.size() > 1 ? graph.find(node.inputs[1]) : nullptr;
+    if (axis < 0 || !idx || !idx->constant || idx->is_float) return unsupported(node, "only constant indices are supported");
+    int64_t dim = x.shape()[static_cast<size_t>(axis)];
+    std::vector<int64_t> indices = idx->ints;
+    for (int64_t& k : indices) {
+      if (k < 0) k += dim;
+      if (k < 0 || k >= dim) return unsupported(node, fmt::format("index {} is out of range", k));
+    }
+    // Output: x's axes before `axis`, the indices' axes, x's axes after it.
+    size_t index_rank = idx->shape.size();
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      // The flat position in the indices tensor, then its value: a chain of selects over them
+      // (indices are few: a class token, a position).
+      Expr flat = ir::int_imm(0);
+      for (size_t d = 0; d < index_rank; ++d) flat = flat * idx->shape[d] + Expr(i[static_cast<size_t>(axis) + d]);
+      Expr chosen = ir::int_imm(indices.back());
+      for (size_t k = indices.size() - 1; k-- > 0;)
+        chosen = ir::select(ir::compare(ir::CompareOp::kEQ, flat, ir::int_imm(static_cast<int64_t>(k))),
+                            ir::int_imm(indices[k]), chosen);
+      std::vector<Expr> at;
+      for (size_t d = 0; d < static_cast<size_t>(axis); ++d) at.push_back(i[d]);
+      at.push_back(chosen);
+      for (size_t d = static_cast<size_t>(axis) + 1; d < rank; ++d) at.push_back(i[d - 1 + index_rank]);
+      return x(at);
+    });
   } else if (op == "Softmax") {
     if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
     std::vector<int64_t> rows(out.begin(), out.end() - 1);
@@ -173,7 +378,10 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
         return unsupported(node, "kernel_shape, strides, pads or dilations that do not describe 2-D pooling");
       // The input padded with -inf (padding never wins the max) as a stage of its own, so that
       // the window reads without bounds checks and a vector of outputs reads strided columns.
-      int64_t hp = h + pads[0] + pads[2], wp = w + pads[1] + pads[3];
+      // With ceil_mode (GoogLeNet) the last windows reach past the padding: the padded stage
+      // covers every window the output has, -inf beyond the input.
+      int64_t hp = std::max(h + pads[0] + pads[2], (out[2] - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1);
+      int64_t wp = std::max(w + pads[1] + pads[3], (out[3] - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1);
       te::Tensor padded = te::compute("padded", {x.shape()[0], x.shape()[1], hp, wp}, [&](const std::vector<Var>& i) {
         Expr y = i[2] - pads[0], xx = i[3] - pads[1];
         Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),

@@ -4,6 +4,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/operators/operator.h"
 #include "model/operators.h"
@@ -107,9 +108,10 @@ class Lowering {
     const std::string root = p_.storage(name);
     if (auto it = block_.find(root); it != block_.end() && it->second == b) return root;
     TF_ASSIGN_OR_RETURN(std::string from, plain(node, name));
-    std::string to = fmt::format("{}/nchw{}c", p_.storage(from), b);
+    // Shaped as `from`: a view (ShuffleNet's channel shuffle) is 4-D where its storage is not.
+    std::string to = fmt::format("{}/nchw{}c", from, b);
     if (!graph_.find(to)) {
-      TF_ASSIGN_OR_RETURN(const Value* v, graph_.value_of(node, p_.storage(from)));
+      TF_ASSIGN_OR_RETURN(const Value* v, graph_.value_of(node, from));
       if (v->shape.size() != 4 || v->shape[1] % b != 0)
         return invalid_argument(fmt::format("node '{}' ({}): input {} is not NCHW in blocks of {}", node.name, node.op,
                                             shape_string(v->shape), b));
@@ -274,6 +276,20 @@ StatusOr<Program> lower_graph(Graph graph) {
   }
   p.graph = std::move(graph);
   return p;
+}
+
+Status check_buildable(const Graph& graph) {
+  std::vector<std::string> refused;
+  for (const Node& node : graph.nodes) {
+    if (node.outputs.empty() || is_view(node.op)) continue;
+    Status s = is_tunable(node.op) ? tuned_call_of(graph, node).status() : operator_compute(graph, node).status();
+    if (!s.ok()) refused.push_back(s.message());
+  }
+  if (refused.size() > 1)
+    return invalid_argument(fmt::format("{} nodes cannot be built: {}", refused.size(), fmt::join(refused, "; ")));
+  if (refused.size() == 1) return invalid_argument(refused[0]);
+  // What only the lowering finds (a layout a node cannot take).
+  return lower_graph(graph).status();
 }
 
 MemoryPlan plan_memory(const Program& program) {

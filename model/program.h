@@ -40,6 +40,10 @@ struct Program {
 // first node a built model cannot run.
 StatusOr<Program> lower_graph(Graph graph);
 
+// Whether a build can run every node of `graph` (after the passes): an error names every node it
+// cannot, with the reason of each, so that a model is refused before anything is tuned for it.
+Status check_buildable(const Graph& graph);
+
 struct MemoryPlan {
   std::map<std::string, int64_t> offsets;  // Byte offset in the arena of each intermediate value.
   int64_t arena_bytes = 0;                 // The peak: what the plan needs.

@@ -8,6 +8,7 @@
 #include "common/operators/operator.h"
 #include "model/passes/group_epilogues.h"
 #include "model/passes/passes.h"
+#include "model/program.h"
 
 namespace tunefarm::model {
 namespace {
@@ -247,9 +248,12 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
 
 StatusOr<TaskTable> extract_tasks(Graph& graph) {
   TaskTable table;
-  for (const Node& node : graph.nodes) table.tunable_nodes += is_tunable(node.op);
-  // Counted before the passes: the table accounts for every tunable node of the file.
   TF_RETURN_IF_ERROR(run_passes(graph));
+  // Counted after the passes, which fold nothing tunable away: a grouped convolution counts as
+  // the convolution of each group it runs as.
+  for (const Node& node : graph.nodes) table.tunable_nodes += is_tunable(node.op);
+  // Nothing is tuned for a model that cannot be built.
+  TF_RETURN_IF_ERROR(check_buildable(graph));
   std::map<std::string, size_t> index;
   for (const Node& node : graph.nodes) {
     if (!is_tunable(node.op)) {

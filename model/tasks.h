@@ -54,8 +54,8 @@ struct TunedCall {
 };
 StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node);
 
-// Runs the passes (constant folding, BatchNormalization folding, LayerNorm and GELU recognition,
-// epilogue grouping) and extracts the tasks.
+// Runs the passes (model/passes/passes.h) and extracts the tasks; a model with a node the build
+// cannot run is refused, naming every such node (model/program.h check_buildable).
 StatusOr<TaskTable> extract_tasks(Graph& graph);
 
 }  // namespace tunefarm::model

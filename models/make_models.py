@@ -11,7 +11,13 @@ Shape/Gather/Concat chains, LayerNorm decomposed into ReduceMean/Sub/Pow/Sqrt/Di
 Erf, and a symbolic batch dimension on the input.
 
 Usage: make_models.py OUT_DIR [--small-only]
+       make_models.py OUT_DIR --exporter-patterns
 (bert_layer_opset17 is the same layer as exporters write it at opset 17.)
+
+--exporter-patterns runs with a current `onnx` package (build/venv's) and writes small models as
+today's exporters do: at the package's own IR version, weights in an external-data file beside the
+model (model.onnx.data), at every opset from 13 to the newest the package offers, with the operators
+of MobileNetV3/EfficientNet/RegNet/ShuffleNet/ViT/Swin/BERT in the forms PyTorch writes them.
 """
 import argparse
 import os
@@ -119,10 +125,17 @@ class Builder:
         y = self.node("Reshape", [x, shape])
         return self.node("Transpose", [y], perm=[0, 2, 1, 3])
 
-    def model(self, name, inputs, outputs):
+    def reduce(self, op, x, axes, keepdims=1):
+        # Opset 18 moved the axes of reductions from an attribute to an input.
+        if self.opset >= 18:
+            return self.node(op, [x, self.const(np.array(axes, np.int64), "axes")], keepdims=keepdims)
+        return self.node(op, [x], axes=axes, keepdims=keepdims)
+
+    def model(self, name, inputs, outputs, ir_version=8):
         graph = helper.make_graph(self.nodes, name, inputs, outputs, self.initializers)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)], producer_name="tunefarm-models")
-        model.ir_version = 8
+        if ir_version is not None:
+            model.ir_version = ir_version
         onnx.checker.check_model(model)
         return model
 
@@ -203,6 +216,220 @@ def bert_layer(small, opset=OPSET):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["batch", seq, hidden])])
 
 
+def unbuildable(small=True):
+    """A model that imports but that a build cannot run: CumSum and Sin after a convolution."""
+    b = Builder(7)
+    x = "input"
+    y = b.node("Relu", [b.node("Conv", [x, b.weight((8, 3, 3, 3), 27)], kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
+    b.nodes.append(helper.make_node("CumSum", [y, b.const(np.int64(1), "axis")], ["cumsum"], name="running_sum"))
+    b.nodes.append(helper.make_node("Sin", ["cumsum"], ["out"], name="wave"))
+    return b.model("unbuildable", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 8, 8])],
+                   [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 8, 8])])
+
+
+# --- Today's exporters (run with a current onnx package) ------------------------------------
+
+def hardswish(b, x):
+    # HardSwish is an operator from opset 14; before, exporters write x * HardSigmoid(x).
+    if b.opset >= 14:
+        return b.node("HardSwish", [x])
+    return b.node("Mul", [x, b.node("HardSigmoid", [x], alpha=1.0 / 6, beta=0.5)])
+
+
+def squeeze_excite(b, x, channels, squeezed, gate="HardSigmoid"):
+    s = b.node("GlobalAveragePool", [x])
+    s = b.node("Relu", [b.node("Conv", [s, b.weight((squeezed, channels, 1, 1), channels), b.const(
+        np.zeros(squeezed, np.float32), "se_bias")], kernel_shape=[1, 1])])
+    s = b.node("Conv", [s, b.weight((channels, squeezed, 1, 1), squeezed), b.const(
+        (0.1 * b.rng.standard_normal(channels)).astype(np.float32), "se_bias")], kernel_shape=[1, 1])
+    s = b.node(gate, [s], alpha=1.0 / 6, beta=0.5) if gate == "HardSigmoid" else b.node(gate, [s])
+    return b.node("Mul", [x, s])
+
+
+def mobilenet_v3_block(opset):
+    """MobileNetV3's pieces: a HardSwish stem, an inverted residual block with a depthwise
+    convolution and squeeze-excite (GlobalAveragePool, 1x1 convolutions, HardSigmoid, Mul over
+    channels), a head through HardSwish and a reduction over the spatial axes."""
+    b = Builder(3, opset=opset)
+    x = "input"
+    y = hardswish(b, b.conv_bn(x, 3, 16, 3, stride=2, act=None))
+    z = b.conv_bn(y, 16, 32, 1, act=None)
+    z = hardswish(b, z)
+    z = b.conv_bn(z, 32, 32, 3, groups=32, act="relu")
+    z = squeeze_excite(b, z, 32, 8)
+    z = b.conv_bn(z, 32, 16, 1, act=None)
+    y = b.node("Add", [y, z])
+    y = hardswish(b, b.conv_bn(y, 16, 48, 1, act=None))
+    y = b.reduce("ReduceMean", y, [2, 3], keepdims=0)
+    y = hardswish(b, b.node("Gemm", [y, b.weight((32, 48), 48), b.const(np.zeros(32, np.float32), "fc_bias")], transB=1))
+    out = b.node("Gemm", [y, b.weight((10, 32), 32), b.const(np.zeros(10, np.float32), "fc_bias")], transB=1)
+    return b.model(f"mobilenet_v3_block_opset{opset}",
+                   [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 10])], ir_version=None)
+
+
+def silu(b, x):
+    return b.node("Mul", [x, b.node("Sigmoid", [x])])
+
+
+def chunk_torchscript(b, x, channels):
+    """x.chunk(2, dim=1) as the TorchScript exporter writes it: the halves' bounds computed from the
+    input's shape (Shape -> Gather -> Add -> Div -> Mul -> Slice)."""
+    c = b.node("Gather", [b.node("Shape", [x]), b.const(np.array([1], np.int64), "index")], axis=0)
+    half = b.node("Div", [b.node("Add", [c, b.const(np.array([1], np.int64), "one")]), b.const(np.array([2], np.int64), "two")])
+    axis = b.const(np.array([1], np.int64), "axes")
+    first = b.node("Slice", [x, b.const(np.array([0], np.int64), "start"), half, axis])
+    second = b.node("Slice", [x, half, b.node("Mul", [half, b.const(np.array([2], np.int64), "two")]), axis])
+    return first, second
+
+
+def convnet_blocks(opset):
+    """RegNetY, EfficientNet and ShuffleNetV2 pieces: a grouped 3x3 convolution (groups of 8
+    channels) with squeeze-excite through Sigmoid, SiLU, and a ShuffleNet unit: the channels split
+    in halves (Split, or the TorchScript exporter's Slices), one half through 1x1/depthwise/1x1
+    convolutions, Concat, and the channel shuffle (Reshape -> Transpose -> Reshape); a Pad, and a
+    MaxPool with ceil_mode as GoogLeNet's."""
+    b = Builder(11, opset=opset)
+    x = "input"
+    y = b.conv_bn(x, 3, 32, 3, stride=2)
+    # RegNetY's block: 1x1, grouped 3x3 with squeeze-excite, 1x1, residual.
+    z = b.conv_bn(y, 32, 32, 1)
+    z = b.conv_bn(z, 32, 32, 3, groups=4)
+    z = squeeze_excite(b, z, 32, 8, gate="Sigmoid")
+    z = b.conv_bn(z, 32, 32, 1, act=None)
+    y = b.node("Relu", [b.node("Add", [y, z])])
+    # EfficientNet's activation.
+    y = silu(b, b.conv_bn(y, 32, 32, 1, act=None))
+    # ShuffleNetV2's unit: one half passes, the other is transformed.
+    if opset >= 18:
+        left, right = b.node("Split", [y], outputs=2, axis=1, num_outputs=2)
+    elif opset >= 15:
+        left, right = chunk_torchscript(b, y, 32)
+    else:
+        left, right = b.node("Split", [y, b.const(np.array([16, 16], np.int64), "split")], outputs=2, axis=1)
+    r = b.conv_bn(right, 16, 16, 1)
+    r = b.conv_bn(r, 16, 16, 3, groups=16, act=None)
+    r = b.conv_bn(r, 16, 16, 1)
+    y = b.node("Concat", [left, r], axis=1)
+    y = b.node("Reshape", [y, b.const(np.array([1, 2, 16, 8, 8], np.int64), "shape")])
+    y = b.node("Transpose", [y], perm=[0, 2, 1, 3, 4])
+    y = b.node("Reshape", [y, b.const(np.array([1, 32, 8, 8], np.int64), "shape")])
+    # Swin pads its feature map to whole windows; the TorchScript exporter computes the pads from
+    # the shape (Mod), in PyTorch's order, turned into ONNX's by Reshape -> Slice(step -1) ->
+    # Transpose -> Reshape.
+    if 15 <= opset < 18:
+        w = b.node("Gather", [b.node("Shape", [y]), b.const(np.array([3], np.int64), "index")], axis=0)
+        p = b.node("Mod", [w, b.const(np.array([7], np.int64), "window")])
+        pads = b.node("Concat", [p, p, p, p, b.const(np.zeros(4, np.int64), "zeros")], axis=0)
+        pads = b.node("Reshape", [pads, b.const(np.array([-1, 2], np.int64), "shape")])
+        pads = b.node("Slice", [pads, b.const(np.array([-1], np.int64), "start"), b.const(np.array([-(2**63) + 1], np.int64), "end"),
+                                b.const(np.array([0], np.int64), "axes"), b.const(np.array([-1], np.int64), "steps")])
+        pads = b.node("Transpose", [pads], perm=[1, 0])
+        pads = b.node("Reshape", [pads, b.const(np.array([-1], np.int64), "shape")])
+    else:
+        pads = b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")
+    y = b.node("Pad", [y, pads, b.const(np.float32(0.5), "fill")])
+    # GoogLeNet's pooling rounds its output size up: the last window reaches past the input.
+    y = b.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+    out = b.head(y, 32, 10)
+    return b.model(f"convnet_blocks_opset{opset}",
+                   [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 16, 16])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 10])], ir_version=None)
+
+
+def transformer_blocks(opset):
+    """ViT, Swin and BERT pieces: a patch embedding (strided Conv, Reshape, Transpose), a class token
+    (Concat) and position embedding, LayerNorm, attention with the heads split by Reshape/Transpose
+    and picked by Gather, the scores through Einsum (as written for attention), a mask applied by
+    Where, Softmax on the last axis, GELU (the Gelu operator from opset 20, its tanh approximation
+    otherwise), Swin's window partition (6-D Reshape/Transpose) and the class token taken by Gather."""
+    b = Builder(17, opset=opset)
+    hidden, heads, tokens = 32, 2, 17
+    head_dim = hidden // heads
+    x = "pixels"
+    p = b.node("Conv", [x, b.weight((hidden, 3, 4, 4), 48), b.const(np.zeros(hidden, np.float32), "bias")],
+               kernel_shape=[4, 4], strides=[4, 4])
+    # Swin's window partition of the [1, 4, 4, C] map into 2x2 windows, and back.
+    w = b.node("Transpose", [p], perm=[0, 2, 3, 1])
+    w = b.node("Reshape", [w, b.const(np.array([1, 2, 2, 2, 2, hidden], np.int64), "shape")])
+    w = b.node("Transpose", [w], perm=[0, 1, 3, 2, 4, 5])
+    w = b.node("Reshape", [w, b.const(np.array([4, 4, hidden], np.int64), "shape")])
+    w = b.node("Reshape", [w, b.const(np.array([1, 2, 2, 2, 2, hidden], np.int64), "shape")])
+    w = b.node("Transpose", [w], perm=[0, 1, 3, 2, 4, 5])
+    w = b.node("Reshape", [w, b.const(np.array([1, 16, hidden], np.int64), "shape")])
+    cls = b.const((0.02 * b.rng.standard_normal((1, 1, hidden))).astype(np.float32), "cls")
+    y = b.node("Concat", [cls, w], axis=1)
+    y = b.node("Add", [y, b.const((0.02 * b.rng.standard_normal((1, tokens, hidden))).astype(np.float32), "pos")])
+    h = b.layer_norm(y, hidden)
+    qkv = b.node("MatMul", [h, b.weight((hidden, 3 * hidden), hidden)])
+    qkv = b.node("Reshape", [qkv, b.const(np.array([1, tokens, 3, heads, head_dim], np.int64), "shape")])
+    qkv = b.node("Transpose", [qkv], perm=[2, 0, 3, 1, 4])
+    q, k, v = (b.node("Gather", [qkv, b.const(np.int64(i), "index")], axis=0) for i in range(3))
+    scores = b.node("Einsum", [q, k], equation="bhqd,bhkd->bhqk")
+    # Swin's TorchScript export scales by head_dim ** -0.5 computed by Pow.
+    scale = (b.node("Pow", [b.const(np.float32(head_dim), "head_dim"), b.const(np.float32(-0.5), "power")])
+             if opset < 18 else b.const(np.float32(head_dim ** -0.5), "scale"))
+    scores = b.node("Mul", [scores, scale])
+    mask = b.rng.random((1, 1, tokens, tokens)) > 0.2
+    mask[..., 0] = True
+    if opset >= 18:
+        # As the dynamo exporter writes Swin's shifted-window mask: computed from constants
+        # (ConstantOfShape, ScatterND, Sub, Equal, Not), then applied by Where.
+        zeros = b.node("ConstantOfShape", [b.const(np.array(mask.shape, np.int64), "shape")],
+                       value=numpy_helper.from_array(np.zeros(1, np.float32)))
+        hidden_at = np.argwhere(~mask).astype(np.int64)
+        marked = b.node("ScatterND", [zeros, b.const(hidden_at, "indices"), b.const(np.ones(len(hidden_at), np.float32), "ones")])
+        marked = b.node("Sub", [marked, b.const(np.float32(0.0), "zero")])
+        keep = b.node("Not", [b.node("Equal", [marked, b.const(np.float32(1.0), "one")])])
+    else:
+        keep = b.const(mask, "mask")
+    scores = b.node("Where", [keep, scores, b.const(np.float32(-1e4), "masked")])
+    probs = b.node("Softmax", [scores], axis=-1)
+    context = b.node("Einsum", [probs, v], equation="bhqk,bhkd->bqhd")
+    context = b.node("Reshape", [context, b.const(np.array([1, tokens, hidden], np.int64), "shape")])
+    y = b.node("Add", [y, b.linear(context, hidden, hidden)])
+    h = b.layer_norm(y, hidden)
+    h = b.linear(h, hidden, 2 * hidden)
+    if opset >= 20:
+        h = b.node("Gelu", [h], approximate="tanh")
+    else:
+        inner = b.node("Add", [h, b.node("Mul", [b.node("Pow", [h, b.const(np.float32(3.0), "three")]),
+                                                 b.const(np.float32(0.044715), "c")])])
+        t = b.node("Tanh", [b.node("Mul", [inner, b.const(np.float32(np.sqrt(2 / np.pi)), "c")])])
+        h = b.node("Mul", [b.node("Mul", [h, b.const(np.float32(0.5), "half")]),
+                           b.node("Add", [t, b.const(np.float32(1.0), "one")])])
+    h = b.gelu(b.linear(h, 2 * hidden, hidden)) if opset < 20 else b.node("Gelu", [b.linear(h, 2 * hidden, hidden)])
+    y = b.node("Add", [y, h])
+    y = b.layer_norm(y, hidden)
+    first = b.node("Gather", [y, b.const(np.int64(0), "index")], axis=1)
+    out = b.node("Gemm", [first, b.weight((10, hidden), hidden), b.const(np.zeros(10, np.float32), "fc_bias")], transB=1)
+    return b.model(f"transformer_blocks_opset{opset}",
+                   [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 16, 16])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 10])], ir_version=None)
+
+
+def save_with_external_data(model, path):
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+              location=os.path.basename(path) + ".data", size_threshold=256)
+
+
+def exporter_patterns(out_dir):
+    newest = onnx.defs.onnx_opset_version()
+    for opset in range(13, newest + 1):
+        path = os.path.join(out_dir, f"mobilenet_v3_block_opset{opset}.onnx")
+        save_with_external_data(mobilenet_v3_block(opset), path)
+        print(path)
+    # The operators' patterns at the opsets of the TorchScript exporter (13, 17) and of the dynamo
+    # exporter (18, 20), and the newest.
+    for make in (convnet_blocks, transformer_blocks):
+        for opset in sorted({13, 17, 18, 20, newest}):
+            model = make(opset)
+            path = os.path.join(out_dir, model.graph.name + ".onnx")
+            save_with_external_data(model, path)
+            print(path)
+    return 0
+
+
 MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "bert_layer": bert_layer,
           # The same layer as exporters write it at opset 17: LayerNormalization as one operator,
           # constants as Constant nodes, linear weights behind Transpose nodes.
@@ -213,8 +440,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("--small-only", action="store_true", help="only the small variants (for tests)")
+    parser.add_argument("--exporter-patterns", action="store_true",
+                        help="the models in today's exporters' patterns (needs a current onnx package)")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
+    if args.exporter_patterns:
+        return exporter_patterns(args.out_dir)
+    onnx.save(unbuildable(), os.path.join(args.out_dir, "unbuildable_small.onnx"))
     for name, make in MODELS.items():
         for small in ([True] if args.small_only else [True, False]):
             path = os.path.join(args.out_dir, name + ("_small" if small else "") + ".onnx")

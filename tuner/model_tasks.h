@@ -10,12 +10,13 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/onnx_external_data.h"
 #include "tunefarm/v1/tuner.pb.h"
 
 namespace tunefarm {
 
-// Models larger than this are refused as they arrive (ResNet-50 in float32 is 100 MB).
-inline constexpr size_t kMaxModelBytes = size_t{1} << 30;
+// Models larger than this are refused as they arrive.
+using model::kMaxModelBytes;
 
 // In this process: what tunefarm-model-import runs.
 StatusOr<v1::ExtractTasksResponse> extract_model_tasks(std::string_view onnx, const std::string& file_name,

@@ -1,5 +1,8 @@
 #include "model/passes/fold_constants.h"
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
@@ -45,7 +48,15 @@ bool fold(const Graph& g, const Node& node, Value& out) {
   out.shape = shape->shape;
   if (out.elements() != in->elements()) return false;
   if (node.op == "Cast") {
-    if (node.int_attr("to", 0) != 1 /* FLOAT */) return false;
+    // To float from anything; between integer types (int64, int32, bool) unchanged.
+    int64_t to = node.int_attr("to", 0);
+    bool to_int = to == 7 /* INT64 */ || to == 6 /* INT32 */ || to == 9 /* BOOL */;
+    if (to_int && !in->is_float) {
+      if (to == 9)
+        for (int64_t& v : out.ints) v = v != 0;
+      return true;
+    }
+    if (to != 1 /* FLOAT */) return false;
     if (!in->is_float) {
       out.floats.assign(in->ints.begin(), in->ints.end());
       out.ints.clear();
@@ -64,6 +75,191 @@ bool fold(const Graph& g, const Node& node, Value& out) {
   return true;
 }
 
+// A constant's element `at` (of its own shape) as a double.
+double element(const Value& v, int64_t at) {
+  return v.is_float ? static_cast<double>(v.floats[static_cast<size_t>(at)]) : static_cast<double>(v.ints[static_cast<size_t>(at)]);
+}
+
+// The flat index into `in` (broadcast to `shape`, NumPy rules) of the output position `index`.
+int64_t broadcast_index(const Value& in, const std::vector<int64_t>& shape, const std::vector<int64_t>& index) {
+  int64_t flat = 0;
+  size_t offset = shape.size() - in.shape.size();
+  for (size_t d = 0; d < in.shape.size(); ++d) flat = flat * in.shape[d] + (in.shape[d] == 1 ? 0 : index[d + offset]);
+  return flat;
+}
+
+// Whether `in` broadcasts to `shape` (NumPy rules).
+bool broadcasts(const Value& in, const std::vector<int64_t>& shape) {
+  if (in.shape.size() > shape.size()) return false;
+  size_t offset = shape.size() - in.shape.size();
+  for (size_t d = 0; d < in.shape.size(); ++d)
+    if (in.shape[d] != 1 && in.shape[d] != shape[d + offset]) return false;
+  return true;
+}
+
+// Calls f(flat, index) for every position of `shape`.
+void for_each_index(const std::vector<int64_t>& shape, const std::function<void(int64_t, const std::vector<int64_t>&)>& f) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    f(flat, index);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// The computations on constants alone that exporters write for attention masks (Swin's shifted
+// windows: ConstantOfShape, Slice, ScatterND, Sub, Equal, Not, Where), evaluated here so that the
+// built model reads their result as a weight. Small tensors only.
+bool evaluate(const Graph& g, const Node& node, Value& out) {
+  static const std::set<std::string> kOps = {"ConstantOfShape", "Slice", "ScatterND", "Where", "Equal", "Not", "Sub",
+                                             "Add", "Mul", "Div", "Mod", "Neg", "Expand", "Concat", "Gather", "Range"};
+  if (!kOps.count(node.op) || node.outputs.size() != 1) return false;
+  std::vector<const Value*> in;
+  for (const auto& name : node.inputs) {
+    const Value* v = name.empty() ? nullptr : g.find(name);
+    if (!name.empty() && (!v || !v->constant || static_cast<int64_t>(v->is_float ? v->floats.size() : v->ints.size()) != v->elements()))
+      return false;
+    in.push_back(v);
+  }
+  const Value* shape = g.find(node.outputs[0]);
+  if (!shape || shape->elements() > (int64_t{1} << 22) || (in.empty() && node.op != "ConstantOfShape")) return false;
+  out = Value();
+  out.name = node.outputs[0];
+  out.shape = shape->shape;
+  out.constant = true;
+  out.is_float = shape->is_float;
+  std::vector<double> data(static_cast<size_t>(std::max<int64_t>(1, out.elements())), 0.0);
+  const std::string& op = node.op;
+  if (op == "ConstantOfShape") {
+    double fill = node.attributes.count("value") ? (out.is_float ? node.attributes.at("value").f : node.attributes.at("value").i) : 0.0;
+    std::fill(data.begin(), data.end(), fill);
+  } else if (op == "Range") {
+    if (in.size() != 3) return false;
+    for (size_t i = 0; i < data.size(); ++i) data[i] = element(*in[0], 0) + static_cast<double>(i) * element(*in[2], 0);
+  } else if ((op == "Not" || op == "Neg") && in[0]->elements() == out.elements()) {
+    for (size_t i = 0; i < data.size(); ++i) data[i] = op == "Not" ? element(*in[0], static_cast<int64_t>(i)) == 0 : -element(*in[0], static_cast<int64_t>(i));
+  } else if (op == "Expand" && broadcasts(*in[0], out.shape)) {
+    for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) { data[flat] = element(*in[0], broadcast_index(*in[0], out.shape, i)); });
+  } else if (op == "Where" || op == "Equal" || op == "Sub" || op == "Add" || op == "Mul" || op == "Div" || op == "Mod") {
+    if (in.size() < 2 || (op == "Where" && in.size() != 3)) return false;
+    for (const Value* v : in)
+      if (!v || !broadcasts(*v, out.shape)) return false;
+    for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
+      auto at = [&](size_t k) { return element(*in[k], broadcast_index(*in[k], out.shape, i)); };
+      double a = at(0), b = at(1);
+      data[flat] = op == "Where" ? (a != 0 ? b : at(2)) : op == "Equal" ? a == b : op == "Sub" ? a - b : op == "Add" ? a + b
+                 : op == "Mul" ? a * b : b != 0 ? a / b : 0;
+      if (op == "Div" && !out.is_float && b != 0) data[flat] = std::trunc(a / b);
+      // Mod of integers takes the divisor's sign (fmod=0), as Python's %.
+      if (op == "Mod") data[flat] = b == 0 ? 0 : node.int_attr("fmod", 0) ? std::fmod(a, b) : a - std::floor(a / b) * b;
+    });
+  } else if (op == "Slice" || op == "Gather" || op == "Concat") {
+    // Each output position reads one input position: out index -> (input, input index).
+    const Value& x = *in[0];
+    size_t rank = x.shape.size();
+    auto flat_of = [](const std::vector<int64_t>& dims, const std::vector<int64_t>& i) {
+      int64_t f = 0;
+      for (size_t d = 0; d < dims.size(); ++d) f = f * dims[d] + i[d];
+      return f;
+    };
+    if (op == "Slice") {
+      if (in.size() < 3 || in[1]->is_float || in[2]->is_float || in[2]->ints.size() != in[1]->ints.size()) return false;
+      for (size_t extra = 3; extra < in.size(); ++extra)
+        if (in[extra] && (in[extra]->is_float || in[extra]->ints.size() != in[1]->ints.size())) return false;
+      std::vector<int64_t> begin(rank, 0), step(rank, 1);
+      for (size_t k = 0; k < in[1]->ints.size(); ++k) {
+        int64_t a = in.size() > 3 && in[3] ? in[3]->ints.at(k) : static_cast<int64_t>(k);
+        if (a < 0) a += static_cast<int64_t>(rank);
+        if (a < 0 || a >= static_cast<int64_t>(rank)) return false;
+        int64_t st = in.size() > 4 && in[4] ? in[4]->ints.at(k) : 1, dim = x.shape[static_cast<size_t>(a)];
+        if (st == 0 || dim == 0) return false;
+        int64_t b = in[1]->ints[k] < 0 ? in[1]->ints[k] + dim : in[1]->ints[k];
+        begin[static_cast<size_t>(a)] = st > 0 ? std::clamp<int64_t>(b, 0, dim) : std::clamp<int64_t>(b, 0, dim - 1);
+        step[static_cast<size_t>(a)] = st;
+      }
+      if (out.shape.size() != rank) return false;
+      for (size_t d = 0; d < rank; ++d) {
+        int64_t last = begin[d] + (out.shape[d] - 1) * step[d];
+        if (out.shape[d] > 0 && (last < 0 || last >= x.shape[d])) return false;
+      }
+      for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
+        std::vector<int64_t> at(rank);
+        for (size_t d = 0; d < rank; ++d) at[d] = begin[d] + i[d] * step[d];
+        data[flat] = element(x, flat_of(x.shape, at));
+      });
+    } else if (op == "Gather") {
+      if (in.size() != 2 || in[1]->is_float) return false;
+      int64_t axis = node.int_attr("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(rank);
+      if (axis < 0 || axis >= static_cast<int64_t>(rank)) return false;
+      size_t a = static_cast<size_t>(axis), index_rank = in[1]->shape.size();
+      for (int64_t k : in[1]->ints)
+        if (k < -x.shape[a] || k >= x.shape[a]) return false;
+      if (out.shape.size() != rank - 1 + index_rank) return false;
+      for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
+        std::vector<int64_t> at(i.begin(), i.begin() + static_cast<std::ptrdiff_t>(a));
+        std::vector<int64_t> idx(i.begin() + static_cast<std::ptrdiff_t>(a), i.begin() + static_cast<std::ptrdiff_t>(a + index_rank));
+        int64_t k = in[1]->ints[static_cast<size_t>(flat_of(in[1]->shape, idx))];
+        at.push_back(k < 0 ? k + x.shape[a] : k);
+        at.insert(at.end(), i.begin() + static_cast<std::ptrdiff_t>(a + index_rank), i.end());
+        data[flat] = element(x, flat_of(x.shape, at));
+      });
+    } else {
+      int64_t axis = node.int_attr("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(rank);
+      if (axis < 0 || axis >= static_cast<int64_t>(rank) || out.shape.size() != rank) return false;
+      size_t a = static_cast<size_t>(axis);
+      for (const Value* part : in)
+        for (size_t d = 0; d < rank; ++d)
+          if (!part || part->shape.size() != rank || (d != a && part->shape[d] != out.shape[d])) return false;
+      for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
+        std::vector<int64_t> at = i;
+        for (const Value* part : in) {
+          if (at[a] < part->shape[a]) {
+            data[flat] = element(*part, flat_of(part->shape, at));
+            return;
+          }
+          at[a] -= part->shape[a];
+        }
+      });
+    }
+  } else if (op == "ScatterND") {
+    // data with the slices that the last axis of `indices` names replaced by `updates`.
+    auto reduction = node.attributes.find("reduction");
+    if (in.size() != 3 || in[1]->is_float || (reduction != node.attributes.end() && reduction->second.s != "none"))
+      return false;
+    const Value &x = *in[0], &idx = *in[1], &upd = *in[2];
+    if (x.elements() != static_cast<int64_t>(data.size()) || idx.shape.empty() || idx.shape.back() < 1 ||
+        idx.shape.back() > static_cast<int64_t>(x.shape.size()))
+      return false;
+    for (size_t i = 0; i < data.size(); ++i) data[i] = element(x, static_cast<int64_t>(i));
+    size_t k = static_cast<size_t>(idx.shape.back());
+    int64_t slice = 1;
+    for (size_t d = k; d < x.shape.size(); ++d) slice *= x.shape[d];
+    int64_t count = idx.elements() / static_cast<int64_t>(k);
+    if (upd.elements() != count * slice) return false;
+    for (int64_t u = 0; u < count; ++u) {
+      int64_t base = 0;
+      for (size_t d = 0; d < k; ++d) {
+        int64_t v = idx.ints[static_cast<size_t>(u) * k + d];
+        if (v < 0) v += x.shape[d];
+        if (v < 0 || v >= x.shape[d]) return false;
+        base = base * x.shape[d] + v;
+      }
+      for (int64_t e = 0; e < slice; ++e) data[static_cast<size_t>(base * slice + e)] = element(upd, u * slice + e);
+    }
+  } else {
+    return false;
+  }
+  if (out.is_float) out.floats.assign(data.begin(), data.end());
+  else for (double d : data) out.ints.push_back(static_cast<int64_t>(d));
+  return true;
+}
+
 }  // namespace
 
 StatusOr<int> fold_constants(Graph& graph) {
@@ -71,7 +267,7 @@ StatusOr<int> fold_constants(Graph& graph) {
   std::vector<Node> kept;
   for (Node& node : graph.nodes) {
     Value value;
-    if (fold(graph, node, value)) {
+    if (fold(graph, node, value) || evaluate(graph, node, value)) {
       graph.values[value.name] = std::move(value);
       ++folded;
     } else {

@@ -1,5 +1,6 @@
 #include "model/passes/passes.h"
 
+#include "model/passes/decompose.h"
 #include "model/passes/fold_batch_norm.h"
 #include "model/passes/fold_constants.h"
 #include "model/passes/fuse_patterns.h"
@@ -13,9 +14,12 @@ Status run_passes(Graph& graph) {
   TF_RETURN_IF_ERROR(fold_constants(graph).status());
   // 2. A BatchNormalization after a Conv becomes the Conv's scaled weight and bias.
   TF_RETURN_IF_ERROR(fold_batch_norm(graph).status());
-  // 3. The node chains exporters spell LayerNorm and GELU with become one node each.
+  // 3. What the build runs as simpler operators becomes them: Split as Slices, a grouped Conv as
+  //    one Conv per group, Einsum in attention's forms as Transpose and MatMul.
+  TF_RETURN_IF_ERROR(decompose(graph).status());
+  // 4. The node chains exporters spell LayerNorm and GELU with become one node each.
   TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
-  // 4. Bias, residual Add, ReLU and ReLU6 after a tunable operator join it as its epilogue; last,
+  // 5. Bias, residual Add, ReLU and ReLU6 after a tunable operator join it as its epilogue; last,
   //    so that they follow the folded bias and the fused activations.
   return group_epilogues(graph).status();
 }

@@ -8,8 +8,8 @@
 
 namespace tunefarm::model {
 
-// Constant folding, BatchNormalization folding, LayerNorm and GELU recognition, epilogue
-// grouping, in that order.
+// Constant folding, BatchNormalization folding, decomposition (Split, grouped Conv, Einsum),
+// LayerNorm and GELU recognition, epilogue grouping, in that order.
 Status run_passes(Graph& graph);
 
 }  // namespace tunefarm::model

@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <onnx/onnx_pb.h>
+
 #include "common/wire/wire.h"
 #include "tests/integration/farm_harness.h"
 #include "tests/integration/tunerd_harness.h"
@@ -194,6 +196,46 @@ TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
   out = tune_client({"--server", tunerd.address(), "tasks", "--model", bert, "--input-shape", "hidden_states=1,16,64"}, &rc);
   EXPECT_EQ(rc, 0) << out << tunerd.log();
   EXPECT_THAT(out, ::testing::HasSubstr("dense:M=16,N=64,K=64,bias=1"));
+
+  // A model the build cannot run is refused by `tasks` and `submit --model`, naming its nodes,
+  // before any job exists (the one job below is the only one).
+  std::string unbuildable = std::string(TUNEFARM_TEST_MODELS) + "/unbuildable_small.onnx";
+  std::tie(rc, out) = tune_client_output(farm_, {"--server", tunerd.address(), "tasks", "--model", unbuildable}, "tasks");
+  EXPECT_NE(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("node 'running_sum' (CumSum)"));
+  EXPECT_THAT(out, ::testing::HasSubstr("node 'wave' (Sin)"));
+  std::tie(rc, out) = tune_client_output(
+      farm_, {"--server", tunerd.address(), "submit", "--model", unbuildable, "--trials", "8"}, "submit");
+  EXPECT_NE(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("node 'wave' (Sin)"));
+  // External data is read beside the model by tune-client and uploaded with it; a location outside
+  // the model's folder is refused.
+  auto with_external_weight = [&](const std::string& path, const std::string& location) {
+    onnx::ModelProto proto;
+    std::ifstream in(resnet, std::ios::binary);
+    ASSERT_TRUE(proto.ParseFromIstream(&in));
+    auto* t = proto.mutable_graph()->mutable_initializer(0);
+    std::string data = t->raw_data();
+    if (data.empty()) data.assign(reinterpret_cast<const char*>(t->float_data().data()), t->float_data_size() * sizeof(float));
+    t->clear_float_data();
+    t->clear_raw_data();
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* kv = t->add_external_data();
+    kv->set_key("location");
+    kv->set_value(location);
+    std::ofstream(path, std::ios::binary) << proto.SerializeAsString();
+    std::ofstream(std::filesystem::path(path).parent_path() / "weights.data", std::ios::binary) << data;
+  };
+  std::string beside = data_dir("beside.onnx");
+  with_external_weight(beside, "weights.data");
+  out = tune_client({"--server", tunerd.address(), "tasks", "--model", beside, "--json"}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out)["tasks"].size(), table["tasks"].size());
+  std::string outside = data_dir("outside.onnx");
+  with_external_weight(outside, "../weights.data");
+  std::tie(rc, out) = tune_client_output(farm_, {"--server", tunerd.address(), "tasks", "--model", outside}, "outside");
+  EXPECT_NE(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("location '../weights.data' leaves the model's folder"));
 
   out = tune_client({"--server", tunerd.address(), "submit", "--model", resnet, "--trials", "40", "--watch", "--json"}, &rc);
   ASSERT_EQ(rc, 0) << out << tunerd.log();

@@ -1,12 +1,19 @@
 #include "model/onnx_import.h"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "model/onnx_external_data.h"
+#include "model/onnx_opsets.h"
+#include "model/tasks.h"
 #include "tests/model/model_test_util.h"
 
 namespace tunefarm::model {
@@ -110,6 +117,166 @@ TEST(OnnxImport, InconsistentShapesAreRefused) {
   auto g = import_onnx(m.bytes(), "shapes.onnx");
   ASSERT_FALSE(g.ok());
   EXPECT_THAT(g.status().message(), HasSubstr("shapes are inconsistent"));
+}
+
+// The IR version says how a file is written: one of onnx 1.12's IR 8 with opset 13 reads the same as
+// one at a newer IR version.
+TEST(OnnxImport, ANewerIrVersionAloneIsNoReasonToRefuse) {
+  onnx::ModelProto proto;
+  ASSERT_TRUE(proto.ParseFromString(read_file(test_model("resnet50_small.onnx"))));
+  proto.set_ir_version(onnx::IR_VERSION + 6);
+  auto g = import_onnx(proto.SerializeAsString(), "newer_ir.onnx");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_GT(g->nodes.size(), 10u);
+}
+
+TEST(OnnxImport, AnOpsetItDoesNotKnowIsRefusedNamingItAndTheOperatorsThatNeedIt) {
+  ModelBuilder m;
+  m.set_opset(kNewestOpset + 1);
+  m.input("x", {1, 4});
+  m.node("Relu", {"x"}, "r", "relu");
+  m.node("Sigmoid", {"r"}, "y", "gate");
+  m.output("y", {1, 4});
+  auto g = import_onnx(m.bytes(), "future.onnx");
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), HasSubstr(fmt::format("opset {}", kNewestOpset + 1)));
+  EXPECT_THAT(g.status().message(), HasSubstr("the operators that need it: Relu, Sigmoid"));
+}
+
+// Operators added after opset 17 (libonnx's newest) that tunefarm has no schema for are named
+// with their nodes; those it has (Gelu, opset 20) import with their shapes.
+TEST(OnnxImport, OperatorsOfNewerOpsetsAreReadOrRefusedByName) {
+  ModelBuilder m;
+  m.set_opset(20);
+  m.input("x", {1, 4, 8});
+  m.node("Gelu", {"x"}, "g", "gelu");
+  m.node("Mish", {"g"}, "y", "mish");
+  m.output("y", {1, 4, 8});
+  auto g = import_onnx(m.bytes(), "gelu.onnx");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(g->find("g")->shape, (std::vector<int64_t>{1, 4, 8}));
+
+  ModelBuilder n;
+  n.set_opset(23);
+  n.input("x", {1, 4, 8});
+  n.node("RMSNormalization", {"x"}, "a", "norm_1");
+  n.node("RMSNormalization", {"a"}, "b", "norm_2");
+  n.node("Relu", {"b"}, "y", "relu");
+  n.output("y", {1, 4, 8});
+  auto refused = import_onnx(n.bytes(), "rms.onnx");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("opset 23"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("RMSNormalization"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("nodes 'norm_1', 'norm_2'"));
+  EXPECT_THAT(refused.status().message(), ::testing::Not(HasSubstr("Relu")));
+}
+
+// A model whose weights are in a file beside it: read from its folder and nowhere else.
+class ExternalData : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fmt::format("{}/external_data_{}", ::testing::TempDir(), getpid());
+    std::filesystem::create_directories(root_ + "/model");
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  // A MatMul by weight `w` kept at `location`; the data is written to `data_path` (under root_).
+  std::string write(const std::string& location, const std::string& data_path, int64_t offset = 0) {
+    ModelBuilder m;
+    m.input("x", {1, 4});
+    m.weight("w", {4, 3});
+    m.node("MatMul", {"x", "w"}, "y", "mm");
+    m.output("y", {1, 3});
+    std::string data = m.external("w", location, offset);
+    std::ofstream(root_ + "/" + data_path, std::ios::binary) << std::string(static_cast<size_t>(offset), '\0') << data;
+    std::string path = root_ + "/model/m.onnx";
+    std::ofstream(path, std::ios::binary) << m.bytes();
+    return path;
+  }
+  std::string root_;
+};
+
+TEST_F(ExternalData, TheFileBesideTheModelIsRead) {
+  std::string path = write("m.onnx.data", "model/m.onnx.data", 128);
+  auto g = import_onnx_file(path);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const Value* w = g->find("w");
+  ASSERT_NE(w, nullptr);
+  ASSERT_EQ(w->floats.size(), 12u);
+  EXPECT_FLOAT_EQ(w->floats[0], 0.5f);
+  EXPECT_FLOAT_EQ(w->floats[8], 0.51f);
+  // tunerd takes models as bytes: one that names a file is refused before anything opens it.
+  auto bytes = import_onnx(read_file(path), "uploaded.onnx");
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_THAT(bytes.status().message(), HasSubstr("tensor 'w' keeps its data in a file beside the model"));
+}
+
+TEST_F(ExternalData, LocationsOutsideTheModelsFolderAreRefused) {
+  std::string up = write("../w.data", "w.data");
+  auto climbed = read_model_with_external_data(up, kMaxModelBytes);
+  ASSERT_FALSE(climbed.ok());
+  EXPECT_THAT(climbed.status().message(), HasSubstr("location '../w.data' leaves the model's folder"));
+  std::string absolute = write(root_ + "/w.data", "w.data");
+  auto abs = read_model_with_external_data(absolute, kMaxModelBytes);
+  ASSERT_FALSE(abs.ok());
+  EXPECT_THAT(abs.status().message(), HasSubstr("is not a file name relative to the model's folder"));
+  std::filesystem::create_symlink(root_ + "/w.data", root_ + "/model/link.data");
+  std::string linked = write("link.data", "w.data");
+  auto link = read_model_with_external_data(linked, kMaxModelBytes);
+  ASSERT_FALSE(link.ok());
+  EXPECT_THAT(link.status().message(), HasSubstr("resolves outside the model's folder"));
+}
+
+TEST_F(ExternalData, RangesAreCheckedAgainstTheFileAndTheTensor) {
+  std::string path = write("m.onnx.data", "model/m.onnx.data");
+  std::filesystem::resize_file(root_ + "/model/m.onnx.data", 40);
+  auto short_file = read_model_with_external_data(path, kMaxModelBytes);
+  ASSERT_FALSE(short_file.ok());
+  EXPECT_THAT(short_file.status().message(), HasSubstr("lie past its end (40 bytes)"));
+  auto missing = read_model_with_external_data(write("nowhere.data", "model/other.data"), kMaxModelBytes);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("cannot open 'nowhere.data' beside the model"));
+  std::string whole = write("m.onnx.data", "model/m.onnx.data");
+  auto small = read_model_with_external_data(whole, std::filesystem::file_size(whole) + 10);
+  ASSERT_FALSE(small.ok());
+  EXPECT_THAT(small.status().message(), HasSubstr("the model with its data is over"));
+}
+
+// Small models as today's exporters write them, by the current onnx package (build/venv's): at
+// its own IR version, weights in a file beside the model, at every opset from 13 to its newest.
+class ExporterPatterns : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fmt::format("{}/exporter_patterns_{}", ::testing::TempDir(), getpid());
+    std::string error = testing::write_exporter_patterns(dir_);
+    ASSERT_TRUE(error.empty()) << error;
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+  static std::string model(const std::string& name) { return dir_ + "/" + name; }
+  static std::string dir_;
+};
+std::string ExporterPatterns::dir_;
+
+TEST_F(ExporterPatterns, EveryOpsetOfTheCurrentOnnxPackageImportsWithTheSameTasks) {
+  std::vector<std::string> first;
+  int opsets = 0;
+  for (int opset = 13; opset <= kNewestOpset; ++opset) {
+    std::string path = model(fmt::format("mobilenet_v3_block_opset{}.onnx", opset));
+    if (!std::filesystem::exists(path)) continue;
+    ++opsets;
+    onnx::ModelProto proto;
+    ASSERT_TRUE(proto.ParseFromString(read_file(path)));
+    EXPECT_GT(proto.ir_version(), onnx::IR_VERSION) << "written at the package's own IR version";
+    EXPECT_TRUE(std::filesystem::exists(path + ".data"));
+    auto graph = import_onnx_file(path);
+    ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+    auto table = extract_tasks(*graph);
+    ASSERT_TRUE(table.ok()) << table.status().to_string();
+    std::vector<std::string> tasks;
+    for (const Task& t : table->tasks) tasks.push_back(fmt::format("{} x{}", t.workload.to_string(), t.count));
+    if (first.empty()) first = tasks;
+    EXPECT_EQ(tasks, first) << "opset " << opset;
+  }
+  EXPECT_GE(opsets, 8) << "opsets 13 to 20 at least";
 }
 
 }  // namespace

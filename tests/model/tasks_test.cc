@@ -190,7 +190,9 @@ TEST(ModelTasks, BatchNormalizationFoldsIntoTheConvolutionWeights) {
   }
 }
 
-TEST(ModelTasks, UnsupportedConvolutionsAreNamed) {
+// A grouped convolution (RegNet, ResNeXt) runs as one convolution per group: one task, counted
+// once per group. A depthwise convolution with several filters per channel is refused by name.
+TEST(ModelTasks, GroupedConvolutionsAreAConvolutionPerGroup) {
   ModelBuilder m;
   m.input("x", {1, 4, 8, 8});
   m.weight("w", {4, 2, 3, 3});
@@ -200,9 +202,36 @@ TEST(ModelTasks, UnsupportedConvolutionsAreNamed) {
   auto g = import_onnx(m.bytes(), "grouped.onnx");
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   auto t = extract_tasks(*g);
-  ASSERT_FALSE(t.ok());
-  EXPECT_THAT(t.status().message(), HasSubstr("node 'grouped_conv' (Conv)"));
-  EXPECT_THAT(t.status().message(), HasSubstr("2 groups"));
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_EQ(t->tasks.size(), 1u);
+  EXPECT_EQ(t->tasks[0].workload.param("C"), 2);
+  EXPECT_EQ(t->tasks[0].workload.param("K"), 2);
+  EXPECT_EQ(t->tasks[0].count, 2);
+  EXPECT_EQ(t->tunable_nodes, 2);
+  EXPECT_EQ(t->tasks[0].nodes, (std::vector<std::string>{"grouped_conv/group0", "grouped_conv/group1"}));
+
+  ModelBuilder d;
+  d.input("x", {1, 4, 8, 8});
+  d.weight("w", {8, 1, 3, 3});
+  ModelBuilder::integer(d.node("Conv", {"x", "w"}, "y", "multiplier_conv"), "group", 4);
+  d.output("y", {1, 8, 6, 6});
+  auto dg = import_onnx(d.bytes(), "multiplier.onnx");
+  ASSERT_TRUE(dg.ok()) << dg.status().to_string();
+  auto refused = extract_tasks(*dg);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("node 'multiplier_conv' (Conv)"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("4 groups"));
+}
+
+// Nothing is tuned for a model the build cannot run: the table is refused, naming every node.
+TEST(ModelTasks, AModelWithOperatorsTheBuildCannotRunIsRefusedNamingEachNode) {
+  auto graph = import_onnx_file(test_model("unbuildable_small.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  auto table = extract_tasks(*graph);
+  ASSERT_FALSE(table.ok());
+  EXPECT_THAT(table.status().message(), ::testing::HasSubstr("2 nodes cannot be built"));
+  EXPECT_THAT(table.status().message(), ::testing::HasSubstr("node 'running_sum' (CumSum)"));
+  EXPECT_THAT(table.status().message(), ::testing::HasSubstr("node 'wave' (Sin)"));
 }
 
 }  // namespace

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""export_torch_models: the models people deploy, as PyTorch exports them, for trying tunefarm on
+files nobody working on it wrote (not CI: PyTorch from PyPI is gigabytes).
+
+Writes torchvision's ResNet-18, MobileNetV2, MobileNetV3-Small, EfficientNet-B0, ViT-B/16,
+ConvNeXt-T, GoogLeNet, MNASNet, RegNetY-400MF, ShuffleNetV2 and Swin-T, and Hugging Face's BERT,
+DistilBERT and MiniLM encoders (two layers, built from a config), all with random weights
+(weights=None: nothing is downloaded), each both ways:
+  <name>.dynamo.onnx        torch.onnx.export(..., dynamo=True): IR 10, opset 18 (or --opset),
+                            weights in <name>.dynamo.onnx.data beside it;
+  <name>.torchscript.onnx   dynamo=False, opset 17.
+Then prints a table of the files: IR version, opset, operator counts.
+
+The transformers take hidden states (a float tensor) rather than token ids: a built model's inputs
+are float32, and the embedding lookup is not what tunefarm tunes.
+
+Run it in a virtual environment of its own:
+    python3 -m venv build/bench-venv
+    build/bench-venv/bin/pip install torch torchvision transformers onnxscript onnx
+    build/bench-venv/bin/python bench/export_torch_models.py build/models/torch
+then, for each file, with tunerd running:
+    tune-client tasks --model build/models/torch/resnet18.dynamo.onnx
+    tune-client submit --model build/models/torch/resnet18.dynamo.onnx --trials 64 --watch
+    tune-client build --model build/models/torch/resnet18.dynamo.onnx -o build/out/resnet18
+    build/venv/bin/python bench/model_bench.py --model build/models/torch/resnet18.dynamo.onnx \\
+        --artifact build/out/resnet18
+"""
+import argparse
+import collections
+import os
+import sys
+
+import onnx
+import torch
+
+
+def vision_models(size):
+    import torchvision.models as m
+
+    return {
+        "resnet18": lambda: m.resnet18(weights=None),
+        "mobilenet_v2": lambda: m.mobilenet_v2(weights=None),
+        "mobilenet_v3_small": lambda: m.mobilenet_v3_small(weights=None),
+        "efficientnet_b0": lambda: m.efficientnet_b0(weights=None),
+        "vit_b_16": lambda: m.vit_b_16(weights=None),
+        "convnext_tiny": lambda: m.convnext_tiny(weights=None),
+        "googlenet": lambda: m.googlenet(weights=None, aux_logits=False, init_weights=True),
+        "mnasnet1_0": lambda: m.mnasnet1_0(weights=None),
+        "regnet_y_400mf": lambda: m.regnet_y_400mf(weights=None),
+        "shufflenet_v2_x1_0": lambda: m.shufflenet_v2_x1_0(weights=None),
+        "swin_t": lambda: m.swin_t(weights=None),
+    }, torch.randn(1, 3, size, size)
+
+
+class Encoder(torch.nn.Module):
+    """A transformers encoder over hidden states: the layers, without the embedding lookup."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, hidden_states):
+        encoder = getattr(self.model, "encoder", None) or getattr(self.model, "transformer")
+        out = encoder(hidden_states)
+        return out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
+
+
+def text_models(seq):
+    import transformers as t
+
+    def bert(hidden, heads, ffn):
+        config = t.BertConfig(hidden_size=hidden, num_hidden_layers=2, num_attention_heads=heads,
+                              intermediate_size=ffn)
+        return Encoder(t.BertModel(config))
+
+    def distilbert():
+        config = t.DistilBertConfig(n_layers=2)
+        return Encoder(t.DistilBertModel(config))
+
+    return {
+        "bert_base_2l": lambda: bert(768, 12, 3072),
+        "minilm_l2": lambda: bert(384, 12, 1536),
+        "distilbert_2l": distilbert,
+    }, {"bert_base_2l": 768, "minilm_l2": 384, "distilbert_2l": 768}, seq
+
+
+def export(model, example, path, dynamo, opset):
+    model.eval()
+    # Layers initialized to zeros (ViT's classifier) would make the output zero whatever the rest
+    # computes: random weights there too, so that comparing outputs means something.
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2 and not p.any():
+                torch.nn.init.normal_(p, std=0.02)
+    with torch.no_grad():
+        if dynamo:
+            torch.onnx.export(model, (example,), path, dynamo=True, opset_version=opset, external_data=True)
+        else:
+            torch.onnx.export(model, (example,), path, dynamo=False, opset_version=17)
+
+
+def describe(path):
+    m = onnx.load(path, load_external_data=False)
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+    ops = collections.Counter(n.op_type for n in m.graph.node)
+    top = ", ".join(f"{op} x{n}" for op, n in ops.most_common(8))
+    return f"IR {m.ir_version}, opset {opset}, {sum(ops.values())} nodes: {top}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir")
+    parser.add_argument("--opset", type=int, default=18, help="the dynamo exporter's opset (18 to 20)")
+    parser.add_argument("--size", type=int, default=224, help="image size")
+    parser.add_argument("--seq", type=int, default=128, help="sequence length of the encoders")
+    parser.add_argument("--only", nargs="*", help="export only these models")
+    args = parser.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+    torch.manual_seed(0)
+    # nn.MultiheadAttention's inference fast path is one fused operator the TorchScript exporter
+    # cannot write; without it, attention is written as the matrix products it is.
+    torch.backends.mha.set_fastpath_enabled(False)
+    jobs = []
+    vision, image = vision_models(args.size)
+    for name, make in vision.items():
+        jobs.append((name, make, image))
+    text, hidden, seq = text_models(args.seq)
+    for name, make in text.items():
+        jobs.append((name, make, torch.randn(1, seq, hidden[name])))
+    failed = 0
+    for name, make, example in jobs:
+        if args.only and name not in args.only:
+            continue
+        for dynamo in (True, False):
+            path = os.path.join(args.out_dir, f"{name}.{'dynamo' if dynamo else 'torchscript'}.onnx")
+            try:
+                export(make(), example, path, dynamo, args.opset)
+                print(f"{path}: {describe(path)}", flush=True)
+            except Exception as e:  # One model's failure is reported; the others go on.
+                failed += 1
+                print(f"{path}: export failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+#include "model/passes/decompose.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace tunefarm::model {
+namespace {
+
+class Decomposer {
+ public:
+  explicit Decomposer(Graph& graph) : graph_(graph) {}
+
+  // The nodes `node` becomes, or none when it stays as it is.
+  StatusOr<std::vector<Node>> rewrite(const Node& node) {
+    if (node.op == "Split") return split(node);
+    if (node.op == "Conv") return grouped_conv(node);
+    if (node.op == "Einsum") return einsum(node);
+    return std::vector<Node>{};
+  }
+
+ private:
+  std::string constant(const std::string& name, std::vector<int64_t> ints) {
+    Value v;
+    v.name = name;
+    v.constant = true;
+    v.is_float = false;
+    v.shape = {static_cast<int64_t>(ints.size())};
+    v.ints = std::move(ints);
+    graph_.values[name] = std::move(v);
+    return name;
+  }
+
+  void value(const std::string& name, std::vector<int64_t> shape) {
+    Value v;
+    v.name = name;
+    v.shape = std::move(shape);
+    graph_.values[name] = std::move(v);
+  }
+
+  Node derived(const Node& from, const std::string& name, const std::string& op, std::vector<std::string> inputs,
+               std::string output) {
+    Node n;
+    n.name = name;
+    n.op = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {std::move(output)};
+    n.sources = {from.name};
+    return n;
+  }
+
+  // x[.., begin:end, ..] along `axis`, as a Slice node writing `out`.
+  Node slice(const Node& from, const std::string& name, const std::string& x, int64_t axis, int64_t begin, int64_t end,
+             const std::string& out) {
+    return derived(from, name, "Slice",
+                   {x, constant(name + "/starts", {begin}), constant(name + "/ends", {end}), constant(name + "/axes", {axis})},
+                   out);
+  }
+
+  StatusOr<std::vector<Node>> split(const Node& node) {
+    TF_ASSIGN_OR_RETURN(const Value* x, graph_.value_of(node, node.inputs.at(0)));
+    int64_t rank = static_cast<int64_t>(x->shape.size());
+    int64_t axis = node.int_attr("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return invalid_argument(fmt::format("node '{}' (Split): axis out of range", node.name));
+    std::vector<Node> out;
+    int64_t begin = 0;
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      TF_ASSIGN_OR_RETURN(const Value* part, graph_.value_of(node, node.outputs[k]));
+      if (part->shape.size() != x->shape.size())
+        return invalid_argument(fmt::format("node '{}' (Split): output {} has another rank than its input", node.name, k));
+      int64_t end = begin + part->shape[static_cast<size_t>(axis)];
+      out.push_back(slice(node, fmt::format("{}/{}", node.name, k), x->name, axis, begin, end, node.outputs[k]));
+      begin = end;
+    }
+    return out;
+  }
+
+  StatusOr<std::vector<Node>> grouped_conv(const Node& node) {
+    int64_t groups = node.int_attr("group", 1);
+    if (groups <= 1 || node.inputs.size() < 2) return std::vector<Node>{};
+    TF_ASSIGN_OR_RETURN(const Value* x, graph_.value_of(node, node.inputs[0]));
+    TF_ASSIGN_OR_RETURN(const Value* w, graph_.value_of(node, node.inputs[1]));
+    TF_ASSIGN_OR_RETURN(const Value* y, graph_.value_of(node, node.outputs.at(0)));
+    if (x->shape.size() != 4 || w->shape.size() != 4 || !w->constant || w->floats.empty()) return std::vector<Node>{};
+    int64_t c = x->shape[1], k = w->shape[0];
+    // One input channel per group is a depthwise convolution, which has its own template.
+    if (c % groups != 0 || k % groups != 0 || c / groups == 1) return std::vector<Node>{};
+    const Value* bias = node.inputs.size() > 2 && !node.inputs[2].empty() ? graph_.find(node.inputs[2]) : nullptr;
+    if (bias && (!bias->constant || static_cast<int64_t>(bias->floats.size()) != k)) return std::vector<Node>{};
+    int64_t cg = c / groups, kg = k / groups, per_filter = w->elements() / k;
+    std::vector<Node> out;
+    std::vector<std::string> parts;
+    for (int64_t g = 0; g < groups; ++g) {
+      std::string name = fmt::format("{}/group{}", node.name, g);
+      std::string in = name + "/in";
+      value(in, {x->shape[0], cg, x->shape[2], x->shape[3]});
+      out.push_back(slice(node, name + "/slice", x->name, 1, g * cg, (g + 1) * cg, in));
+      Value wg;
+      wg.name = name + "/weight";
+      wg.constant = true;
+      wg.shape = {kg, cg, w->shape[2], w->shape[3]};
+      wg.floats.assign(w->floats.begin() + g * kg * per_filter, w->floats.begin() + (g + 1) * kg * per_filter);
+      graph_.values[wg.name] = std::move(wg);
+      std::vector<std::string> inputs = {in, name + "/weight"};
+      if (bias) {
+        Value bg;
+        bg.name = name + "/bias";
+        bg.constant = true;
+        bg.shape = {kg};
+        bg.floats.assign(bias->floats.begin() + g * kg, bias->floats.begin() + (g + 1) * kg);
+        graph_.values[bg.name] = std::move(bg);
+        inputs.push_back(name + "/bias");
+      }
+      std::string result = name + "/out";
+      value(result, {y->shape[0], kg, y->shape[2], y->shape[3]});
+      Node conv = derived(node, name, "Conv", inputs, result);
+      conv.attributes = node.attributes;
+      conv.attributes["group"].i = 1;
+      out.push_back(std::move(conv));
+      parts.push_back(result);
+    }
+    Node concat = derived(node, node.name + "/concat", "Concat", parts, node.outputs[0]);
+    concat.attributes["axis"].i = 1;
+    out.push_back(std::move(concat));
+    return out;
+  }
+
+  StatusOr<std::vector<Node>> einsum(const Node& node) {
+    auto refuse = [&](const std::string& why) {
+      return invalid_argument(fmt::format("node '{}' (Einsum): {}", node.name, why));
+    };
+    std::string eq = node.attributes.count("equation") ? node.attributes.at("equation").s : "";
+    eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+    size_t comma = eq.find(','), arrow = eq.find("->");
+    if (node.inputs.size() != 2 || comma == std::string::npos || arrow == std::string::npos || arrow < comma ||
+        eq.find('.') != std::string::npos)
+      return refuse(fmt::format("equation '{}' is not of two operands with an explicit output", eq));
+    std::string a = eq.substr(0, comma), b = eq.substr(comma + 1, arrow - comma - 1), o = eq.substr(arrow + 2);
+    TF_ASSIGN_OR_RETURN(const Value* va, graph_.value_of(node, node.inputs[0]));
+    TF_ASSIGN_OR_RETURN(const Value* vb, graph_.value_of(node, node.inputs[1]));
+    if (a.size() != va->shape.size() || b.size() != vb->shape.size())
+      return refuse(fmt::format("equation '{}' does not match the operands' ranks", eq));
+    std::map<char, int64_t> size;
+    for (size_t i = 0; i < a.size(); ++i) size[a[i]] = va->shape[i];
+    for (size_t i = 0; i < b.size(); ++i) size[b[i]] = vb->shape[i];
+    auto has = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
+    std::string batch, m, n, k;
+    for (char c : a) {
+      if (std::count(a.begin(), a.end(), c) > 1) return refuse("an index repeated within an operand is not supported");
+      if (has(b, c) && has(o, c)) batch += c;
+      else if (has(b, c)) k += c;
+      else if (has(o, c)) m += c;
+      else return refuse(fmt::format("index '{}' summed within one operand is not supported", c));
+    }
+    for (char c : b) {
+      if (std::count(b.begin(), b.end(), c) > 1) return refuse("an index repeated within an operand is not supported");
+      if (!has(a, c) && has(o, c)) n += c;
+      else if (!has(a, c)) return refuse(fmt::format("index '{}' summed within one operand is not supported", c));
+    }
+    // A (batched) matrix product: one contracted index, one of B's own, and of A's own one, or
+    // several when nothing is batched (B is then a 2-D weight every row of A meets).
+    if (k.size() != 1 || n.size() != 1 || m.empty() || (m.size() > 1 && !batch.empty()))
+      return refuse(fmt::format("equation '{}' is not a matrix product of the forms supported", eq));
+    std::vector<Node> out;
+    auto transposed = [&](const std::string& from_letters, const std::string& to_letters, const std::string& input,
+                          const std::string& tag) -> std::string {
+      if (from_letters == to_letters) return input;
+      std::string name = fmt::format("{}/{}", node.name, tag);
+      std::vector<int64_t> perm, shape;
+      for (char c : to_letters) {
+        perm.push_back(static_cast<int64_t>(from_letters.find(c)));
+        shape.push_back(size[c]);
+      }
+      value(name, shape);
+      Node t = derived(node, name, "Transpose", {input}, name);
+      t.attributes["perm"].ints = perm;
+      out.push_back(std::move(t));
+      return name;
+    };
+    std::string lhs = transposed(a, batch + m + k, node.inputs[0], "lhs");
+    std::string rhs = transposed(b, batch + k + n, node.inputs[1], "rhs");
+    std::string product_letters = batch + m + n;
+    std::string product = product_letters == o ? node.outputs[0] : node.name + "/product";
+    if (product != node.outputs[0]) {
+      std::vector<int64_t> shape;
+      for (char c : product_letters) shape.push_back(size[c]);
+      value(product, shape);
+    }
+    out.push_back(derived(node, node.name + "/matmul", "MatMul", {lhs, rhs}, product));
+    if (product != node.outputs[0]) {
+      Node t = derived(node, node.name + "/output", "Transpose", {product}, node.outputs[0]);
+      for (char c : o) t.attributes["perm"].ints.push_back(static_cast<int64_t>(product_letters.find(c)));
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  Graph& graph_;
+};
+
+}  // namespace
+
+StatusOr<int> decompose(Graph& graph) {
+  Decomposer d(graph);
+  std::vector<Node> nodes;
+  int count = 0;
+  for (Node& node : graph.nodes) {
+    TF_ASSIGN_OR_RETURN(std::vector<Node> parts, d.rewrite(node));
+    if (parts.empty()) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    ++count;
+    for (Node& p : parts) nodes.push_back(std::move(p));
+  }
+  graph.nodes = std::move(nodes);
+  return count;
+}
+
+}  // namespace tunefarm::model
