@@ -544,9 +544,10 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
     report.seccomp = true;
     layers.push_back("seccomp filter");
   }
-  report.warnings +=
-      "no cgroup v2 limits (this agent does not create cgroups): memory outside the address space is capped by denying "
-      "memfd and by the size of the scratch tmpfs, threads by RLIMIT_NPROC, CPU time by RLIMIT_CPU\n";
+  report.warnings += fmt::format(
+      "no cgroup v2 limits (this agent makes no cgroups): memory outside the address space is capped {}, threads by "
+      "RLIMIT_NPROC, CPU time by RLIMIT_CPU\n",
+      report.seccomp ? "by denying memfd and by the size of the scratch tmpfs" : "by the size of the scratch tmpfs alone");
   for (size_t i = 0; i < layers.size(); ++i) report.layers += (i ? ", " : "") + layers[i];
   return report;
 }
