@@ -46,9 +46,11 @@ constexpr const char* kWorkerName = "tunefarm-measure-worker";
 constexpr size_t kMaxReferences = 64;
 // What a worker's output may fill: enough for a kernel's last words, too little for a flood.
 constexpr size_t kMaxWorkerOutputBytes = 64 << 10;
-// A worker's own timing of a step excludes the channel's round trip, which this process's window
-// includes: it is accepted if it falls short of that window by at most this much.
+// A worker's own timing of a step excludes the channel's round trip (and this process's wakeup,
+// milliseconds on a loaded board), which this process's window includes: it is accepted if it
+// falls short of that window by at most this much plus kWakeupAllowance of the window.
 constexpr double kRoundTripAllowanceS = 200e-6;
+constexpr double kWakeupAllowance = 0.05;
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -320,7 +322,7 @@ class RemoteKernel : public BoundKernel {
     // The worker's figure is the more precise one, but it comes from the candidate's process, whose
     // code and clock the candidate may have changed: past the window seen here, or short of it by
     // more than a round trip (and at most half of it), the window is what counts.
-    double lowest = std::max(window - kRoundTripAllowanceS - window * 0.01, window / 2);
+    double lowest = std::max(window - kRoundTripAllowanceS - window * kWakeupAllowance, window / 2);
     return std::clamp(reported, lowest, window);
   }
 
