@@ -242,11 +242,13 @@ std::string Measurer::stop_worker(Worker& worker, bool* died, ::rusage* usage) {
   if (worker.pid > 0) {
     int wait_status = 0;
     ::rusage used{};
-    // A worker that ends on its own is given a moment to be reaped, so that a message can name its signal.
+    // With its channel closed a worker ends on its own, each level of its namespace reaping the
+    // next (killing it at once would leave them to this process's reaper); a worker that died is
+    // given the same moment, so that a message can name its signal.
     bool ended = false;
-    for (int i = 0; died && i < 50 && !ended; ++i) {
+    for (int i = 0; i < 100 && !ended; ++i) {
       ended = wait4(worker.pid, &wait_status, WNOHANG, &used) == worker.pid;
-      if (!ended) usleep(2000);
+      if (!ended) usleep(i < 20 ? 100 : 2000);
     }
     // SIGKILL of the process itself, which no kernel can block or escape; its namespace (and every
     // process in it) ends with it. Without namespaces its session goes too.
@@ -367,6 +369,8 @@ v1::MeasureResult Measurer::run(const v1::LeasedBatch& request, const v1::Measur
   if (!worker.ok()) return failure(v1::UNKNOWN, worker.status().message());
   std::optional<v1::MeasureResult> result = converse(*worker, request, options, deadline, expected, outputs);
   bool died = false;
+  // A worker that ran out of time is in the middle of a kernel: it is not waited for.
+  if (result && result->error() == v1::RUN_TIMEOUT) kill(worker->pid, SIGKILL);
   std::string how = stop_worker(*worker, result ? nullptr : &died);
   if (!result) {
     result = failure(v1::RUNTIME_ERROR, died ? fmt::format("the measurement worker {} while running it", how)

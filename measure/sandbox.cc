@@ -7,6 +7,7 @@
 #include <linux/seccomp.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -343,7 +344,15 @@ Status build_mount_view(const SandboxLimits& limits, uid_t owner, gid_t group) {
 // into the signal (`outside`). `parent`, when not 0, is the process that must stay this one's
 // parent: without it the child is killed and this one ends.
 [[noreturn]] void wait_and_end_alike(pid_t child, pid_t parent, bool outside) {
+  // Where the kernel has pidfds, both ends are waited for at once; elsewhere (older kernels,
+  // emulators) the parent is polled.
+  int child_fd = parent != 0 ? static_cast<int>(syscall(SYS_pidfd_open, child, 0)) : -1;
+  int parent_fd = child_fd >= 0 ? static_cast<int>(syscall(SYS_pidfd_open, parent, 0)) : -1;
   for (;;) {
+    if (parent_fd >= 0) {
+      pollfd ends[2] = {{child_fd, POLLIN, 0}, {parent_fd, POLLIN, 0}};
+      poll(ends, 2, -1);
+    }
     int status = 0;
     pid_t done = waitpid(child, &status, parent != 0 ? WNOHANG : 0);
     if (done == child) {
@@ -365,7 +374,7 @@ Status build_mount_view(const SandboxLimits& limits, uid_t owner, gid_t group) {
       kill(child, SIGKILL);
       _exit(1);
     }
-    if (parent != 0) usleep(20000);
+    if (parent != 0 && parent_fd < 0) usleep(20000);
   }
 }
 
