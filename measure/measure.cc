@@ -369,8 +369,10 @@ v1::MeasureResult Measurer::run(const v1::LeasedBatch& request, const v1::Measur
   if (!worker.ok()) return failure(v1::UNKNOWN, worker.status().message());
   std::optional<v1::MeasureResult> result = converse(*worker, request, options, deadline, expected, outputs);
   bool died = false;
-  // A worker that ran out of time is in the middle of a kernel: it is not waited for.
-  if (result && result->error() == v1::RUN_TIMEOUT) kill(worker->pid, SIGKILL);
+  // A worker that ran out of time is in the middle of a kernel: it is told to end its namespace
+  // (SIGTERM, which the process outside the namespace handles; without one, the kernel's own
+  // process, which may ignore it and is killed after the wait below).
+  if (result && result->error() == v1::RUN_TIMEOUT) kill(worker->pid, SIGTERM);
   std::string how = stop_worker(*worker, result ? nullptr : &died);
   if (!result) {
     result = failure(v1::RUNTIME_ERROR, died ? fmt::format("the measurement worker {} while running it", how)

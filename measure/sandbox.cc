@@ -343,15 +343,33 @@ Status build_mount_view(const SandboxLimits& limits, uid_t owner, gid_t group) {
 // die of its own signal, so it exits with 128 + the signal, which the level above turns back
 // into the signal (`outside`). `parent`, when not 0, is the process that must stay this one's
 // parent: without it the child is killed and this one ends.
+volatile sig_atomic_t told_to_stop = 0;
+void stop_requested(int) { told_to_stop = 1; }
+
 [[noreturn]] void wait_and_end_alike(pid_t child, pid_t parent, bool outside) {
+  // The measurer's SIGTERM (a timeout) ends the namespace from here, where its init can be reaped.
+  if (outside) {
+    struct sigaction action {};
+    action.sa_handler = stop_requested;
+    sigaction(SIGTERM, &action, nullptr);
+  }
   // Where the kernel has pidfds, both ends are waited for at once; elsewhere (older kernels,
   // emulators) the parent is polled.
   int child_fd = parent != 0 ? static_cast<int>(syscall(SYS_pidfd_open, child, 0)) : -1;
   int parent_fd = child_fd >= 0 ? static_cast<int>(syscall(SYS_pidfd_open, parent, 0)) : -1;
+  // SIGTERM is let in only while waiting, so that it cannot slip in just before the wait begins.
+  sigset_t while_waiting;
+  sigprocmask(SIG_SETMASK, nullptr, &while_waiting);
+  if (parent_fd >= 0) {
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, nullptr);
+  }
   for (;;) {
     if (parent_fd >= 0) {
       pollfd ends[2] = {{child_fd, POLLIN, 0}, {parent_fd, POLLIN, 0}};
-      poll(ends, 2, -1);
+      ppoll(ends, 2, nullptr, &while_waiting);
     }
     int status = 0;
     pid_t done = waitpid(child, &status, parent != 0 ? WNOHANG : 0);
@@ -370,6 +388,11 @@ Status build_mount_view(const SandboxLimits& limits, uid_t owner, gid_t group) {
       _exit(code);
     }
     if (done < 0 && errno != EINTR) _exit(1);
+    if (told_to_stop) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      _exit(128 + SIGKILL);
+    }
     if (parent != 0 && getppid() != parent) {
       kill(child, SIGKILL);
       _exit(1);
