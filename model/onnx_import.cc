@@ -112,6 +112,43 @@ Status check_window_attributes(const onnx::GraphProto& graph) {
   return Status();
 }
 
+bool is_external(const onnx::TensorProto& t) {
+  return t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0;
+}
+
+// Whether any tensor of `nodes` (in attributes, subgraphs included) keeps its data elsewhere.
+bool nodes_name_external_data(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes);
+
+bool graph_names_external_data(const onnx::GraphProto& graph) {
+  for (const auto& t : graph.initializer())
+    if (is_external(t)) return true;
+  for (const auto& t : graph.sparse_initializer())
+    if (is_external(t.values()) || is_external(t.indices())) return true;
+  return nodes_name_external_data(graph.node());
+}
+
+bool nodes_name_external_data(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes) {
+  for (const auto& node : nodes) {
+    for (const auto& a : node.attribute()) {
+      if ((a.has_t() && is_external(a.t())) || (a.has_g() && graph_names_external_data(a.g()))) return true;
+      if (a.has_sparse_tensor() && (is_external(a.sparse_tensor().values()) || is_external(a.sparse_tensor().indices())))
+        return true;
+      for (const auto& t : a.tensors())
+        if (is_external(t)) return true;
+      for (const auto& g : a.graphs())
+        if (graph_names_external_data(g)) return true;
+    }
+  }
+  return false;
+}
+
+bool names_external_data(const onnx::ModelProto& model) {
+  if (graph_names_external_data(model.graph())) return true;
+  for (const auto& function : model.functions())
+    if (nodes_name_external_data(function.node())) return true;
+  return false;
+}
+
 }  // namespace
 
 StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, const ImportOptions& options) {
@@ -127,6 +164,10 @@ StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, con
     return fail("not an ONNX model (the file does not parse as one; is it truncated?)");
   if (proto.graph().node_size() > options.max_nodes)
     return fail(fmt::format("the model has {} nodes; at most {}", proto.graph().node_size(), options.max_nodes));
+  // ONNX's checker looks up the files that external data names, which would tell whoever uploads a
+  // model which paths exist on tunerd's host: such a model is refused before the checker runs.
+  if (names_external_data(proto))
+    return fail("a tensor keeps its data in an external file; save the model with its data inside it");
   try {
     onnx::checker::check_model(proto);
   } catch (const std::exception& e) {
