@@ -22,6 +22,7 @@ run compile_bench
 run compile_bench --workload "conv2d_nchwc:N=1,C=256,H=14,W=14,K=256,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16" --samples 60
 run kernel_bench --workloads "$WORKLOADS"
 run db_bench
+run sandbox_bench
 run tracker_bench
 run search_bench --workloads bench/search_workloads.txt --trials "${SEARCH_TRIALS:-400}" --seeds "${SEARCH_SEEDS:-3}"
 

@@ -1,6 +1,7 @@
 #include "device_agent/daemon.h"
 
 #include <chrono>
+#include <string_view>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -41,6 +42,24 @@ void add_agent_flags(CLI::App& app, AgentFlags& f) {
   f.metrics = add_agent_metrics_flags(app);
 }
 
+namespace {
+
+// What the self-test's worker said of its sandbox: the layers in one line, each missing one in a
+// warning of its own, so that whoever runs the agent sees what a hostile kernel could still do.
+void log_sandbox(const std::string& description) {
+  std::string_view rest = description;
+  for (bool first = true; !rest.empty(); first = false) {
+    size_t end = rest.find('\n');
+    std::string_view line = rest.substr(0, end);
+    if (first) spdlog::info("measurement sandbox: {}", line);
+    else if (!line.empty()) spdlog::warn("measurement sandbox: {}", line);
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+}
+
+}  // namespace
+
 DaemonExit run_device_agent(AgentFlags f) {
   auto credentials = channel_credentials(f.tls);
   if (!credentials.ok()) return DaemonExit::configuration(credentials.status());
@@ -70,15 +89,16 @@ DaemonExit run_device_agent(AgentFlags f) {
   auto measurer = Measurer::create(f.measurer);
   if (!measurer.ok()) return DaemonExit::environment(measurer.status());
   if (Status s = (*measurer)->self_test(); !s.ok()) return DaemonExit::environment(s);
+  log_sandbox((*measurer)->sandbox_description());
   auto measure = [m = measurer->get(), counters = metrics->get()](const v1::LeasedBatch& batch,
                                                                   const v1::Candidate& candidate) {
-    // The self-test started the first worker: every start counted here replaces a killed one.
-    int starts = m->worker_starts();
     auto begin = std::chrono::steady_clock::now();
     v1::MeasureResult result = m->measure(batch.workload(), batch.options(),
                                           batch.has_reference() ? &batch.reference() : nullptr, candidate.artifact());
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    if (counters) counters->measured(result, seconds, m->worker_starts() - starts);
+    // Every candidate has a fresh worker; the ones that a crash or a timeout killed are counted.
+    bool killed = result.error() == v1::RUNTIME_ERROR || result.error() == v1::RUN_TIMEOUT;
+    if (counters) counters->measured(result, seconds, killed ? 1 : 0);
     return result;
   };
   DeviceAgent agent(f.agent, capabilities, measure);

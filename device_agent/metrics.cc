@@ -45,8 +45,8 @@ class PrometheusAgentMetrics : public AgentMetrics {
                              .Add({}, duration_buckets())),
         worker_restarts_(BuildCounter()
                              .Name("tunefarm_agent_worker_restarts_total")
-                             .Help("Sandbox worker processes started again after one was killed (a crash, a "
-                                   "timeout, a runtime error)")
+                             .Help("Sandbox worker processes killed by a crash, a timeout or a runtime error "
+                                   "(every candidate has a fresh one)")
                              .Labels({{"agent_id", agent_id}, {"device_key", device_key}})
                              .Register(*registry_)
                              .Add({})) {}

@@ -1,6 +1,5 @@
 // device-agent's Prometheus metrics: each measurement by its outcome, how long it took, and the
-// sandbox worker restarts (after a crash or a timeout the worker is killed and the next candidate
-// starts a new one). Every metric carries the agent's id and device key.
+// sandbox workers killed by a crash or a timeout (every candidate has a fresh one). Every metric carries the agent's id and device key.
 //
 // metrics.cc serves them (--metrics-listen and its TLS and token flags). A build without
 // prometheus-cpp links metrics_off.cc instead, which adds no flags and serves nothing: the aarch64
@@ -20,7 +19,7 @@ namespace tunefarm {
 class AgentMetrics {
  public:
   virtual ~AgentMetrics() = default;
-  // One candidate measured; `worker_starts` is how many sandbox workers it started (0 or 1).
+  // One candidate measured; `worker_starts` is 1 when a crash or a timeout killed its worker.
   virtual void measured(const v1::MeasureResult& result, double seconds, int worker_starts) = 0;
 };
 

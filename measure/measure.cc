@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -23,10 +25,16 @@
 #include "common/helper_program.h"
 #include "common/temp_dir.h"
 #include "measure/measure_options.h"
+#include "common/wire/wire.h"
+#include "common/workload.h"
+#include "measure/kernel.h"
 #include "measure/sandbox.h"
 #include "measure/scratch.h"
+#include "measure/tensors.h"
+#include "measure/timer.h"
 #include "measure/worker_channel.h"
 #include "tunefarm/v1/tracker.pb.h"
+#include "tunefarm/v1/worker.pb.h"
 
 extern char** environ;
 
@@ -34,8 +42,15 @@ namespace tunefarm {
 namespace {
 
 constexpr const char* kWorkerName = "tunefarm-measure-worker";
-// Caps the per-reference outcomes kept; past it the map is cleared and references run again.
-constexpr size_t kMaxReferences = 256;
+// Caps the reference outputs kept; past it the map is cleared and references run again.
+constexpr size_t kMaxReferences = 64;
+// What a worker's output may fill: enough for a kernel's last words, too little for a flood.
+constexpr size_t kMaxWorkerOutputBytes = 64 << 10;
+// A worker's own timing of a step excludes the channel's round trip (and this process's wakeup,
+// milliseconds on a loaded board), which this process's window includes: it is accepted if it
+// falls short of that window by at most this much plus kWakeupAllowance of the window.
+constexpr double kRoundTripAllowanceS = 200e-6;
+constexpr double kWakeupAllowance = 0.05;
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -126,11 +141,17 @@ Status Measurer::self_test() {
                                          v1::ErrorCode_Name(result.error()), result.error_msg()));
 }
 
+
 Measurer::~Measurer() {
-  stop_worker();
-  std::error_code ec;
-  std::filesystem::remove_all(scratch_dir_, ec);
+  if (Status s = remove_tree(scratch_dir_); !s.ok()) spdlog::warn("{}", s.message());
 }
+
+struct Measurer::Worker {
+  pid_t pid = -1;
+  int channel = -1;
+  int output = -1;  // The read end of the worker's stdout and stderr.
+  std::string scratch;
+};
 
 namespace {
 
@@ -153,33 +174,38 @@ std::vector<char*> worker_environment() {
 
 }  // namespace
 
-Status Measurer::start_worker() {
-  // A worker that was killed mid-candidate could not remove what that candidate left.
-  if (Status s = clear_scratch(scratch_dir_); !s.ok())
-    return s.with_context(
-        fmt::format("cannot give the next worker an empty scratch directory {} (check its permissions)", scratch_dir_));
+StatusOr<Measurer::Worker> Measurer::start_worker() {
+  Worker worker;
+  TF_ASSIGN_OR_RETURN(worker.scratch, make_worker_scratch(scratch_dir_, static_cast<uint64_t>(worker_starts_)));
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
     return unavailable(fmt::format("cannot create the worker channel: {}", std::strerror(errno)));
+  // The worker's stdout and stderr: a pipe whose writing end does not block, so that a kernel that
+  // floods it loses its words once the pipe is full instead of filling the agent's log.
+  int output[2];
+  if (pipe2(output, O_CLOEXEC | O_NONBLOCK) != 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return unavailable(fmt::format("cannot create the worker's output pipe: {}", std::strerror(errno)));
+  }
   // Keep the child's end off fd 3 itself: dup2 onto the same number would leave close-on-exec set.
   int child_end = fcntl(fds[1], F_DUPFD_CLOEXEC, 10);
   close(fds[1]);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  // A kernel that prints must not write into the agent's stdout; stderr is shared for diagnostics.
-  posix_spawn_file_actions_adddup2(&actions, 2, 1);
+  posix_spawn_file_actions_adddup2(&actions, output[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, output[1], 2);
   posix_spawn_file_actions_adddup2(&actions, child_end, kWorkerChannelFd);
-  // Its own process group, so that stopping it also stops whatever a kernel started.
+  // A session of its own: no controlling terminal, and no process group shared with this one.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
   std::string parent = std::to_string(getpid());
   std::vector<std::string> args = options_.worker_launcher;
   args.insert(args.end(), {
       options_.worker_path,
-      scratch_dir_,
+      worker.scratch,
       parent,
       format_limit_flag("memory-bytes", static_cast<uint64_t>(options_.memory_limit_bytes)),
       format_limit_flag("file-bytes", file_limit(options_)),
@@ -188,36 +214,60 @@ Status Measurer::start_worker() {
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  pid_t pid = -1;
   std::vector<char*> env = worker_environment();
   // A launcher is looked up in PATH, as a shell would.
   int rc = options_.worker_launcher.empty()
-               ? posix_spawn(&pid, options_.worker_path.c_str(), &actions, &attributes, argv.data(), env.data())
-               : posix_spawnp(&pid, args[0].c_str(), &actions, &attributes, argv.data(), env.data());
+               ? posix_spawn(&worker.pid, options_.worker_path.c_str(), &actions, &attributes, argv.data(), env.data())
+               : posix_spawnp(&worker.pid, args[0].c_str(), &actions, &attributes, argv.data(), env.data());
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(child_end);
+  close(output[1]);
   if (rc != 0) {
     close(fds[0]);
+    close(output[0]);
+    remove_tree(worker.scratch);
     return unavailable(fmt::format("cannot start '{}': {}", args[0], std::strerror(rc)));
   }
-  worker_pid_ = pid;
-  channel_fd_ = fds[0];
+  worker.channel = fds[0];
+  worker.output = output[0];
   ++worker_starts_;
-  return Status();
+  return worker;
 }
 
-std::string Measurer::stop_worker() {
-  if (channel_fd_ >= 0) close(channel_fd_);
-  channel_fd_ = -1;
-  if (worker_pid_ <= 0) return "not running";
-  int wait_status = 0;
-  bool ended = waitpid(worker_pid_, &wait_status, WNOHANG) == worker_pid_;
-  // The whole group: whatever a kernel forked is in it and may outlive a worker that already died.
-  kill(-worker_pid_, SIGKILL);
-  if (!ended) waitpid(worker_pid_, &wait_status, 0);
-  worker_pid_ = -1;
-  return ended ? describe_exit(wait_status) : "killed";
+std::string Measurer::stop_worker(Worker& worker, bool* died, ::rusage* usage) {
+  if (worker.channel >= 0) close(worker.channel);
+  worker.channel = -1;
+  std::string how = "killed";
+  if (worker.pid > 0) {
+    int wait_status = 0;
+    ::rusage used{};
+    // With its channel closed a worker ends on its own, each level of its namespace reaping the
+    // next (killing it at once would leave them to this process's reaper); a worker that died is
+    // given the same moment, so that a message can name its signal.
+    bool ended = false;
+    for (int i = 0; i < 100 && !ended; ++i) {
+      ended = wait4(worker.pid, &wait_status, WNOHANG, &used) == worker.pid;
+      if (!ended) usleep(i < 20 ? 100 : 2000);
+    }
+    // SIGKILL of the process itself, which no kernel can block or escape; its namespace (and every
+    // process in it) ends with it. Without namespaces its session goes too.
+    if (!ended) {
+      kill(worker.pid, SIGKILL);
+      while (wait4(worker.pid, &wait_status, 0, &used) < 0 && errno == EINTR) {
+      }
+    }
+    // Without namespaces, whatever a kernel started in the worker's session goes too.
+    kill(-worker.pid, SIGKILL);
+    if (died) *died = ended;
+    if (usage) *usage = used;
+    if (ended) how = describe_exit(wait_status);
+    if (ended && died) how = describe_death(wait_status, used);
+    worker.pid = -1;
+  }
+  if (Status s = remove_tree(worker.scratch); !s.ok())
+    spdlog::warn("a worker's scratch directory stays behind (the next worker has a fresh one): {}", s.message());
+  return how;
 }
 
 std::string Measurer::describe_death(int wait_status, const ::rusage& usage) const {
@@ -233,54 +283,189 @@ std::string Measurer::describe_death(int wait_status, const ::rusage& usage) con
   return how;
 }
 
-v1::MeasureResult Measurer::exchange(const v1::LeasedBatch& request, double timeout_s) {
-  if (worker_pid_ <= 0) {
-    if (Status s = start_worker(); !s.ok()) return failure(v1::UNKNOWN, s.message());
-  }
-  int64_t deadline = monotonic_ms() + static_cast<int64_t>(timeout_s * 1000);
-  Status sent = write_frame(channel_fd_, request);
-  v1::MeasureResult result;
-  Status got = sent.ok() ? read_frame(channel_fd_, result, deadline) : sent;
-  if (got.ok()) {
-    // A kernel that failed may have leaked memory or damaged the process: the next one starts afresh.
-    if (result.error() == v1::RUNTIME_ERROR) stop_worker();
-    return result;
-  }
-  if (got.code() == StatusCode::kDeadlineExceeded) {
-    stop_worker();
-    return failure(v1::RUN_TIMEOUT, fmt::format("did not finish within its timeout of {} s", timeout_s));
-  }
-  // Give a dying worker a moment to be reaped, so that the message can name the signal.
-  for (int i = 0; i < 50; ++i) {
-    int wait_status = 0;
-    ::rusage usage{};
-    if (wait4(worker_pid_, &wait_status, WNOHANG, &usage) == worker_pid_) {
-      kill(-worker_pid_, SIGKILL);
-      worker_pid_ = -1;
-      stop_worker();
-      return failure(v1::RUNTIME_ERROR,
-                     fmt::format("the measurement worker {} while running it", describe_death(wait_status, usage)));
-    }
-    usleep(2000);
-  }
-  stop_worker();
-  return failure(v1::RUNTIME_ERROR, fmt::format("lost the measurement worker: {}", got.message()));
+namespace {
+
+// The last of what a worker wrote to its stdout and stderr (at most what the pipe held), in
+// printable characters, for the message of a kernel that failed.
+std::string output_tail(int fd) {
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while (text.size() < kMaxWorkerOutputBytes && (n = read(fd, buffer, sizeof buffer)) > 0)
+    text.append(buffer, static_cast<size_t>(n));
+  if (text.size() > 512) text = text.substr(text.size() - 512);
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = ' ';
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
 }
 
-const v1::MeasureResult& Measurer::prepare_reference(const v1::LeasedBatch& request) {
-  const v1::MeasureOptions& options = request.options();
-  std::string key = reference_cache_key(request.workload(), request.reference(), options.input_seed());
-  auto it = references_.find(key);
-  if (it != references_.end()) return it->second;
-  if (references_.size() >= kMaxReferences) references_.clear();
-  // The reference gets its own timeout, so that the candidate's budget is its own. A failure is
-  // kept too: a reference that crashes would otherwise crash again for every candidate.
-  v1::MeasureResult prepared = exchange(request, options.timeout_s());
-  if (prepared.error() != v1::OK) {
-    if (prepared.error() != v1::UNKNOWN) prepared.set_error_msg("the reference kernel: " + prepared.error_msg());
-    prepared.set_error(v1::UNKNOWN);
+// The candidate as this process sees it: every run happens in the worker, and every time it
+// reports is held against the time that passed here between asking and hearing back.
+class RemoteKernel : public BoundKernel {
+ public:
+  RemoteKernel(int fd, int64_t deadline_ms) : fd_(fd), deadline_ms_(deadline_ms) {}
+
+  Status run_once() override { return internal_error("a remote kernel only runs timed steps"); }
+  Status copy_outputs(std::vector<HostTensor>&) override { return Status(); }
+
+  StatusOr<double> time_runs(int number) override {
+    v1::WorkerStep step;
+    step.set_runs(number);
+    auto begin = std::chrono::steady_clock::now();
+    TF_ASSIGN_OR_RETURN(v1::WorkerReport report, exchange(step));
+    double window = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    double reported = report.seconds();
+    if (!std::isfinite(reported) || reported <= 0) {
+      failure_ = failure(v1::RUNTIME_ERROR, fmt::format("the worker reported {} s for {} runs, which is not a time",
+                                                        reported, number));
+      return internal_error(failure_->error_msg());
+    }
+    // The worker's figure is the more precise one, but it comes from the candidate's process, whose
+    // code and clock the candidate may have changed: past the window seen here, or short of it by
+    // more than a round trip (and at most half of it), the window is what counts.
+    double lowest = std::max(window - kRoundTripAllowanceS - window * kWakeupAllowance, window / 2);
+    return std::clamp(reported, lowest, window);
   }
-  return references_.emplace(key, std::move(prepared)).first->second;
+
+  void flush_cache() override {
+    v1::WorkerStep step;
+    step.set_flush_cache(true);
+    // A failure here is kept and ends the timing at its next step.
+    (void)exchange(step);
+  }
+
+  // Why the timing stopped: the worker's own failure or a result made from what went wrong.
+  const std::optional<v1::MeasureResult>& failure_result() const { return failure_; }
+  const Status& channel_status() const { return channel_; }
+
+ private:
+  StatusOr<v1::WorkerReport> exchange(const v1::WorkerStep& step) {
+    if (!channel_.ok()) return channel_;
+    if (failure_) return internal_error(failure_->error_msg());
+    v1::WorkerReport report;
+    channel_ = write_frame(fd_, step);
+    if (channel_.ok()) channel_ = read_frame(fd_, report, deadline_ms_);
+    if (!channel_.ok()) return channel_;
+    if (report.has_failure()) {
+      failure_ = report.failure();
+      if (failure_->error() == v1::OK) failure_->set_error(v1::RUNTIME_ERROR);
+      return internal_error(failure_->error_msg());
+    }
+    return report;
+  }
+  int fd_;
+  int64_t deadline_ms_;
+  Status channel_;
+  std::optional<v1::MeasureResult> failure_;
+};
+
+}  // namespace
+
+v1::MeasureResult Measurer::run(const v1::LeasedBatch& request, const v1::MeasureOptions& options,
+                                const std::vector<std::string>* expected, std::vector<std::string>* outputs) {
+  int64_t deadline = monotonic_ms() + static_cast<int64_t>(options.timeout_s() * 1000);
+  auto worker = start_worker();
+  if (!worker.ok()) return failure(v1::UNKNOWN, worker.status().message());
+  std::optional<v1::MeasureResult> result = converse(*worker, request, options, deadline, expected, outputs);
+  bool died = false;
+  // A worker that ran out of time is in the middle of a kernel: it is told to end its namespace
+  // (SIGTERM, which the process outside the namespace handles; without one, the kernel's own
+  // process, which may ignore it and is killed after the wait below).
+  if (result && result->error() == v1::RUN_TIMEOUT) kill(worker->pid, SIGTERM);
+  std::string how = stop_worker(*worker, result ? nullptr : &died);
+  if (!result) {
+    result = failure(v1::RUNTIME_ERROR, died ? fmt::format("the measurement worker {} while running it", how)
+                                             : "the measurement worker broke off the conversation");
+  }
+  std::string words = output_tail(worker->output);
+  close(worker->output);
+  if (result->error() == v1::RUNTIME_ERROR && !words.empty())
+    result->set_error_msg(result->error_msg() + "; its output ended with: " + words);
+  return *result;
+}
+
+namespace {
+
+// What a reply that is not one makes of its candidate: the kernel wrote on the worker's channel.
+v1::MeasureResult forged(const Status& why) {
+  return failure(v1::RUNTIME_ERROR, fmt::format("the worker's reply was not one ({}): the kernel wrote on its channel",
+                                                why.message()));
+}
+
+}  // namespace
+
+// The conversation with one worker; nullopt when the worker was lost (it died, or its replies made
+// no sense).
+std::optional<v1::MeasureResult> Measurer::converse(Worker& worker, const v1::LeasedBatch& request, const v1::MeasureOptions& options,
+                                     int64_t deadline_ms, const std::vector<std::string>* expected,
+                                     std::vector<std::string>* outputs) {
+  auto timed_out = [&] {
+    return failure(v1::RUN_TIMEOUT, fmt::format("did not finish within its timeout of {} s", options.timeout_s()));
+  };
+  v1::WorkerReport first;
+  Status got = write_frame(worker.channel, request);
+  if (got.ok()) got = read_frame(worker.channel, first, deadline_ms);
+  if (got.code() == StatusCode::kDeadlineExceeded) return timed_out();
+  if (got.code() == StatusCode::kInvalidArgument) return forged(got);
+  if (!got.ok()) return std::nullopt;
+  // The first report comes before any foreign code ran: its description of the sandbox is the worker's own.
+  std::string_view sandbox = first.sandbox();
+  if (!sandbox.empty()) sandbox_ = first.sandbox();
+  if (first.has_failure()) {
+    v1::MeasureResult result = first.failure();
+    if (result.error() == v1::OK) result.set_error(v1::RUNTIME_ERROR);
+    return result;
+  }
+  if (outputs) {
+    outputs->assign(first.outputs().begin(), first.outputs().end());
+    return v1::MeasureResult();
+  }
+  if (expected) {
+    const v1::Artifact& candidate = request.candidates(0).artifact();
+    auto workload = from_proto(request.workload());
+    Tolerance tolerance = scaled_tolerance(options.rtol(), options.atol(), workload.ok() ? reduction_length(*workload) : 1);
+    std::vector<std::string> actual(first.outputs().begin(), first.outputs().end());
+    if (Status s = compare_output_bytes(candidate.args(), actual, *expected, tolerance); !s.ok())
+      return failure(v1::WRONG_ANSWER, s.message());
+  }
+  RemoteKernel kernel(worker.channel, deadline_ms);
+  auto costs = time_kernel(kernel, options);
+  if (costs.ok()) {
+    v1::MeasureResult result;
+    for (double c : *costs) result.add_costs(c);
+    return result;
+  }
+  if (kernel.failure_result()) return *kernel.failure_result();
+  if (kernel.channel_status().code() == StatusCode::kDeadlineExceeded) return timed_out();
+  if (kernel.channel_status().code() == StatusCode::kInvalidArgument) return forged(kernel.channel_status());
+  return std::nullopt;
+}
+
+const Measurer::Reference& Measurer::prepare_reference(const v1::LeasedBatch& request,
+                                                       const v1::MeasureOptions& options) {
+  std::string key = reference_cache_key(request.workload(), request.reference(), options.input_seed());
+  std::string identity = request.workload().SerializeAsString() + request.reference().SerializeAsString() +
+                         std::to_string(options.input_seed());
+  auto it = references_.find(key);
+  if (it != references_.end() && it->second.identity == identity) return it->second;
+  if (references_.size() >= kMaxReferences) references_.clear();
+  // The reference runs in a worker of its own, with its own timeout, so that the candidate's
+  // budget is its own and the outputs every later check relies on come from a process no
+  // candidate ever ran in.
+  Reference reference;
+  reference.identity = std::move(identity);
+  v1::LeasedBatch alone;
+  *alone.mutable_workload() = request.workload();
+  *alone.mutable_options() = options;
+  *alone.mutable_reference() = request.reference();
+  reference.outcome = run(alone, options, nullptr, &reference.outputs);
+  if (reference.outcome.error() != v1::OK) {
+    if (reference.outcome.error() != v1::UNKNOWN)
+      reference.outcome.set_error_msg("the reference kernel: " + reference.outcome.error_msg());
+    reference.outcome.set_error(v1::UNKNOWN);
+  }
+  return references_[key] = std::move(reference);
 }
 
 v1::MeasureResult Measurer::measure_checked(const v1::Workload& workload, const v1::MeasureOptions& options,
@@ -294,15 +479,19 @@ v1::MeasureResult Measurer::measure_checked(const v1::Workload& workload, const 
   v1::LeasedBatch request;
   *request.mutable_workload() = workload;
   *request.mutable_options() = options;
+  const std::vector<std::string>* expected = nullptr;
   if (options.check_correctness()) {
     if (!reference || reference->data().empty())
       return failure(v1::UNKNOWN, "check_correctness is set but no reference kernel was given");
     *request.mutable_reference() = *reference;
-    const v1::MeasureResult& prepared = prepare_reference(request);
-    if (prepared.error() != v1::OK) return prepared;
+    const Reference& prepared = prepare_reference(request, options);
+    if (prepared.outcome.error() != v1::OK) return prepared.outcome;
+    expected = &prepared.outputs;
+    // The candidate's worker has no use for the reference.
+    request.clear_reference();
   }
   *request.add_candidates()->mutable_artifact() = candidate;
-  return exchange(request, options.timeout_s());
+  return run(request, options, expected, nullptr);
 }
 
 v1::MeasureResult Measurer::measure(const v1::Workload& workload, const v1::MeasureOptions& options,

@@ -1,16 +1,21 @@
 // The one implementation of measuring an artifact, shared by the device agent and the tuner's
-// local runner. A Measurer owns a long-lived sandbox process (tunefarm-measure-worker) that runs
-// each candidate in a fresh scratch directory of its own, emptied after it (measure/scratch.h),
-// so that no candidate sees what an earlier one left; a candidate that crashes or hangs costs that
-// process (it is killed and started again for the next candidate) and comes back as a result with
-// RUNTIME_ERROR or RUN_TIMEOUT. The worker is started with posix_spawn, so a Measurer may live in
-// a process that already runs gRPC threads.
+// local runner. A Measurer starts a fresh sandbox process (tunefarm-measure-worker, sandbox.h) for
+// every artifact it runs, reference or candidate, and kills it (with its namespace) afterwards:
+// no candidate shares a process with another job's, and nothing one leaves behind (files,
+// threads, an implant in the process's code) meets the next. What a candidate's process says is
+// not trusted: its outputs are compared here with reference outputs that another process gave,
+// its timings are accepted only within the time this process saw pass, and a cost that is not a
+// finite positive number, a forged or malformed reply, a crash or a hang are that candidate's
+// result (RUNTIME_ERROR, WRONG_ANSWER or RUN_TIMEOUT) and nobody else's. The worker's output goes
+// to a capped buffer, never to this process's log. Workers are started with posix_spawn, so a
+// Measurer may live in a process that already runs gRPC threads.
 #pragma once
 
 #include <sys/types.h>
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,34 +77,49 @@ class Measurer {
   // so at start instead of failing every candidate it is sent.
   Status self_test();
 
-  // How many times a worker process was started (it is restarted after each crash or timeout).
+  // How many worker processes were started: one per artifact run.
   int worker_starts() const { return worker_starts_; }
   const std::string& scratch_dir() const { return scratch_dir_; }
+  // What the last worker said of its sandbox: the layers in place on the first line, then one
+  // line per missing layer; empty before the first worker.
+  const std::string& sandbox_description() const { return sandbox_; }
 
  private:
+  struct Worker;
+
   Measurer(MeasurerOptions options, std::string scratch_dir)
       : options_(std::move(options)), scratch_dir_(std::move(scratch_dir)) {}
 
-  Status start_worker();
-  // Kills the worker's process group and says how it ended when it had already died.
-  std::string stop_worker();
+  StatusOr<Worker> start_worker();
+  // Kills the worker (and its namespace) and removes its scratch directory; with `died`, first
+  // gives a worker that is ending on its own a moment, and says how it ended.
+  std::string stop_worker(Worker& worker, bool* died = nullptr, ::rusage* usage = nullptr);
   // How a worker that died while running a kernel ended, with the memory it had used.
   std::string describe_death(int wait_status, const ::rusage& usage) const;
-  // One request and its reply within `timeout_s`; a lost worker becomes a result.
-  v1::MeasureResult exchange(const v1::LeasedBatch& request, double timeout_s);
-  // Has the worker run and cache the request's reference; the outcome is kept per reference.
-  const v1::MeasureResult& prepare_reference(const v1::LeasedBatch& request);
+  // Runs one artifact in a fresh worker: the outputs of a reference (into `outputs`), or the
+  // checked and timed result of a candidate (against `expected`, when not null).
+  v1::MeasureResult run(const v1::LeasedBatch& request, const v1::MeasureOptions& options,
+                        const std::vector<std::string>* expected, std::vector<std::string>* outputs);
+  std::optional<v1::MeasureResult> converse(Worker& worker, const v1::LeasedBatch& request, const v1::MeasureOptions& options,
+                             int64_t deadline_ms, const std::vector<std::string>* expected,
+                             std::vector<std::string>* outputs);
+  // The request's reference outputs, run once per workload, reference and seed; a failure is kept
+  // too, so that a reference that crashes is not run again for every candidate.
+  struct Reference {
+    std::string identity;  // What the key stands for, compared in full: a key alone could collide.
+    v1::MeasureResult outcome;
+    std::vector<std::string> outputs;
+  };
+  const Reference& prepare_reference(const v1::LeasedBatch& request, const v1::MeasureOptions& options);
   v1::MeasureResult measure_checked(const v1::Workload& workload, const v1::MeasureOptions& options,
                                     const v1::Artifact* reference, const v1::Artifact& candidate);
 
   // worker_path and memory_limit_bytes resolved.
   MeasurerOptions options_;
   std::string scratch_dir_;
-  pid_t worker_pid_ = -1;
-  int channel_fd_ = -1;
   int worker_starts_ = 0;
-  // Outcome of preparing each reference (an OK result once its outputs are cached by the worker).
-  std::map<std::string, v1::MeasureResult> references_;
+  std::string sandbox_;
+  std::map<std::string, Reference> references_;
 };
 
 // Finds tunefarm-measure-worker as MeasurerOptions describes; NOT_FOUND names where it looked.

@@ -5,12 +5,20 @@
 #include <linux/filter.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -18,9 +26,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "measure/worker_channel.h"
 
 namespace tunefarm {
 namespace {
@@ -86,6 +97,20 @@ class FilterBuilder {
     add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
   }
 
+  // Refuses `nr` when its second argument (a command, compared as 32 bits) is one of `denied`.
+  void deny_second_arg(long nr, const std::vector<uint32_t>& denied, int error) {
+    load_nr();
+    auto skip = static_cast<uint8_t>(denied.size() + 3);
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, skip));
+    add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1])));
+    for (size_t i = 0; i < denied.size(); ++i) {
+      auto to_deny = static_cast<uint8_t>(denied.size() - i);
+      add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, denied[i], to_deny, 0));
+    }
+    add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (static_cast<uint32_t>(error) & SECCOMP_RET_DATA)));
+  }
+
   // 0, or the errno of the refusal.
   int install() {
     add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
@@ -132,6 +157,29 @@ int install_seccomp_filter() {
   filter.allow_only_first_arg(SYS_tgkill, {self}, EPERM);
   filter.allow_only_first_arg(SYS_rt_sigqueueinfo, {self}, EPERM);
   filter.allow_only_first_arg(SYS_rt_tgsigqueueinfo, {self}, EPERM);
+  // No way out of its session and group, into which the measurer's kill reaches, and no signals by
+  // way of signal-driven I/O, whose owner may be any process (F_SETOWN to the agent with F_SETSIG
+  // set to SIGSTOP stopped it).
+  filter.deny(SYS_setpgid, EPERM);
+  filter.deny(SYS_setsid, EPERM);
+  filter.deny_second_arg(SYS_fcntl, {F_SETOWN, F_SETOWN_EX, F_SETSIG}, EPERM);
+  // No keystrokes into a terminal (TIOCSTI typed commands into the shell that started an agent).
+  filter.deny_second_arg(SYS_ioctl, {TIOCSTI, TIOCLINUX}, EPERM);
+  // Memory that the address-space cap does not count: a memfd is a file in memory.
+  filter.deny(SYS_memfd_create, EPERM);
+  // No new namespaces or mounts (a user namespace of its own would hand it capabilities there),
+  // and none of the kernel's attack surface a tensor kernel has no use for.
+  filter.deny(SYS_unshare, EPERM);
+  filter.deny(SYS_setns, EPERM);
+  filter.deny(SYS_mount, EPERM);
+  filter.deny(SYS_umount2, EPERM);
+  filter.deny(SYS_pivot_root, EPERM);
+  filter.deny(SYS_chroot, EPERM);
+  filter.deny(SYS_bpf, EPERM);
+  filter.deny(SYS_userfaultfd, EPERM);
+  filter.deny(SYS_keyctl, EPERM);
+  filter.deny(SYS_add_key, EPERM);
+  filter.deny(SYS_request_key, EPERM);
   return filter.install();
 }
 
@@ -184,6 +232,22 @@ std::vector<std::string> readable_paths() {
   return present;
 }
 
+// The devices a kernel may open: those that the C library and GPU drivers use.
+std::vector<std::string> usable_devices() {
+  std::vector<std::string> devices;
+  for (const char* name : {"null", "zero", "full", "random", "urandom"}) devices.push_back(std::string("/dev/") + name);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/dev", ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.starts_with("nvidia")) devices.push_back(it->path().string());
+  }
+  std::vector<std::string> present;
+  for (auto& d : devices)
+    if (access(d.c_str(), F_OK) == 0) present.push_back(d);
+  return present;
+}
+
+// Landlock wants the scratch directory by a path the process can open; "." once it is there.
 Status confine_files(const std::string& scratch_dir, int abi) {
   uint64_t handled = landlock_write_rights(abi) | kReadRights;
   landlock_ruleset_attr attr{};
@@ -191,12 +255,10 @@ Status confine_files(const std::string& scratch_dir, int abi) {
   int ruleset = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
   if (ruleset < 0) return internal_error(fmt::format("cannot create a Landlock ruleset: {}", std::strerror(errno)));
   Status s = allow_beneath(ruleset, scratch_dir, handled);
-  // The worker removes its scratch directory when the agent is killed outright; that takes the
-  // right to remove an (empty) directory from its parent.
-  std::filesystem::path parent = std::filesystem::path(scratch_dir).parent_path();
-  if (s.ok() && !parent.empty()) s = allow_beneath(ruleset, parent.string(), LANDLOCK_ACCESS_FS_REMOVE_DIR);
-  // Devices are opened for writing by the C library and by GPU drivers; files there are not storage.
-  if (s.ok()) s = allow_beneath(ruleset, "/dev", handled & (LANDLOCK_ACCESS_FS_WRITE_FILE | kReadRights));
+  // Devices are opened for writing by the C library and by GPU drivers, one by one: /dev as a whole
+  // holds /dev/shm (other programs' shared memory) and terminals.
+  for (const std::string& device : usable_devices())
+    if (s.ok()) s = allow_beneath(ruleset, device, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE);
   for (const std::string& path : readable_paths())
     if (s.ok()) s = allow_beneath(ruleset, path, kReadRights);
   if (s.ok() && syscall(SYS_landlock_restrict_self, ruleset, 0) != 0)
@@ -212,13 +274,246 @@ int landlock_abi_version() {
   return abi > 0 ? static_cast<int>(abi) : 0;
 }
 
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+Status write_file(const char* path, const std::string& text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return internal_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  int err = errno;
+  close(fd);
+  if (!ok) return internal_error(fmt::format("cannot write {}: {}", path, std::strerror(err)));
+  return Status();
+}
+
+Status mount_or_error(const char* source, const char* target, const char* type, unsigned long flags,
+                      const std::string& data = "") {
+  if (mount(source, target, type, flags, data.empty() ? nullptr : data.c_str()) != 0)
+    return internal_error(fmt::format("cannot mount {} on {}: {}", type ? type : source, target, std::strerror(errno)));
+  return Status();
+}
+
+// The kernel's view of the file system, in its own mount namespace: a fresh tmpfs as /tmp (its
+// scratch directory, gone with the namespace whatever it leaves there, however deep), and a /dev
+// of a few character devices (and GPUs), without /dev/shm or terminals. On failure every mount it
+// made is taken away again, so that the worker falls back to the machine's view.
+Status build_mount_view(const SandboxLimits& limits, uid_t owner, gid_t group) {
+  TF_RETURN_IF_ERROR(mount_or_error(nullptr, "/", nullptr, MS_REC | MS_PRIVATE));
+  int on_tmp = 0;
+  bool on_dev = false;
+  auto undo = [&](Status s) {
+    if (on_dev) umount2("/dev", MNT_DETACH);
+    for (; on_tmp > 0; --on_tmp) umount2("/tmp", MNT_DETACH);
+    return s;
+  };
+  // Files on a tmpfs are memory that the address-space cap does not count: at most half of it.
+  uint64_t size = limits.file_bytes;
+  if (limits.memory_bytes > 0 && (size == 0 || size > limits.memory_bytes / 2)) size = limits.memory_bytes / 2;
+  std::string tmp_options = fmt::format("mode=0700,uid={},gid={},nr_inodes=65536", owner, group);
+  if (size > 0) tmp_options += fmt::format(",size={}", size);
+  TF_RETURN_IF_ERROR(mount_or_error("tunefarm-scratch", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_options));
+  ++on_tmp;
+  // Devices cannot be made in a user namespace, but existing ones can be bound: stage them on a
+  // small tmpfs over the new /tmp, bind that over /dev, and take the staging mount away again.
+  if (Status s = mount_or_error("tunefarm-dev", "/tmp", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=65536");
+      !s.ok())
+    return undo(s);
+  ++on_tmp;
+  for (const std::string& device : usable_devices()) {
+    std::string target = "/tmp/" + std::filesystem::path(device).filename().string();
+    int fd = open(target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return undo(internal_error(fmt::format("cannot stage {}: {}", device, std::strerror(errno))));
+    close(fd);
+    if (Status s = mount_or_error(device.c_str(), target.c_str(), nullptr, MS_BIND); !s.ok()) return undo(s);
+  }
+  if (Status s = mount_or_error("/tmp", "/dev", nullptr, MS_BIND | MS_REC); !s.ok()) return undo(s);
+  on_dev = true;
+  // The staging tmpfs leaves /tmp, uncovering the scratch tmpfs beneath it.
+  if (umount2("/tmp", MNT_DETACH) != 0)
+    return undo(internal_error(fmt::format("cannot unmount the staging /dev: {}", std::strerror(errno))));
+  --on_tmp;
+  return Status();
+}
+
+// A child per namespace level waits for the next and ends the way it ended: its exit status, or
+// the same signal, so that the measurer learns how the kernel died; its resource usage (the
+// memory a kernel used) is counted for the waiter by the kernel. A PID namespace's init cannot
+// die of its own signal, so it exits with 128 + the signal, which the level above turns back
+// into the signal (`outside`). `parent`, when not 0, is the process that must stay this one's
+// parent: without it the child is killed and this one ends.
+volatile sig_atomic_t told_to_stop = 0;
+void stop_requested(int) { told_to_stop = 1; }
+
+[[noreturn]] void wait_and_end_alike(pid_t child, pid_t parent, bool outside) {
+  // The measurer's SIGTERM (a timeout) ends the namespace from here, where its init can be reaped.
+  if (outside) {
+    struct sigaction action {};
+    action.sa_handler = stop_requested;
+    sigaction(SIGTERM, &action, nullptr);
+  }
+  // Where the kernel has pidfds, both ends are waited for at once; elsewhere (older kernels,
+  // emulators) the parent is polled.
+  int child_fd = parent != 0 ? static_cast<int>(syscall(SYS_pidfd_open, child, 0)) : -1;
+  int parent_fd = child_fd >= 0 ? static_cast<int>(syscall(SYS_pidfd_open, parent, 0)) : -1;
+  // SIGTERM is let in only while waiting, so that it cannot slip in just before the wait begins.
+  sigset_t while_waiting;
+  sigprocmask(SIG_SETMASK, nullptr, &while_waiting);
+  if (parent_fd >= 0) {
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, nullptr);
+  }
+  for (;;) {
+    if (parent_fd >= 0) {
+      pollfd ends[2] = {{child_fd, POLLIN, 0}, {parent_fd, POLLIN, 0}};
+      ppoll(ends, 2, nullptr, &while_waiting);
+    }
+    int status = 0;
+    pid_t done = waitpid(child, &status, parent != 0 ? WNOHANG : 0);
+    if (done == child) {
+      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      if (WIFSIGNALED(status) || (outside && code > 128 && code < 128 + NSIG)) {
+        int sig = WIFSIGNALED(status) ? WTERMSIG(status) : code - 128;
+        signal(sig, SIG_DFL);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, nullptr);
+        raise(sig);
+        _exit(128 + sig);
+      }
+      _exit(code);
+    }
+    if (done < 0 && errno != EINTR) _exit(1);
+    if (told_to_stop) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      _exit(128 + SIGKILL);
+    }
+    if (parent != 0 && getppid() != parent) {
+      kill(child, SIGKILL);
+      _exit(1);
+    }
+    if (parent != 0 && parent_fd < 0) usleep(20000);
+  }
+}
+
+// Enters new namespaces; false (with the reason in `warnings`) where the system refuses them. A
+// root agent needs no user namespace; anyone else gets one in which it keeps its own uid.
+bool enter_namespaces(bool root, const SandboxLimits& limits, uid_t owner, gid_t group, std::string& warnings) {
+  uid_t uid = getuid();
+  gid_t gid = getgid();
+  int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | (root ? 0 : CLONE_NEWUSER);
+  if (unshare(flags) != 0) {
+    warnings += fmt::format(
+        "no {}PID and mount namespaces ({}: a container without them, or an emulator): kernels see this "
+        "machine's processes, /dev and /tmp as this user may, and their files are removed one by one\n",
+        root ? "" : "user, ", std::strerror(errno));
+    return false;
+  }
+  Status s;
+  if (!root) {
+    s = write_file("/proc/self/setgroups", "deny");
+    if (s.ok()) s = write_file("/proc/self/uid_map", fmt::format("{} {} 1", uid, uid));
+    if (s.ok()) s = write_file("/proc/self/gid_map", fmt::format("{} {} 1", gid, gid));
+  }
+  if (s.ok()) s = build_mount_view(limits, owner, group);
+  if (!s.ok()) {
+    warnings += fmt::format("no private /dev and /tmp ({}): kernels see this machine's processes, /dev and /tmp "
+                            "as this user may, and their files are removed one by one\n",
+                            s.message());
+    return false;
+  }
+  return true;
+}
+
+// Drops every privilege: a root agent's worker becomes nobody, anyone else loses the capabilities
+// its user namespace gave it.
+Status drop_privileges(bool root) {
+  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  if (root) {
+    if (setgroups(0, nullptr) != 0 || setresgid(kNobody, kNobody, kNobody) != 0 ||
+        setresuid(kNobody, kNobody, kNobody) != 0)
+      return internal_error(fmt::format("cannot become the unprivileged user {}: {}", kNobody, std::strerror(errno)));
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capset, &header, data) != 0)
+    return internal_error(fmt::format("cannot drop the worker's capabilities: {}", std::strerror(errno)));
+  return Status();
+}
+
+void close_inherited_descriptors() {
+  // Whatever the agent opened without close-on-exec stops here; the worker keeps stdio and its channel.
+  if (close_range(kWorkerChannelFd + 1, ~0u, 0) != 0) {
+    long most = sysconf(_SC_OPEN_MAX);
+    for (long fd = kWorkerChannelFd + 1; fd < (most > 0 ? most : 1024); ++fd) close(static_cast<int>(fd));
+  }
+}
+
+}  // namespace
+
 StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const SandboxLimits& limits) {
   SandboxReport report;
-  if (chdir(scratch_dir.c_str()) != 0)
-    return internal_error(fmt::format("cannot enter the scratch directory '{}': {}", scratch_dir, std::strerror(errno)));
+  close_inherited_descriptors();
+  // The measurer starts the worker in a session of its own; a worker started otherwise makes one.
+  if (getsid(0) != getpid()) setsid();
+  bool root = geteuid() == 0;
+  uid_t owner = root ? kNobody : getuid();
+  gid_t group = root ? kNobody : getgid();
+  std::vector<std::string> layers;
+
+  pid_t agent = getppid();
+  report.namespaces = enter_namespaces(root, limits, owner, group, report.warnings);
+  if (report.namespaces) {
+    report.network_namespace = true;
+    report.scratch_dir = "/tmp";
+    layers.push_back(root ? "PID, mount, network and IPC namespaces" : "user, PID, mount, network and IPC namespaces");
+    // This process stays outside the PID namespace; its child is the namespace's init, which
+    // starts a session of its own and waits for the grandchild that runs the kernel. Neither
+    // keeps the channel, so that the measurer sees the kernel's end at once.
+    pid_t init = fork();
+    if (init < 0) return internal_error(fmt::format("cannot start the namespace's init: {}", std::strerror(errno)));
+    if (init > 0) {
+      close(kWorkerChannelFd);
+      wait_and_end_alike(init, agent, true);
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    setsid();
+    // The init of a PID namespace ignores signals it has no handler for (SIGXCPU among them),
+    // so the kernel runs one level down, where signals act as anywhere else.
+    pid_t runner = fork();
+    if (runner < 0) _exit(1);
+    if (runner > 0) {
+      close(kWorkerChannelFd);
+      wait_and_end_alike(runner, 0, false);
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+  } else {
+    report.scratch_dir = scratch_dir;
+    // A new network namespace has no interfaces but a loopback that is down. Without privileges it
+    // takes a user namespace too; some kernels or containers allow neither.
+    if (unshare(CLONE_NEWNET) == 0 || unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0) {
+      report.network_namespace = true;
+      layers.push_back("a network namespace");
+    } else {
+      report.warnings += fmt::format("no network namespace ({}); sockets are denied by the seccomp filter alone\n",
+                                     std::strerror(errno));
+    }
+  }
+  if (chdir(report.scratch_dir.c_str()) != 0)
+    return internal_error(
+        fmt::format("cannot enter the scratch directory '{}': {}", report.scratch_dir, std::strerror(errno)));
+  // A root agent's scratch directory becomes nobody's, whom the kernel runs as.
+  if (root && !report.namespaces && chown(".", owner, group) != 0)
+    return internal_error(fmt::format("cannot hand the scratch directory to uid {}: {}", owner, std::strerror(errno)));
   // Temporary files a kernel (or a GPU driver's cache) makes belong in the scratch directory.
-  setenv("TMPDIR", scratch_dir.c_str(), 1);
-  setenv("CUDA_CACHE_PATH", (scratch_dir + "/cuda-cache").c_str(), 1);
+  setenv("TMPDIR", report.scratch_dir.c_str(), 1);
+  setenv("CUDA_CACHE_PATH", (report.scratch_dir + "/cuda-cache").c_str(), 1);
 
   TF_RETURN_IF_ERROR(set_limit(RLIMIT_CORE, 0, "core files"));
   if (limits.file_bytes > 0) {
@@ -236,23 +531,30 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
           "the address-space cap of {} MiB did not take (this kernel or emulator ignores it): a kernel that "
           "allocates without bound can use all of this board's memory\n",
           limits.memory_bytes >> 20);
+    else
+      layers.push_back(fmt::format("{} MiB of address space", limits.memory_bytes >> 20));
   }
-
-  // A new network namespace has no interfaces but a loopback that is down. Without privileges it
-  // takes a user namespace too; some kernels or containers allow neither.
-  if (unshare(CLONE_NEWNET) == 0 || unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0) {
-    report.network_namespace = true;
+  // Threads count per user (per user namespace): enough for a parallel kernel on every core,
+  // not enough to exhaust the board's pids. Without a namespace or a user of its own the count
+  // would include the agent's threads, so it is left to the measurer's timeout.
+  if (report.namespaces || root) {
+    auto threads = static_cast<rlim_t>(std::max(256u, 4 * std::thread::hardware_concurrency()));
+    TF_RETURN_IF_ERROR(set_limit(RLIMIT_NPROC, threads, "threads"));
+    layers.push_back(fmt::format("{} threads", threads));
   } else {
-    report.warnings += fmt::format("no network namespace ({}); sockets are denied by the seccomp filter alone\n",
-                                   std::strerror(errno));
+    report.warnings += "no thread cap: without a user namespace it would count the agent's own threads\n";
   }
 
+  int abi = landlock_abi_version();
+  TF_RETURN_IF_ERROR(drop_privileges(root));
+  report.uid = geteuid();
+  layers.push_back(fmt::format("uid {} without capabilities", report.uid));
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return internal_error(fmt::format("cannot set no_new_privs: {}", std::strerror(errno)));
-  int abi = landlock_abi_version();
   if (abi > 0) {
-    TF_RETURN_IF_ERROR(confine_files(scratch_dir, abi));
+    TF_RETURN_IF_ERROR(confine_files(".", abi));
     report.landlock_abi = abi;
+    layers.push_back(fmt::format("Landlock ABI {}", abi));
   } else {
     report.warnings +=
         "this kernel (or emulator) has no Landlock: kernels may write outside the scratch directory and read "
@@ -272,7 +574,13 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
     return internal_error(fmt::format("cannot install the worker's seccomp filter: {}", std::strerror(error)));
   } else {
     report.seccomp = true;
+    layers.push_back("seccomp filter");
   }
+  report.warnings += fmt::format(
+      "no cgroup v2 limits (this agent makes no cgroups): memory outside the address space is capped {}, threads by "
+      "RLIMIT_NPROC, CPU time by RLIMIT_CPU\n",
+      report.seccomp ? "by denying memfd and by the size of the scratch tmpfs" : "by the size of the scratch tmpfs alone");
+  for (size_t i = 0; i < layers.size(); ++i) report.layers += (i ? ", " : "") + layers[i];
   return report;
 }
 

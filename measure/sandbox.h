@@ -1,11 +1,15 @@
-// The measurement worker's sandbox: what the process that runs foreign kernels may not do. It
-// runs in its own process group under resource limits (address space, file size, no core files, CPU
-// time per candidate), without a network (its own network namespace where the kernel allows one,
-// and a seccomp filter that denies creating sockets, executing programs, starting processes
-// other than threads and signalling other processes), and may write only inside its scratch
-// directory (which holds the current candidate's directory and nothing else) and read only that, the system's libraries and its own /proc entry (Landlock, where
-// the kernel has it; the agent reports at start when it does not).
+// The measurement worker's sandbox: what the process that runs one foreign kernel may not do. It
+// runs in a session of its own without a terminal, in its own user, PID, mount, network and IPC
+// namespaces where the system allows them, as an unprivileged user without capabilities (nobody
+// when the agent is root), under resource limits (address space, file size, threads, no core
+// files, CPU time), with a seccomp filter that denies sockets, programs, processes other than
+// threads, signals and signal-driven I/O aimed outside it, terminal input injection, process-group
+// and session changes, memfd and new namespaces, and may write only inside its scratch directory
+// and read only that, the system's libraries and its own /proc entry (Landlock, where the kernel
+// has it). The agent logs at start which layers it has and which are missing.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
@@ -27,24 +31,37 @@ struct SandboxLimits {
 
 // What enter_sandbox managed to set up. The limits are not optional; layers that the kernel (or a
 // user-mode emulator such as qemu-user, for an agent of another architecture) does not offer are
-// left out with a warning: the network namespace, Landlock, the seccomp filter, and an
-// address-space cap that is accepted but not applied.
+// left out with a warning: the namespaces, Landlock, the seccomp filter, and an address-space cap
+// that is accepted but not applied.
 struct SandboxReport {
+  // Its own user (unprivileged only), PID, mount, network and IPC namespaces: the kernel sees no
+  // process outside it, a /dev of null, zero, full, random and urandom, and a private tmpfs as its
+  // scratch directory and /tmp, which vanishes with it.
+  bool namespaces = false;
   bool network_namespace = false;
+  // The uid the kernel runs as (nobody when the agent is root), without capabilities.
+  uid_t uid = 0;
   bool seccomp = false;
   // Landlock ABI version in use; 0 when the kernel has no Landlock and files are not confined.
   int landlock_abi = 0;
-  // Lines that say which layer is missing and why, for the worker to print once.
+  // Where the kernel's files go: the private tmpfs, or the scratch directory it was given.
+  std::string scratch_dir;
+  // One line that names the layers in place, for the agent to log at start.
+  std::string layers;
+  // Lines that say which layer is missing and why.
   std::string warnings;
 };
 
 // Confines this process. Must run while the process has a single thread: the filter and the
-// Landlock domain are inherited only by threads started afterwards.
+// Landlock domain are inherited only by threads started afterwards. With a PID namespace the
+// kernel runs in a grandchild (the namespace's init sits between, in a session of its own): the
+// processes above it only wait, never return from here, and end as it ended, so that the
+// measurer's SIGKILL of the process it started ends the whole namespace. Every descriptor above
+// the worker channel is closed first.
 StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const SandboxLimits& limits);
 
-// Lets the current candidate use at most `seconds` more CPU time (all threads together); past it
-// the process gets SIGXCPU. The worker is long-lived, so this moves the cumulative limit forward
-// before every request.
+// Lets the candidate use at most `seconds` more CPU time (all threads together); past it the
+// process gets SIGXCPU.
 Status limit_cpu_time(double seconds);
 
 // The highest Landlock ABI this kernel offers, 0 when it has none.

@@ -1,50 +1,116 @@
 #include "measure/scratch.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <system_error>
 
 #include <fmt/format.h>
 
 namespace tunefarm {
 namespace {
 
-namespace fs = std::filesystem;
+constexpr int kDirectoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 
-Status cannot(const char* what, const fs::path& path, const std::error_code& ec) {
-  return internal_error(fmt::format("cannot {} '{}' in the measurement scratch directory: {}", what, path.string(),
-                                    ec.message()));
+Status cannot(const char* what, const std::string& name) {
+  return internal_error(
+      fmt::format("cannot {} '{}' in the measurement scratch directory: {}", what, name, std::strerror(errno)));
 }
 
-// Empties the directory `dir` (not a symbolic link: those are removed, never followed).
-Status remove_contents(const fs::path& dir) {
-  std::error_code ec;
-  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add, ec);
-  if (ec) return cannot("unlock", dir, ec);
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const fs::path& path = it->path();
-    fs::file_status status = fs::symlink_status(path, ec);
-    if (ec) return cannot("inspect", path, ec);
-    if (fs::is_directory(status)) {
-      if (Status s = remove_contents(path); !s.ok()) return s;
-    }
-    fs::remove(path, ec);
-    if (ec) return cannot("remove", path, ec);
+// Removes what can be removed in `dir` at once; the name of a subdirectory that is not empty, or
+// "" when `dir` is empty now.
+StatusOr<std::string> remove_entries(int dir) {
+  int listing_fd = openat(dir, ".", kDirectoryFlags);
+  if (listing_fd < 0) return cannot("list", ".");
+  DIR* listing = fdopendir(listing_fd);
+  if (!listing) {
+    close(listing_fd);
+    return cannot("list", ".");
   }
-  if (ec) return cannot("list", dir, ec);
-  return Status();
+  std::string deeper;
+  Status status;
+  while (dirent* entry = readdir(listing)) {
+    std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    if (unlinkat(dir, name.c_str(), 0) == 0) continue;
+    if (errno != EISDIR && errno != EPERM) {
+      status = cannot("remove", name);
+      break;
+    }
+    fchmodat(dir, name.c_str(), S_IRWXU, 0);
+    if (unlinkat(dir, name.c_str(), AT_REMOVEDIR) == 0) continue;
+    if (errno != ENOTEMPTY && errno != EEXIST) {
+      status = cannot("remove", name);
+      break;
+    }
+    deeper = name;
+    break;
+  }
+  closedir(listing);
+  if (!status.ok()) return status;
+  return deeper;
 }
 
 }  // namespace
 
-StatusOr<std::string> make_candidate_scratch(const std::string& root, uint64_t n) {
-  fs::path dir = fs::path(root) / fmt::format("candidate-{}", n);
-  std::error_code ec;
-  if (!fs::create_directory(dir, ec) || ec)
-    return internal_error(fmt::format("cannot make the candidate's scratch directory '{}': {}", dir.string(),
-                                      ec ? ec.message() : "it exists already"));
-  return dir.string();
+StatusOr<std::string> make_worker_scratch(const std::string& root, uint64_t n) {
+  std::string dir = fmt::format("{}/worker-{}", root, n);
+  if (mkdir(dir.c_str(), 0700) != 0)
+    return internal_error(fmt::format("cannot make the worker's scratch directory '{}': {}", dir, std::strerror(errno)));
+  return dir;
 }
 
-Status clear_scratch(const std::string& root) { return remove_contents(root); }
+Status remove_tree(const std::string& path) {
+  std::filesystem::path p(path);
+  std::string parent_path = p.has_parent_path() ? p.parent_path().string() : ".";
+  std::string name = p.filename().string();
+  int parent = open(parent_path.c_str(), kDirectoryFlags);
+  if (parent < 0) return cannot("open", parent_path);
+  fchmodat(parent, name.c_str(), S_IRWXU, 0);
+  int dir = openat(parent, name.c_str(), kDirectoryFlags);
+  if (dir < 0) {
+    Status s = errno == ENOENT ? Status() : cannot("open", name);
+    close(parent);
+    return s;
+  }
+  // Down into the first directory that is not empty, up again when one is: one descriptor open.
+  int depth = 0;
+  Status status;
+  for (;;) {
+    auto deeper = remove_entries(dir);
+    if (!deeper.ok()) {
+      status = deeper.status();
+      break;
+    }
+    int next = -1;
+    if (!deeper->empty()) {
+      next = openat(dir, deeper->c_str(), kDirectoryFlags);
+      if (next < 0) {
+        status = cannot("open", *deeper);
+        break;
+      }
+      ++depth;
+    } else if (depth > 0) {
+      next = openat(dir, "..", kDirectoryFlags);
+      if (next < 0) {
+        status = cannot("open the parent of", ".");
+        break;
+      }
+      --depth;
+    } else {
+      break;
+    }
+    close(dir);
+    dir = next;
+  }
+  close(dir);
+  if (status.ok() && unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0) status = cannot("remove", name);
+  close(parent);
+  return status;
+}
 
 }  // namespace tunefarm

@@ -1,8 +1,8 @@
-// Each candidate's private scratch: a fresh directory inside the worker's scratch directory, made
-// before the candidate runs and removed after it with everything the candidate left anywhere in
-// the worker's scratch, so that no candidate finds files another one left. The worker clears after
-// each request it answers; the measurer clears before it starts a worker, for what a worker killed
-// mid-candidate could not.
+// Each worker's private scratch on disk, for systems where the worker cannot have a tmpfs of its
+// own in a mount namespace (measure/sandbox.h): a fresh directory inside the measurer's scratch
+// directory, made before the worker starts and removed after it has ended, with whatever the
+// kernel left there, so that no candidate sees what an earlier one left and none can make the
+// next one fail.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +12,13 @@
 
 namespace tunefarm {
 
-// Makes the directory for request number `n` inside `root`; its path.
-StatusOr<std::string> make_candidate_scratch(const std::string& root, uint64_t n);
+// Makes the directory for worker number `n` inside `root`; its path.
+StatusOr<std::string> make_worker_scratch(const std::string& root, uint64_t n);
 
-// Removes everything inside `root` and leaves it empty. What a candidate locked (a directory of
-// mode 000) is unlocked first: it belongs to this user.
-Status clear_scratch(const std::string& root);
+// Removes the directory `path` and everything beneath it. Descends by descriptor (openat and
+// unlinkat), never by path, holding one directory open at a time: a chain of directories deeper
+// than PATH_MAX goes as easily as a flat one. Symbolic links are removed, never followed, and what
+// was locked (mode 000) is unlocked first: it belongs to this user.
+Status remove_tree(const std::string& path);
 
 }  // namespace tunefarm

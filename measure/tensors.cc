@@ -123,29 +123,44 @@ std::vector<std::string> output_bytes(const std::vector<HostTensor>& tensors) {
   return out;
 }
 
-Status compare_outputs(const std::vector<HostTensor>& tensors, const std::vector<std::string>& expected,
-                       const Tolerance& tolerance) {
+Status compare_output_bytes(const google::protobuf::RepeatedPtrField<v1::TensorArg>& args,
+                            const std::vector<std::string>& actual, const std::vector<std::string>& expected,
+                            const Tolerance& tolerance) {
   size_t output = 0;
-  for (const auto& t : tensors) {
-    if (!t.arg.is_output()) continue;
-    if (output >= expected.size() || expected[output].size() != static_cast<size_t>(t.bytes))
-      return invalid_argument(fmt::format("output '{}' does not match the reference's outputs in size", t.arg.name()));
+  for (const auto& arg : args) {
+    if (!arg.is_output()) continue;
+    int width = element_bytes(arg.dtype());
+    if (output >= actual.size() || output >= expected.size() || width == 0 ||
+        actual[output].size() != expected[output].size())
+      return invalid_argument(fmt::format("output '{}' does not match the reference's outputs in size", arg.name()));
+    HostTensor t;
+    t.arg = arg;
+    t.elements = static_cast<int64_t>(actual[output].size()) / width;
+    const auto* got_base = reinterpret_cast<const std::byte*>(actual[output].data());
     const auto* want = reinterpret_cast<const std::byte*>(expected[output].data());
     int64_t differing = 0;
     std::string first;
     for (int64_t i = 0; i < t.elements; ++i) {
-      double got = element_at(t, t.data.get(), i);
+      double got = element_at(t, got_base, i);
       double ref = element_at(t, want, i);
       if (!within_tolerance(got, ref, tolerance)) {
-        if (differing++ == 0) first = fmt::format("{}[{}] is {} but the reference has {}", t.arg.name(), i, got, ref);
+        if (differing++ == 0) first = fmt::format("{}[{}] is {} but the reference has {}", arg.name(), i, got, ref);
       }
     }
     if (differing)
       return invalid_argument(fmt::format("{} ({} of {} elements of '{}' differ; rtol {}, atol {})", first, differing,
-                                          t.elements, t.arg.name(), tolerance.rtol, tolerance.atol));
+                                          t.elements, arg.name(), tolerance.rtol, tolerance.atol));
     ++output;
   }
+  if (output != actual.size()) return invalid_argument("the kernel gave more outputs than it declares");
   return Status();
+}
+
+Status compare_outputs(const std::vector<HostTensor>& tensors, const std::vector<std::string>& expected,
+                       const Tolerance& tolerance) {
+  google::protobuf::RepeatedPtrField<v1::TensorArg> args;
+  for (const auto& t : tensors) *args.Add() = t.arg;
+  return compare_output_bytes(args, output_bytes(tensors), expected, tolerance);
 }
 
 }  // namespace tunefarm

@@ -42,4 +42,10 @@ std::vector<std::string> output_bytes(const std::vector<HostTensor>& tensors);
 Status compare_outputs(const std::vector<HostTensor>& tensors, const std::vector<std::string>& expected,
                        const Tolerance& tolerance);
 
+// The same check on output bytes alone (as output_bytes gives them), for a measurer that compares
+// outside the process that ran the kernel: `args` are the kernel's arguments, outputs among them.
+Status compare_output_bytes(const google::protobuf::RepeatedPtrField<v1::TensorArg>& args,
+                            const std::vector<std::string>& actual, const std::vector<std::string>& expected,
+                            const Tolerance& tolerance);
+
 }  // namespace tunefarm

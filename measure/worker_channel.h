@@ -1,7 +1,9 @@
-// The pipe between the agent (or the tuner's local runner) and its measurement worker: frames of a
+// The pipe between the agent (or the tuner's local runner) and one measurement worker: frames of a
 // 4-byte little-endian length followed by one serialized message. The request is a LeasedBatch
-// holding one candidate, or none to ask for the reference outputs alone; the reply is a
-// MeasureResult.
+// holding one candidate, or none to ask for the reference outputs alone; the worker answers with a
+// WorkerReport (outputs or a failure), then each WorkerStep the measurer sends with another.
+// Everything the worker sends after loading foreign code may be forged: the measurer parses it as
+// data, never as a result it believes (measure.h).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +33,7 @@ int64_t monotonic_ms();
 // A reply that carries only an error: how both ends of the channel report what went wrong.
 v1::MeasureResult failure(v1::ErrorCode code, std::string message);
 
-// Names the reference outputs of one workload, reference kernel and input seed: what the worker
+// Names the reference outputs of one workload, reference kernel and input seed: what the measurer
 // caches so that the reference runs once per workload and seed.
 std::string reference_cache_key(const v1::Workload& workload, const v1::Artifact& reference, uint64_t input_seed);
 

@@ -1,15 +1,14 @@
-// tunefarm-measure-worker: the sandbox. The agent (or the tuner's local runner) starts it with a
-// private scratch directory and talks to it over fd 3 (worker_channel.h); everything that runs
-// foreign code happens here, so a crash or a hang costs this process, never its parent.
+// tunefarm-measure-worker: the sandbox. The measurer starts one for each artifact it measures, with
+// a private scratch directory, and talks to it over fd 3 (worker_channel.h); everything that runs
+// foreign code happens here, so a crash or a hang costs this process, never its parent, and
+// nothing a kernel does outlives the request.
 #include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
-#include <string_view>
 #include <thread>
 
 #include "compiler/runtime/kernel_runtime.h"
@@ -19,17 +18,13 @@
 
 namespace {
 
-// Die with the parent: an orphaned worker (say, in a hanging kernel) would hold a core for nothing.
-// PR_SET_PDEATHSIG would fire when the parent *thread* that started us ends, so poll instead.
-// A parent killed outright cannot remove the scratch directory, so the worker does.
-void exit_with_parent(pid_t parent, std::string scratch) {
-  std::thread([parent, scratch = std::move(scratch)] {
+// Die with the parent where no namespace does it: an orphaned worker (say, in a hanging kernel)
+// would hold a core for nothing. PR_SET_PDEATHSIG would fire when the parent *thread* that
+// started us ends, so poll instead.
+void exit_with_parent(pid_t parent) {
+  std::thread([parent] {
     for (;;) {
-      if (getppid() != parent) {
-        std::error_code ec;
-        std::filesystem::remove_all(scratch, ec);
-        _exit(1);
-      }
+      if (getppid() != parent) _exit(1);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }).detach();
@@ -50,23 +45,21 @@ int main(int argc, char** argv) {
   }
   pid_t parent = static_cast<pid_t>(std::atol(argv[2]));
   if (getppid() != parent) return 1;
-  std::string scratch = argv[1];
   // Every glibc malloc arena reserves 64 MiB of address space, which an address-space cap counts.
   if (limits.memory_bytes > 0) mallopt(M_ARENA_MAX, 2);
   // The sandbox goes up before any thread starts, so that every thread is inside it.
-  auto sandbox = tunefarm::enter_sandbox(scratch, limits);
+  auto sandbox = tunefarm::enter_sandbox(argv[1], limits);
   if (!sandbox.ok()) {
     tunefarm::refuse_requests(tunefarm::kWorkerChannelFd, sandbox.status().message());
     return 0;
   }
-  // One line per missing layer, each saying whose it is: they land in the agent's log.
-  std::string_view warnings = sandbox->warnings;
-  for (size_t end; (end = warnings.find('\n')) != std::string_view::npos; warnings.remove_prefix(end + 1))
-    std::fprintf(stderr, "tunefarm-measure-worker: sandbox: %.*s\n", static_cast<int>(end), warnings.data());
-  exit_with_parent(parent, scratch);
+  if (!sandbox->namespaces) exit_with_parent(parent);
   // Start the kernels' thread pool now rather than inside the first timed run; this call also
   // keeps the runtime library linked, so that loaded kernels find its symbols.
   tunefarm_runtime_num_threads();
-  tunefarm::MeasureWorker(scratch, limits.cpu_seconds, tunefarm::limit_cpu_time).serve(tunefarm::kWorkerChannelFd);
+  // The measurer logs the first line once, and each further line names a missing layer.
+  std::string description = sandbox->layers + "\n" + sandbox->warnings;
+  tunefarm::MeasureWorker(sandbox->scratch_dir, limits.cpu_seconds, tunefarm::limit_cpu_time, description)
+      .serve(tunefarm::kWorkerChannelFd);
   return 0;
 }

@@ -41,18 +41,46 @@ int64_t element_bytes(int type) {
 }
 
 // Every tensor of the graph: initializers, and those in attributes, subgraphs included.
+void for_each_tensor_of_nodes(google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes,
+                              const std::function<void(onnx::TensorProto&)>& f);
+
+// Every tensor a graph holds: initializers (sparse ones included) and the tensors of its nodes'
+// attributes, in subgraphs too.
 void for_each_tensor(onnx::GraphProto& graph, const std::function<void(onnx::TensorProto&)>& f) {
   for (auto& t : *graph.mutable_initializer()) f(t);
-  for (auto& n : *graph.mutable_node())
+  for (auto& t : *graph.mutable_sparse_initializer()) {
+    f(*t.mutable_values());
+    f(*t.mutable_indices());
+  }
+  for_each_tensor_of_nodes(*graph.mutable_node(), f);
+}
+
+void for_each_tensor_of_nodes(google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes,
+                              const std::function<void(onnx::TensorProto&)>& f) {
+  for (auto& n : nodes)
     for (auto& a : *n.mutable_attribute()) {
       if (a.has_t()) f(*a.mutable_t());
       for (auto& t : *a.mutable_tensors()) f(t);
+      if (a.has_sparse_tensor()) {
+        f(*a.mutable_sparse_tensor()->mutable_values());
+        f(*a.mutable_sparse_tensor()->mutable_indices());
+      }
       if (a.has_g()) for_each_tensor(*a.mutable_g(), f);
       for (auto& g : *a.mutable_graphs()) for_each_tensor(g, f);
     }
 }
 
-bool is_external(const onnx::TensorProto& t) { return t.data_location() == onnx::TensorProto::EXTERNAL; }
+// The model's graph and its local functions.
+void for_each_tensor(onnx::ModelProto& model, const std::function<void(onnx::TensorProto&)>& f) {
+  for_each_tensor(*model.mutable_graph(), f);
+  for (auto& function : *model.mutable_functions()) for_each_tensor_of_nodes(*function.mutable_node(), f);
+}
+
+// A tensor that names external data without saying so in data_location is external all the same:
+// ONNX's own tools read the file it names.
+bool is_external(const onnx::TensorProto& t) {
+  return t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0;
+}
 
 // The file `location` names, inside `folder` (canonical), or why not.
 StatusOr<fs::path> resolve(const fs::path& folder, const std::string& location) {
@@ -125,7 +153,7 @@ bool parse_onnx_model(std::string_view bytes, onnx::ModelProto& model) {
 
 const onnx::TensorProto* first_external_tensor(onnx::ModelProto& model) {
   const onnx::TensorProto* found = nullptr;
-  for_each_tensor(*model.mutable_graph(), [&](onnx::TensorProto& t) {
+  for_each_tensor(model, [&](onnx::TensorProto& t) {
     if (!found && is_external(t)) found = &t;
   });
   return found;
@@ -141,7 +169,7 @@ StatusOr<std::string> with_external_data(std::string bytes, const std::string& f
   if (ec) return not_found(fmt::format("cannot open the model's folder {}: {}", folder, ec.message()));
   size_t total = bytes.size();
   Status status;
-  for_each_tensor(*model.mutable_graph(), [&](onnx::TensorProto& t) {
+  for_each_tensor(model, [&](onnx::TensorProto& t) {
     if (!status.ok() || !is_external(t)) return;
     status = inline_tensor(t, root, total, max_bytes).with_context(fmt::format("the external data of tensor '{}'", t.name()));
   });

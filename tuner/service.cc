@@ -54,8 +54,9 @@ StatusOr<db::RecordFilter> filter_of(const v1::Workload* workload, const std::st
 const std::map<std::string, Access, std::less<>>& tuner_access() {
   static const std::map<std::string, Access, std::less<>> table = {
       {"SubmitJob", Access::kChange},     {"CancelJob", Access::kChange},   {"ResumeJob", Access::kChange},   {"ImportRecords", Access::kChange},
-      // Reading a model of up to a gigabyte is work on tunerd's behalf, done to submit it.
-      {"ExtractTasks", Access::kChange},  {"BuildLibrary", Access::kQuery},  {"BuildModel", Access::kChange},
+      // Reading a model of up to a gigabyte is work on tunerd's behalf, done to submit it; so is
+      // compiling a library (seconds per workload, under tunerd's one build lock).
+      {"ExtractTasks", Access::kChange},  {"BuildLibrary", Access::kChange}, {"BuildModel", Access::kChange},
       {"GetJob", Access::kQuery},         {"WatchJob", Access::kQuery},     {"ListJobs", Access::kQuery},
       {"QueryBest", Access::kQuery},      {"ListRecords", Access::kQuery},  {"ExportRecords", Access::kQuery},
   };
@@ -123,6 +124,24 @@ grpc::Status TunerService::WatchJob(grpc::ServerContext* context, const v1::Watc
   // The first event is the job as it stands; NOT_FOUND ends the call before anything is sent.
   auto job = jobs_.get(request->job_id());
   if (!job.ok()) return to_grpc(job.status());
+  // Each stream holds a thread of tunerd's for as long as the job runs: a token has a few.
+  std::string watcher(presented_token(context));
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    int& open = watches_[watcher];
+    if (open >= kMaxWatchesPerToken)
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          fmt::format("this token watches {} jobs already, the most tunerd allows; end one first", open));
+    ++open;
+  }
+  struct Unwatch {
+    TunerService* service;
+    const std::string& watcher;
+    ~Unwatch() {
+      std::lock_guard<std::mutex> lock(service->watch_mu_);
+      if (--service->watches_[watcher] == 0) service->watches_.erase(watcher);
+    }
+  } unwatch{this, watcher};
   uint64_t version = 0;
   for (;;) {
     if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");

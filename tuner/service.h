@@ -88,6 +88,10 @@ class TunerService final : public v1::Tuner::Service {
   db::RecordStore& store_;
   AccessTokens tokens_;
   std::atomic<bool> stopping_{false};
+  // Open WatchJob streams by the token they came with ("" with tokens off).
+  static constexpr int kMaxWatchesPerToken = 64;
+  std::mutex watch_mu_;
+  std::map<std::string, int> watches_;
   std::mutex library_mu_;
 };
 

@@ -188,7 +188,7 @@ TEST(Daemons, AnAgentPointedAtTunerdSaysItIsNotATracker) {
 TEST(Daemons, AnAgentThatCannotRunKernelsSaysSoAtStart) {
   Farm farm;
   std::string dir = temp_dir("misconfigured");
-  Process agent(bin_path("device-agent"), {"--tracker", farm.address(), "--key", "local-cpu", "--memory-limit-mb", "20"},
+  Process agent(bin_path("device-agent"), {"--tracker", farm.address(), "--key", "local-cpu", "--memory-limit-mb", "8"},
                 dir + "/agent.log");
   EXPECT_GT(exit_code(agent), 0) << agent.log();
   EXPECT_NE(agent.log().find("this agent cannot run kernels"), std::string::npos) << agent.log();

@@ -1,6 +1,7 @@
 // The measurement sandbox seen from kernels that misbehave on purpose: each is stopped inside the
 // worker, comes back as RUNTIME_ERROR (or LOAD_ERROR) with a message naming the cause, and the
 // Measurer measures the next candidate.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 
 #include "measure/measure.h"
 #include "measure/sandbox.h"
+#include "measure/scratch.h"
 #include "tests/measure/test_kernels.h"
 
 namespace tunefarm {
@@ -61,8 +63,9 @@ TEST_F(SandboxTest, SocketIsRefused) {
 
 TEST_F(SandboxTest, WriteOutsideTheScratchDirectoryIsRefused) {
   if (landlock_abi_version() == 0) GTEST_SKIP() << "this kernel has no Landlock, so writes are not confined";
+  // Not under /tmp, which a worker with a mount namespace replaces with a tmpfs of its own.
   std::filesystem::path outside =
-      std::filesystem::temp_directory_path() / ("tunefarm-sandbox-test-" + std::to_string(getpid()));
+      std::filesystem::current_path() / ("tunefarm-sandbox-test-" + std::to_string(getpid()));
   std::filesystem::create_directories(outside);
   std::filesystem::path target = outside / "escaped";
   setenv("TUNEFARM_TEST_ESCAPE_PATH", target.c_str(), 1);
@@ -118,6 +121,37 @@ TEST_F(SandboxTest, ScratchDirectoryIsRemovedWithTheMeasurer) {
   EXPECT_FALSE(std::filesystem::exists(scratch));
 }
 
+// A worker's scratch directory goes however deep the chain a kernel left (deeper than PATH_MAX),
+// with locked directories, and a symbolic link out of it is removed, not followed.
+TEST(RemoveTree, RemovesDeepChainsLockedDirectoriesAndLinksWithoutFollowingThem) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("tunefarm-remove-tree-" + std::to_string(getpid()));
+  fs::path outside = root.string() + "-outside";
+  fs::create_directories(root);
+  fs::create_directories(outside);
+  { std::ofstream(outside / "keep") << "not the scratch's\n"; }
+  fs::create_directory_symlink(outside, root / "link");
+  // 40 levels of 200-character names: 8,000 characters of path.
+  const std::string name(200, 'd');
+  int dir = open(root.c_str(), O_DIRECTORY | O_RDONLY);
+  for (int i = 0; i < 40 && dir >= 0; ++i) {
+    mkdirat(dir, name.c_str(), 0700);
+    int next = openat(dir, name.c_str(), O_DIRECTORY | O_RDONLY);
+    close(dir);
+    dir = next;
+  }
+  ASSERT_GE(dir, 0);
+  close(openat(dir, "file", O_WRONLY | O_CREAT, 0600));
+  close(dir);
+  fs::create_directories(root / "locked" / "inner");
+  fs::permissions(root / "locked", fs::perms::none);
+  Status s = remove_tree(root.string());
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_FALSE(fs::exists(root));
+  EXPECT_TRUE(fs::exists(outside / "keep"));
+  fs::remove_all(outside);
+}
+
 TEST(SandboxLimitFlags, RoundTripAndRejectJunk) {
   SandboxLimits limits;
   EXPECT_TRUE(parse_limit_flag(format_limit_flag("memory-bytes", 12345), limits));
@@ -171,7 +205,7 @@ TEST_F(SandboxTest, ACandidateCannotPoisonLaterCorrectnessChecks) {
 // whether its worker survives it or dies in it.
 TEST_F(SandboxTest, ACandidateFindsNothingAnEarlierOneLeft) {
   EXPECT_EQ(measure(kernel_artifact("litter"), unchecked()).error(), v1::OK);
-  EXPECT_TRUE(std::filesystem::is_empty(measurer_->scratch_dir())) << "the worker cleans up after each candidate";
+  EXPECT_TRUE(std::filesystem::is_empty(measurer_->scratch_dir())) << "the measurer cleans up after each worker";
   v1::MeasureResult r = measure(kernel_artifact("litter_check"), unchecked());
   EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
   EXPECT_EQ(measure(kernel_artifact("litter_crash"), unchecked()).error(), v1::RUNTIME_ERROR);

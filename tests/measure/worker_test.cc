@@ -1,5 +1,5 @@
 // The measurement worker's logic driven in this process over a socket pair, as the sandboxed
-// worker process serves it over fd 3, without spawning that process.
+// worker process serves it over fd 3, without spawning that process: one request, then steps.
 #include "measure/worker.h"
 
 #include <sys/socket.h>
@@ -49,9 +49,9 @@ class MeasureWorkerTest : public ::testing::Test {
     std::filesystem::remove_all(scratch_, ec);
   }
 
-  v1::MeasureResult exchange(const v1::LeasedBatch& request) {
-    v1::MeasureResult reply;
-    EXPECT_TRUE(write_frame(fds_[0], request).ok());
+  v1::WorkerReport exchange(const google::protobuf::MessageLite& message) {
+    v1::WorkerReport reply;
+    EXPECT_TRUE(write_frame(fds_[0], message).ok());
     Status got = read_frame(fds_[0], reply, monotonic_ms() + 30'000);
     EXPECT_TRUE(got.ok()) << got.to_string();
     return reply;
@@ -61,7 +61,6 @@ class MeasureWorkerTest : public ::testing::Test {
     v1::LeasedBatch r;
     *r.mutable_workload() = testing::test_workload();
     *r.mutable_options() = testing::quick_options();
-    *r.mutable_reference() = testing::reference_artifact();
     *r.add_candidates()->mutable_artifact() = testing::kernel_artifact(kernel);
     return r;
   }
@@ -74,50 +73,56 @@ class MeasureWorkerTest : public ::testing::Test {
   bool served_ = false;
 };
 
-TEST_F(MeasureWorkerTest, TimesACorrectKernelAndCatchesAWrongOne) {
-  v1::MeasureResult ok = exchange(request("matmul"));
-  EXPECT_EQ(ok.error(), v1::OK) << ok.error_msg();
-  EXPECT_EQ(ok.costs_size(), 2);
-  for (double c : ok.costs()) EXPECT_GT(c, 0);
-
-  v1::MeasureResult wrong = exchange(request("matmul_wrong"));
-  EXPECT_EQ(wrong.error(), v1::WRONG_ANSWER);
-  // The test workload sums K = 64 products: the default tolerances scaled by sqrt(64).
-  EXPECT_NE(wrong.error_msg().find("rtol 8e-05, atol 8e-05"), std::string::npos) << wrong.error_msg();
+TEST_F(MeasureWorkerTest, SendsTheOutputsThenTimesTheStepsItIsAsked) {
+  v1::WorkerReport ran = exchange(request("matmul"));
+  ASSERT_FALSE(ran.has_failure()) << ran.failure().error_msg();
+  ASSERT_EQ(ran.outputs_size(), 1);
+  EXPECT_EQ(ran.outputs(0).size(), 64u * 64u * 4u);
+  v1::WorkerStep flush;
+  flush.set_flush_cache(true);
+  EXPECT_FALSE(exchange(flush).has_failure());
+  v1::WorkerStep step;
+  step.set_runs(3);
+  v1::WorkerReport timed = exchange(step);
+  ASSERT_FALSE(timed.has_failure()) << timed.failure().error_msg();
+  EXPECT_GT(timed.seconds(), 0);
 }
 
-TEST_F(MeasureWorkerTest, LimitsEachRequestsCpuTimeByItsTimeout) {
+TEST_F(MeasureWorkerTest, RunsAReferenceForItsOutputsAlone) {
+  v1::LeasedBatch r = request("matmul");
+  r.clear_candidates();
+  *r.mutable_reference() = testing::reference_artifact();
+  v1::WorkerReport ran = exchange(r);
+  ASSERT_FALSE(ran.has_failure()) << ran.failure().error_msg();
+  EXPECT_EQ(ran.outputs_size(), 1);
+}
+
+TEST_F(MeasureWorkerTest, LimitsTheRequestsCpuTimeByItsTimeout) {
   v1::LeasedBatch r = request("matmul");
   r.mutable_options()->set_timeout_s(4);
   exchange(r);
-  exchange(r);
   double cores = std::max(1u, std::thread::hardware_concurrency());
   std::lock_guard lock(mu_);
-  EXPECT_EQ(cpu_limits_, (std::vector<double>{4 * cores + 1, 4 * cores + 1}));
+  EXPECT_EQ(cpu_limits_, (std::vector<double>{4 * cores + 1}));
 }
 
-TEST_F(MeasureWorkerTest, ReportsKernelsThatCannotRunWithTheirErrorCode) {
-  v1::MeasureResult missing = exchange(request("nosym"));
-  EXPECT_EQ(missing.error(), v1::LOAD_ERROR) << missing.error_msg();
-
-  v1::LeasedBatch no_reference = request("matmul");
-  no_reference.clear_reference();
-  v1::MeasureResult unchecked = exchange(no_reference);
-  EXPECT_EQ(unchecked.error(), v1::UNKNOWN);
-  EXPECT_NE(unchecked.error_msg().find("no reference kernel"), std::string::npos) << unchecked.error_msg();
-
-  v1::LeasedBatch failing = request("failing");
-  EXPECT_EQ(exchange(failing).error(), v1::RUNTIME_ERROR);
+TEST_F(MeasureWorkerTest, ReportsAKernelWithoutItsSymbolAsALoadError) {
+  v1::WorkerReport missing = exchange(request("nosym"));
+  EXPECT_EQ(missing.failure().error(), v1::LOAD_ERROR) << missing.failure().error_msg();
 }
 
-TEST_F(MeasureWorkerTest, AnswersAMalformedFrameAndKeepsServing) {
+TEST_F(MeasureWorkerTest, ReportsAFailingKernelAsARuntimeError) {
+  v1::WorkerReport failing = exchange(request("failing"));
+  EXPECT_EQ(failing.failure().error(), v1::RUNTIME_ERROR) << failing.failure().error_msg();
+}
+
+TEST_F(MeasureWorkerTest, AnswersAMalformedFrame) {
   const char garbage[] = {4, 0, 0, 0, '\xff', '\xff', '\xff', '\xff'};
   ASSERT_EQ(write(fds_[0], garbage, sizeof garbage), static_cast<ssize_t>(sizeof garbage));
-  v1::MeasureResult reply;
+  v1::WorkerReport reply;
   ASSERT_TRUE(read_frame(fds_[0], reply, monotonic_ms() + 30'000).ok());
-  EXPECT_EQ(reply.error(), v1::UNKNOWN);
-  EXPECT_NE(reply.error_msg().find("malformed"), std::string::npos) << reply.error_msg();
-  EXPECT_EQ(exchange(request("matmul")).error(), v1::OK);
+  EXPECT_EQ(reply.failure().error(), v1::UNKNOWN);
+  EXPECT_NE(reply.failure().error_msg().find("malformed"), std::string::npos) << reply.failure().error_msg();
 }
 
 TEST_F(MeasureWorkerTest, StopsServingWhenTheOtherSideCloses) {
@@ -127,19 +132,18 @@ TEST_F(MeasureWorkerTest, StopsServingWhenTheOtherSideCloses) {
   EXPECT_TRUE(served_);
 }
 
-TEST(RefuseRequests, AnswersEveryRequestWithTheReason) {
+TEST(RefuseRequests, AnswersTheRequestWithTheReason) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   std::thread refuser([fd = fds[1]] { refuse_requests(fd, "no seccomp here"); });
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(write_frame(fds[0], v1::LeasedBatch()).ok());
-    v1::MeasureResult reply;
-    ASSERT_TRUE(read_frame(fds[0], reply, monotonic_ms() + 30'000).ok());
-    EXPECT_EQ(reply.error(), v1::UNKNOWN);
-    EXPECT_NE(reply.error_msg().find("could not be set up: no seccomp here"), std::string::npos) << reply.error_msg();
-  }
-  close(fds[0]);
+  ASSERT_TRUE(write_frame(fds[0], v1::LeasedBatch()).ok());
+  v1::WorkerReport reply;
+  ASSERT_TRUE(read_frame(fds[0], reply, monotonic_ms() + 30'000).ok());
+  EXPECT_EQ(reply.failure().error(), v1::UNKNOWN);
+  EXPECT_NE(reply.failure().error_msg().find("could not be set up: no seccomp here"), std::string::npos)
+      << reply.failure().error_msg();
   refuser.join();
+  close(fds[0]);
   close(fds[1]);
 }
 

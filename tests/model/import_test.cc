@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -84,6 +85,36 @@ TEST(OnnxImport, BadFilesAreOneLineErrors) {
   EXPECT_THAT(big.status().message(), HasSubstr("at most"));
   for (const Status& s : {e.status(), cut.status(), big.status()})
     EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+}
+
+// A tensor whose data names another file is refused before anything looks that file up: the
+// answer is the same whether the file exists or not.
+TEST(OnnxImport, ExternalDataIsRefusedWithoutLookingTheFileUp) {
+  auto import_naming = [](const std::string& location) {
+    ModelBuilder m;
+    m.input("a", {2, 3});
+    m.weight("b", {3, 2});
+    m.node("MatMul", {"a", "b"}, "y", "mm");
+    m.output("y", {2, 2});
+    onnx::ModelProto proto;
+    proto.ParseFromString(m.bytes());
+    onnx::TensorProto& b = *proto.mutable_graph()->mutable_initializer(0);
+    b.clear_float_data();
+    b.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* entry = b.add_external_data();
+    entry->set_key("location");
+    entry->set_value(location);
+    return import_onnx(proto.SerializeAsString(), "external.onnx");
+  };
+  std::string present = "tunefarm-external-present.bin";
+  { std::ofstream(present) << std::string(24, '\0'); }
+  auto found = import_naming(present);
+  auto missing = import_naming("tunefarm-external-missing.bin");
+  std::remove(present.c_str());
+  ASSERT_FALSE(found.ok());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(found.status().message(), HasSubstr("keeps its data in a file beside the model"));
+  EXPECT_EQ(found.status().message(), missing.status().message());
 }
 
 TEST(OnnxImport, AnUnknownOperatorIsNamedWithItsNode) {

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -118,6 +120,67 @@ TEST_F(SecurityAuthTest, TokensDecideWhoMaySubmitCancelAndQuery) {
   grpc::Status cancelled = cancel(kClientToken, job.id());
   EXPECT_TRUE(cancelled.ok() || cancelled.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
       << cancelled.error_message();
+}
+
+// Compiling a library holds tunerd's one build lock for seconds per workload: a read-only token
+// may not make it do that.
+TEST_F(SecurityAuthTest, BuildingALibraryTakesAClientToken) {
+  v1::BuildLibraryRequest request;
+  *request.add_workloads() = to_proto(*parse_workload("matmul:M=32,N=32,K=32"));
+  *request.mutable_target() = to_proto(*parse_target("llvm"));
+  grpc::ClientContext context;
+  with_token(context, kReadOnlyToken);
+  auto reader = stub_->BuildLibrary(&context, request);
+  v1::LibraryChunk chunk;
+  EXPECT_FALSE(reader->Read(&chunk));
+  grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+}
+
+// Every WatchJob stream holds a thread of tunerd's while its job runs: one token has at most 64.
+TEST_F(SecurityAuthTest, OneTokenCannotOpenWatchStreamsWithoutBound) {
+  v1::Job job;
+  v1::SubmitJobRequest request;
+  v1::JobSpec& spec = *request.mutable_spec();
+  *spec.add_tasks()->mutable_workload() = to_proto(*parse_workload("matmul:M=32,N=32,K=32"));
+  *spec.mutable_target() = to_proto(*parse_target("llvm"));
+  spec.set_device_key("local-cpu");
+  spec.set_trials(100000);
+  {
+    grpc::ClientContext context;
+    with_token(context, kClientToken);
+    v1::SubmitJobResponse response;
+    ASSERT_TRUE(stub_->SubmitJob(&context, request, &response).ok()) << tunerd_->log();
+    job = response.job();
+  }
+  v1::WatchJobRequest watch;
+  watch.set_job_id(job.id());
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::JobEvent>>> streams;
+  grpc::Status refused;
+  for (int i = 0; i < 65; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    with_token(*contexts.back(), kReadOnlyToken);
+    streams.push_back(stub_->WatchJob(contexts.back().get(), watch));
+    v1::JobEvent event;
+    if (!streams.back()->Read(&event)) {
+      refused = streams.back()->Finish();
+      break;
+    }
+  }
+  EXPECT_EQ(streams.size(), 65u);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  // Another token still may.
+  grpc::ClientContext other;
+  with_token(other, kClientToken);
+  auto stream = stub_->WatchJob(&other, watch);
+  v1::JobEvent event;
+  EXPECT_TRUE(stream->Read(&event));
+  other.TryCancel();
+  stream->Finish();
+  for (auto& context : contexts) context->TryCancel();
+  for (size_t i = 0; i + 1 < streams.size(); ++i) streams[i]->Finish();
+  EXPECT_TRUE(cancel(kClientToken, job.id()).ok());
 }
 
 TEST_F(SecurityAuthTest, TuneClientSendsItsTokenFromAFileOrTheEnvironmentNeverTheCommandLine) {

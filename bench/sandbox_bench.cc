@@ -1,0 +1,141 @@
+// sandbox_bench: the measurement sandbox's cost. Each candidate runs in a fresh worker process
+// (measure/measure.h) with its namespaces, limits and filter; this measures
+//   - the wall time of one candidate through the Measurer (start, load, one run, stop), against
+//     the same load and run in this process: the difference is what the sandbox costs per
+//     candidate;
+//   - the probe kernel (a 32^3 matmul installed beside the worker) timed through the Measurer
+//     and in this process with the same options, alternately: the sandbox must not change what
+//     a kernel costs.
+// Ends with one JSON line of figures.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "compiler/runtime/kernel_runtime.h"
+#include "measure/cpu_runner.h"
+#include "measure/measure.h"
+#include "measure/measure_options.h"
+#include "measure/tensors.h"
+#include "measure/timer.h"
+
+namespace tunefarm {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point begin) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double mean(const v1::MeasureResult& r) {
+  double sum = 0;
+  for (double c : r.costs()) sum += c;
+  return r.costs_size() ? sum / r.costs_size() : 0;
+}
+
+// Loads the probe kernel in this process, runs it once and times it as the worker would.
+StatusOr<double> in_process(const ProbeKernel& probe, const v1::MeasureOptions& options, bool time_it) {
+  TF_ASSIGN_OR_RETURN(auto tensors, allocate_tensors(probe.candidate.args()));
+  fill_tensors(tensors, options.input_seed());
+  std::string path = fmt::format("{}/sandbox_bench_{}.so", std::filesystem::temp_directory_path().string(), getpid());
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << probe.candidate.data();
+  }
+  auto kernel = bind_cpu_kernel(path, probe.candidate, tensors);
+  std::filesystem::remove(path);
+  if (!kernel.ok()) return kernel.status();
+  TF_RETURN_IF_ERROR((*kernel)->run_once());
+  if (!time_it) return 0.0;
+  TF_ASSIGN_OR_RETURN(std::vector<double> costs, time_kernel(**kernel, options));
+  double sum = 0;
+  for (double c : costs) sum += c;
+  return sum / static_cast<double>(costs.size());
+}
+
+int run(int candidates, int rounds) {
+  auto measurer = Measurer::create();
+  if (!measurer.ok()) {
+    fmt::print(stderr, "sandbox_bench: {}\n", measurer.status().to_string());
+    return 1;
+  }
+  auto worker = find_measure_worker();
+  auto probe = load_probe_kernel((std::filesystem::path(*worker).parent_path() / "tunefarm-probe-kernel.so").string());
+  if (!probe.ok()) {
+    fmt::print(stderr, "sandbox_bench: {}\n", probe.status().to_string());
+    return 1;
+  }
+  tunefarm_runtime_num_threads();
+
+  // One run per candidate, unchecked: what is left is starting, loading and stopping.
+  v1::MeasureOptions once;
+  once.set_number(1);
+  once.set_repeat(1);
+  once = with_defaults(once);
+  std::vector<double> sandboxed, local;
+  for (int i = 0; i < candidates; ++i) {
+    auto begin = std::chrono::steady_clock::now();
+    v1::MeasureResult r = (*measurer)->measure(probe->workload, once, nullptr, probe->candidate);
+    sandboxed.push_back(seconds_since(begin));
+    if (r.error() != v1::OK) {
+      fmt::print(stderr, "sandbox_bench: the probe kernel failed: {}\n", r.error_msg());
+      return 1;
+    }
+    begin = std::chrono::steady_clock::now();
+    if (auto s = in_process(*probe, once, false); !s.ok()) {
+      fmt::print(stderr, "sandbox_bench: {}\n", s.status().to_string());
+      return 1;
+    }
+    local.push_back(seconds_since(begin));
+  }
+  double per_candidate_ms = median(sandboxed) * 1e3, in_process_ms = median(local) * 1e3;
+  fmt::print("per candidate: {:.2f} ms through the sandbox, {:.3f} ms in process: the sandbox costs {:.2f} ms\n",
+             per_candidate_ms, in_process_ms, per_candidate_ms - in_process_ms);
+  fmt::print("sandbox: {}\n", (*measurer)->sandbox_description());
+
+  // The kernel's cost, as a tuning job measures it (repeats of at least 50 ms), both ways in turn.
+  v1::MeasureOptions tuning = default_tuning_measure_options();
+  tuning.set_check_correctness(false);
+  tuning = with_defaults(tuning);
+  std::vector<double> through, here;
+  for (int i = 0; i < rounds; ++i) {
+    v1::MeasureResult r = (*measurer)->measure(probe->workload, tuning, nullptr, probe->candidate);
+    auto l = in_process(*probe, tuning, true);
+    if (r.error() != v1::OK || !l.ok()) {
+      fmt::print(stderr, "sandbox_bench: timing failed: {} {}\n", r.error_msg(), l.status().to_string());
+      return 1;
+    }
+    through.push_back(mean(r));
+    here.push_back(*l);
+  }
+  double sandboxed_us = median(through) * 1e6, in_process_us = median(here) * 1e6;
+  fmt::print("probe kernel (32^3 matmul): {:.3f} us through the sandbox, {:.3f} us in process (ratio {:.3f})\n",
+             sandboxed_us, in_process_us, sandboxed_us / in_process_us);
+  fmt::print("{{\"candidates\":{},\"per_candidate_ms\":{:.3f},\"in_process_ms\":{:.3f},\"sandbox_cost_ms\":{:.3f},"
+             "\"rounds\":{},\"kernel_us_sandboxed\":{:.4f},\"kernel_us_in_process\":{:.4f},\"kernel_ratio\":{:.4f}}}\n",
+             candidates, per_candidate_ms, in_process_ms, per_candidate_ms - in_process_ms, rounds, sandboxed_us,
+             in_process_us, sandboxed_us / in_process_us);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tunefarm
+
+int main(int argc, char** argv) {
+  CLI::App app("sandbox_bench: what the measurement sandbox costs per candidate, and that kernels time the same");
+  int candidates = 64;
+  int rounds = 10;
+  app.add_option("--candidates", candidates, "Candidates run through the sandbox for its cost")->capture_default_str();
+  app.add_option("--rounds", rounds, "Alternating timings of the probe kernel, sandboxed and in process")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return tunefarm::run(std::max(1, candidates), std::max(1, rounds));
+}

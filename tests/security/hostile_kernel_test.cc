@@ -1,0 +1,230 @@
+// One hostile kernel per way a tenant's candidate was seen to reach beyond itself (tests/security/
+// kernels): forged and invalid results, an implant that slows the clock, signals to the agent,
+// a kernel that would wedge the measurer, a scratch directory that cannot be removed by path,
+// keystrokes into a terminal, root's powers, memory the address-space cap misses, thread bombs,
+// /dev/shm, log floods and inherited descriptors. This test process stands in for the agent: it
+// owns the Measurer, and a signal that reaches it is counted.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "measure/measure.h"
+#include "tests/measure/test_kernels.h"
+
+namespace tunefarm {
+namespace {
+
+using testing::kernel_artifact;
+using testing::quick_options;
+using testing::test_workload;
+
+std::atomic<int> signals_received{0};
+void count_signal(int) { ++signals_received; }
+
+class HostileKernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("TUNEFARM_TEST_AGENT_PID", std::to_string(getpid()).c_str(), 1);
+    struct sigaction action {};
+    action.sa_handler = count_signal;
+    sigaction(SIGURG, &action, nullptr);
+    signals_received = 0;
+    start(MeasurerOptions{});
+  }
+  void TearDown() override { unsetenv("TUNEFARM_TEST_AGENT_PID"); }
+  void start(MeasurerOptions options) {
+    auto m = Measurer::create(options);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    measurer_ = std::move(*m);
+  }
+  v1::MeasureResult measure(const std::string& kernel, v1::MeasureOptions options) {
+    v1::Artifact reference = testing::reference_artifact();
+    return measurer_->measure(test_workload(), options, &reference, kernel_artifact(kernel));
+  }
+  // The hostile kernel alone: no reference to compare with, as its author would ask.
+  v1::MeasureResult measure_hostile(const std::string& kernel, double timeout_s = 10) {
+    v1::MeasureOptions options = quick_options(timeout_s);
+    options.set_check_correctness(false);
+    return measure("hostile_" + kernel, options);
+  }
+  // Another tenant's job after the hostile one: a correct kernel, checked and timed.
+  v1::MeasureResult measure_honest() {
+    v1::MeasureOptions options = quick_options();
+    options.set_repeat(3);
+    options.set_min_repeat_ms(5);
+    return measure("matmul", options);
+  }
+  static double mean_cost(const v1::MeasureResult& r) {
+    double sum = 0;
+    for (double c : r.costs()) sum += c;
+    return r.costs_size() ? sum / r.costs_size() : 0;
+  }
+  void expect_honest_results_after(double reference_cost) {
+    for (int i = 0; i < 3; ++i) {
+      v1::MeasureResult r = measure_honest();
+      ASSERT_EQ(r.error(), v1::OK) << r.error_msg();
+      for (double c : r.costs()) EXPECT_TRUE(std::isfinite(c) && c > 0) << c;
+      // A 64^3 matmul takes tens of microseconds; forged or implanted timings are nanoseconds.
+      EXPECT_GT(mean_cost(r), reference_cost / 5) << "result " << i << " after the hostile kernel";
+    }
+  }
+  std::unique_ptr<Measurer> measurer_;
+};
+
+TEST_F(HostileKernelTest, ForgedFramesReachNoOtherResult) {
+  double honest = mean_cost(measure_honest());
+  ASSERT_GT(honest, 0);
+  v1::MeasureResult forger = measure_hostile("forge_frames");
+  if (forger.error() == v1::OK) {
+    EXPECT_GT(mean_cost(forger), 1e-8) << "its own forged 1e-9 s was believed";
+  }
+  expect_honest_results_after(honest);
+}
+
+TEST_F(HostileKernelTest, ACostThatIsNotAFinitePositiveNumberIsNeverRecorded) {
+  double honest = mean_cost(measure_honest());
+  v1::MeasureResult forger = measure_hostile("bad_cost");
+  for (double c : forger.costs()) EXPECT_TRUE(std::isfinite(c) && c > 0) << c;
+  expect_honest_results_after(honest);
+}
+
+TEST_F(HostileKernelTest, AnImplantedClockFalsifiesNoTiming) {
+  double honest = mean_cost(measure_honest());
+  v1::MeasureResult implant = measure_hostile("patch_clock");
+  ASSERT_EQ(implant.error(), v1::OK) << implant.error_msg();
+  // It sleeps 2 ms per call: a slowed clock would say 2 us.
+  EXPECT_GT(mean_cost(implant), 1e-3);
+  expect_honest_results_after(honest);
+}
+
+TEST_F(HostileKernelTest, AKernelCannotSignalTheAgentThroughItsProcessGroup) {
+  measure_hostile("signal_agent");
+  usleep(100000);
+  EXPECT_EQ(signals_received.load(), 0) << "the kernel's signal reached the agent";
+  EXPECT_EQ(measure_honest().error(), v1::OK);
+}
+
+TEST_F(HostileKernelTest, AKernelCannotSignalTheAgentThroughFSetown) {
+  measure_hostile("setown");
+  usleep(100000);
+  EXPECT_EQ(signals_received.load(), 0) << "F_SETOWN/F_SETSIG reached the agent";
+  EXPECT_EQ(measure_honest().error(), v1::OK);
+}
+
+TEST_F(HostileKernelTest, AKernelThatLeavesItsGroupAndIgnoresSignalsIsStoppedAtItsTimeout) {
+  auto begin = std::chrono::steady_clock::now();
+  v1::MeasureResult r = measure_hostile("wedge", 1);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  EXPECT_EQ(r.error(), v1::RUN_TIMEOUT) << r.error_msg();
+  EXPECT_LT(took, 10);
+  EXPECT_EQ(measure_honest().error(), v1::OK);
+}
+
+TEST_F(HostileKernelTest, ADeepDirectoryChainDoesNotJamTheNextCandidate) {
+  measure_hostile("deep_dirs");
+  for (int i = 0; i < 2; ++i) {
+    v1::MeasureResult r = measure_honest();
+    EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+  }
+}
+
+TEST_F(HostileKernelTest, AKernelHasNoTerminalToTypeInto) {
+  v1::MeasureResult r = measure_hostile("tiocsti");
+  EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+}
+
+TEST_F(HostileKernelTest, AKernelHasNoPrivilegesEvenUnderARootAgent) {
+  v1::MeasureResult r = measure_hostile("root_powers");
+  EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+}
+
+TEST_F(HostileKernelTest, MemoryOutsideTheAddressSpaceIsCappedToo) {
+  MeasurerOptions options;
+  options.memory_limit_bytes = int64_t{512} << 20;
+  start(options);
+  v1::MeasureResult r = measure_hostile("memfd_hold", 30);
+  EXPECT_TRUE(r.error() == v1::OK || r.error() == v1::RUNTIME_ERROR) << r.error_msg();
+  EXPECT_EQ(r.error_msg().find("returned 81"), std::string::npos) << "it held 1 GiB under a 512 MiB limit";
+  EXPECT_EQ(measure_honest().error(), v1::OK);
+}
+
+TEST_F(HostileKernelTest, AThreadBombIsCutShortAndLeavesNothingRunning) {
+  v1::MeasureResult r = measure_hostile("thread_bomb", 30);
+  EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+  EXPECT_EQ(r.error_msg().find("returned 91"), std::string::npos) << "it started 2,000 threads";
+  EXPECT_EQ(measure_honest().error(), v1::OK);
+}
+
+TEST_F(HostileKernelTest, OtherProgramsSharedMemoryIsOutOfReach) {
+  if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "this system has no /dev/shm";
+  std::string planted = "/dev/shm/tunefarm-test-" + std::to_string(getpid());
+  { std::ofstream(planted) << "another program's data\n"; }
+  setenv("TUNEFARM_TEST_SHM_FILE", planted.c_str(), 1);
+  v1::MeasureResult r = measure_hostile("dev_shm");
+  unsetenv("TUNEFARM_TEST_SHM_FILE");
+  std::filesystem::remove(planted);
+  EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+}
+
+TEST_F(HostileKernelTest, ALogFloodNeverReachesTheAgentsOutput) {
+  // The agent's stderr and stdout become a file, so that what reaches them can be counted.
+  std::string log = std::filesystem::temp_directory_path() / ("tunefarm-flood-" + std::to_string(getpid()));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int saved_out = dup(1), saved_err = dup(2);
+  int file = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(file, 0);
+  dup2(file, 1);
+  dup2(file, 2);
+  close(file);
+  auto begin = std::chrono::steady_clock::now();
+  v1::MeasureResult r = measure_hostile("log_flood", 20);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  dup2(saved_out, 1);
+  dup2(saved_err, 2);
+  close(saved_out);
+  close(saved_err);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(log);
+  EXPECT_LT(text.size(), 64u << 10) << "the kernel wrote into the agent's log";
+  EXPECT_EQ(text.find("FORGED-LOG-LINE"), std::string::npos);
+  EXPECT_LT(took, 15) << r.error_msg();
+  EXPECT_EQ(measure_honest().error(), v1::OK);
+}
+
+TEST_F(HostileKernelTest, DescriptorsTheAgentInheritedDoNotReachAKernel) {
+  std::string path = std::filesystem::temp_directory_path() / ("tunefarm-leak-" + std::to_string(getpid()));
+  int opened = open(path.c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(opened, 0);
+  // No close-on-exec: the mistake under test; well above the worker's own descriptors.
+  int leaked = fcntl(opened, F_DUPFD, 40);
+  close(opened);
+  ASSERT_GE(leaked, 0);
+  struct stat st {};
+  fstat(leaked, &st);
+  setenv("TUNEFARM_TEST_LEAKED_INO", std::to_string(st.st_ino).c_str(), 1);
+  start(MeasurerOptions{});
+  v1::MeasureResult r = measure_hostile("inherited_fd");
+  unsetenv("TUNEFARM_TEST_LEAKED_INO");
+  close(leaked);
+  std::filesystem::remove(path);
+  EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+}
+
+}  // namespace
+}  // namespace tunefarm
