@@ -58,12 +58,14 @@ TEST(FoldConstants, TransposedAndCastWeightsBecomeConstantsAndComputedValuesStay
   b.g.values["i"].ints = {7, 8};
   b.value("f", {2});
   b.node("Cast", {"i"}, "f").attributes["to"].i = 1;  // FLOAT
+  b.value("k", {2});
+  b.node("Cast", {"i"}, "k").attributes["to"].i = 7;  // INT64: shape values stay integers
   b.value("n", {2});
-  b.node("Cast", {"i"}, "n").attributes["to"].i = 7;  // INT64: not what the kernels read
+  b.node("Cast", {"i"}, "n").attributes["to"].i = 10;  // FLOAT16: not what the kernels read
   b.g.inputs = {"x"};
   auto folded = fold_constants(b.g);
   ASSERT_TRUE(folded.ok());
-  EXPECT_EQ(*folded, 2);
+  EXPECT_EQ(*folded, 3);
   EXPECT_EQ(ops_of(b.g), (std::vector<std::string>{"Transpose", "Cast"}));
   EXPECT_EQ(b.g.nodes[0].inputs[0], "x");
   const Value* wt = b.g.find("wt");
@@ -73,6 +75,9 @@ TEST(FoldConstants, TransposedAndCastWeightsBecomeConstantsAndComputedValuesStay
   const Value* f = b.g.find("f");
   ASSERT_TRUE(f && f->constant && f->is_float);
   EXPECT_EQ(f->floats, (std::vector<float>{7, 8}));
+  const Value* k = b.g.find("k");
+  ASSERT_TRUE(k && k->constant && !k->is_float);
+  EXPECT_EQ(k->ints, (std::vector<int64_t>{7, 8}));
 }
 
 // x / sqrt(2) -> Erf -> + 1 -> * x -> * 0.5, as PyTorch exports GELU.
