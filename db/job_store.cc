@@ -69,6 +69,15 @@ Status check_spec(const v1::JobSpec& spec) {
   return Status();
 }
 
+// A job's state as the writer's transaction sees it; NOT_FOUND for a job that does not exist.
+StatusOr<v1::JobState> state_of(Connection& connection, std::string_view job_id) {
+  TF_ASSIGN_OR_RETURN(Statement select, connection.prepare("SELECT state FROM jobs WHERE id = ?1"));
+  select.bind(1, job_id);
+  TF_ASSIGN_OR_RETURN(bool found, select.step());
+  if (!found) return not_found(fmt::format("job {} does not exist", job_id));
+  return static_cast<v1::JobState>(select.column_int(0));
+}
+
 }  // namespace
 
 StatusOr<v1::Job> RecordStore::create_job(const v1::JobSpec& spec) {
@@ -102,11 +111,7 @@ StatusOr<v1::Job> RecordStore::update_job_state(std::string_view job_id, v1::Job
   }
   int64_t now = now_us();
   auto updated = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
-    TF_ASSIGN_OR_RETURN(Statement select, connection.prepare("SELECT state FROM jobs WHERE id = ?1"));
-    select.bind(1, job_id);
-    TF_ASSIGN_OR_RETURN(bool found, select.step());
-    if (!found) return not_found(fmt::format("job {} does not exist", job_id));
-    auto current = static_cast<v1::JobState>(select.column_int(0));
+    TF_ASSIGN_OR_RETURN(v1::JobState current, state_of(connection, job_id));
     if (has_ended(current)) {
       return failed_precondition(fmt::format("job {} has already ended ({}); its state does not change", job_id,
                                              v1::JobState_Name(current)));
@@ -132,11 +137,7 @@ StatusOr<v1::Job> RecordStore::update_job_state(std::string_view job_id, v1::Job
 
 StatusOr<v1::Job> RecordStore::reopen_job(std::string_view job_id) {
   auto updated = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
-    TF_ASSIGN_OR_RETURN(Statement select, connection.prepare("SELECT state FROM jobs WHERE id = ?1"));
-    select.bind(1, job_id);
-    TF_ASSIGN_OR_RETURN(bool found, select.step());
-    if (!found) return not_found(fmt::format("job {} does not exist", job_id));
-    auto current = static_cast<v1::JobState>(select.column_int(0));
+    TF_ASSIGN_OR_RETURN(v1::JobState current, state_of(connection, job_id));
     if (current != v1::FAILED && current != v1::CANCELLED)
       return failed_precondition(fmt::format("job {} is {}: only a FAILED or CANCELLED job can be resumed", job_id,
                                              v1::JobState_Name(current)));

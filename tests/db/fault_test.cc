@@ -120,21 +120,24 @@ TEST(Fault, ScribbledPagesAreReportedNotCrashedOn) {
   }
 }
 
+// 4 KB of random bytes over the page in the middle of the file.
+void overwrite_middle_page(const std::string& path) {
+  auto size = std::filesystem::file_size(path);
+  std::mt19937 random(7);
+  std::string junk(4096, '\0');
+  for (char& c : junk) c = static_cast<char>(random());
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));
+  file.write(junk.data(), junk.size());
+}
+
 // 4 KB of random bytes in the middle of a real history: open() refuses it (quick check and full
 // check alike), so tunerd never accepts a job whose measurements it could not store.
 TEST(Fault, ARandomBlockInTheMiddleIsRefusedAtOpen) {
   for (auto check : {db::RecordStoreOptions::Check::kQuick, db::RecordStoreOptions::Check::kFull}) {
     TempDir dir;
     std::string path = make_history(dir);
-    auto size = std::filesystem::file_size(path);
-    {
-      std::mt19937 random(7);
-      std::string junk(4096, '\0');
-      for (char& c : junk) c = static_cast<char>(random());
-      std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-      file.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));
-      file.write(junk.data(), junk.size());
-    }
+    overwrite_middle_page(path);
     db::RecordStoreOptions options;
     options.check = check;
     auto store = db::RecordStore::open(path, options);
@@ -150,14 +153,7 @@ TEST(Fault, ADamagedHistoryIsSalvagedIntoANewOne) {
   TempDir dir;
   std::string path = make_history(dir);
   auto size = std::filesystem::file_size(path);
-  {
-    std::mt19937 random(7);
-    std::string junk(4096, '\0');
-    for (char& c : junk) c = static_cast<char>(random());
-    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));
-    file.write(junk.data(), junk.size());
-  }
+  overwrite_middle_page(path);
   ASSERT_FALSE(db::RecordStore::open(path).ok());
   auto report = db::salvage_history(path, dir.file("salvaged.db"));
   ASSERT_TRUE(report.ok()) << report.status().to_string();
