@@ -226,7 +226,8 @@ StatusOr<Measurer::Worker> Measurer::start_worker() {
   if (rc != 0) {
     close(fds[0]);
     close(output[0]);
-    remove_tree(worker.scratch);
+    // No worker ran in the directory yet; whether removing it failed changes nothing for the caller.
+    (void)remove_tree(worker.scratch);
     return unavailable(fmt::format("cannot start '{}': {}", args[0], std::strerror(rc)));
   }
   worker.channel = fds[0];

@@ -120,7 +120,8 @@ void refuse_requests(int fd, const std::string& why) {
   v1::LeasedBatch request;
   if (read_frame(fd, request, -1).code() == StatusCode::kUnavailable) return;
   v1::WorkerReport report = failed(v1::UNKNOWN, "the measurement sandbox could not be set up: " + why);
-  write_frame(fd, report);
+  // A measurer that is gone by now hears nothing either way.
+  (void)write_frame(fd, report);
 }
 
 }  // namespace tunefarm

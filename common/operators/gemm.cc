@@ -20,10 +20,10 @@ std::vector<TensorArg> gemm_args(const GemmShape& g) {
     if (g.batched) shape.insert(shape.begin(), g.batch);
     return shape;
   };
-  std::vector<TensorArg> args = {{"A", with_batch({g.M, g.K})}};
-  args.push_back(g.transpose_b ? TensorArg{"W", {g.N, g.K}} : TensorArg{"B", with_batch({g.K, g.N})});
-  if (g.bias) args.push_back({"bias", {g.N}});
-  args.push_back({"C", with_batch({g.M, g.N}), DType::kFloat32, true});
+  std::vector<TensorArg> args = {TensorArg::input("A", with_batch({g.M, g.K}))};
+  args.push_back(g.transpose_b ? TensorArg::input("W", {g.N, g.K}) : TensorArg::input("B", with_batch({g.K, g.N})));
+  if (g.bias) args.push_back(TensorArg::input("bias", {g.N}));
+  args.push_back({"C", with_batch({g.M, g.N}), DType::kFloat32, true, ""});
   return args;
 }
 

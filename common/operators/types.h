@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/workload.h"
@@ -33,6 +34,11 @@ struct TensorArg {
   // How the dimensions are named, for people reading a library's header ("NCHW", "OIHW"); empty
   // for a plain row-major matrix.
   std::string layout;
+
+  // A float32 input without a named layout: what most arguments are.
+  static TensorArg input(std::string name, std::vector<int64_t> shape) {
+    return {std::move(name), std::move(shape), DType::kFloat32, false, ""};
+  }
 
   int64_t num_elements() const {
     int64_t n = 1;

@@ -53,7 +53,9 @@ TEST(TargetCheck, ABuildForABadTargetIsAnErrorNotAnAbort) {
   for (const char* text : {"llvm -mcpu=nonexistent", "llvm -mtriple=riscv64-linux-gnu -mattr=+v"}) {
     Target t = *parse_target(text);
     auto config = default_config(w, t);
-    if (!config.ok()) EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument) << text;
+    if (!config.ok()) {
+      EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument) << text;
+    }
     auto kernel = build_kernel(w, t, *host_config);
     ASSERT_FALSE(kernel.ok()) << text;
     EXPECT_EQ(kernel.status().code(), StatusCode::kInvalidArgument) << text << ": " << kernel.status().to_string();

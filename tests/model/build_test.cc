@@ -25,7 +25,9 @@ using testing::test_model;
 
 StatusOr<ChosenKernel> defaults(const Workload& w) {
   TF_ASSIGN_OR_RETURN(Config c, default_config(w, Target{}));
-  return ChosenKernel{c};
+  ChosenKernel chosen;
+  chosen.config = c;
+  return chosen;
 }
 
 // A built model loaded with dlopen, its functions bound by name.
