@@ -1,14 +1,18 @@
 #include "model/graph.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
 namespace tunefarm::model {
 
 int64_t Value::elements() const {
+  // Shapes come from files anyone may upload: a product past int64 saturates, so that every
+  // limit it is checked against refuses it.
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
   return n;
 }
 

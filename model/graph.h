@@ -23,6 +23,7 @@ struct Value {
   std::vector<float> floats;
   std::vector<int64_t> ints;
 
+  // The product of the shape; INT64_MAX where it does not fit.
   int64_t elements() const;
 };
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -115,6 +116,18 @@ TEST(OnnxImport, ExternalDataIsRefusedWithoutLookingTheFileUp) {
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(found.status().message(), HasSubstr("keeps its data in a file beside the model"));
   EXPECT_EQ(found.status().message(), missing.status().message());
+}
+
+// Shapes come from uploaded files: a product past int64 (found by model_fuzz) saturates, so that
+// every limit refuses it, instead of overflowing.
+TEST(Graph, AnElementCountPastInt64Saturates) {
+  Value v;
+  v.shape = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_EQ(v.elements(), std::numeric_limits<int64_t>::max());
+  v.shape = {8, 1297036692682702849};
+  EXPECT_EQ(v.elements(), std::numeric_limits<int64_t>::max());
+  v.shape = {2, 3, 4};
+  EXPECT_EQ(v.elements(), 24);
 }
 
 TEST(OnnxImport, AnUnknownOperatorIsNamedWithItsNode) {
