@@ -11,7 +11,9 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -142,6 +144,18 @@ class AgentSessionTest : public ::testing::Test {
     return std::async(std::launch::async, [&agent] { return agent.run(); });
   }
 
+  // Runs `agent` until the tracker's script has handed back what it served, then stops it: what
+  // was served (nothing if it never came) and what run() returned (an error if it never ended).
+  std::pair<std::optional<Returned>, Status> serve(DeviceAgent& agent, std::promise<Returned>& served) {
+    auto outcome = run(agent);
+    auto future = served.get_future();
+    std::optional<Returned> got;
+    if (future.wait_for(10s) == std::future_status::ready) got = future.get();
+    agent.stop();
+    if (outcome.wait_for(10s) != std::future_status::ready) return {got, unavailable("run() did not end after stop()")};
+    return {got, outcome.get()};
+  }
+
   void TearDown() override {
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + 2s);
   }
@@ -175,13 +189,11 @@ TEST_F(AgentSessionTest, AHelloCarriesItsKeyTokenAndCapabilitiesAndEveryCandidat
     measured.push_back(c.id());
     return ok_result(1e-3 * static_cast<double>(c.id()));
   });
-  auto outcome = run(agent);
-  auto future = returned.get_future();
-  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
-  Returned got = future.get();
-  agent.stop();
-  ASSERT_EQ(outcome.wait_for(10s), std::future_status::ready);
-  EXPECT_TRUE(outcome.get().ok());
+  auto [served, outcome] = serve(agent, returned);
+  ASSERT_TRUE(served.has_value()) << "the tracker's script never finished its lease";
+  ASSERT_NE(outcome.code(), StatusCode::kUnavailable) << outcome.to_string();
+  const Returned& got = *served;
+  EXPECT_TRUE(outcome.ok());
 
   auto hellos = tracker_->hellos();
   ASSERT_GE(hellos.size(), 1u);
@@ -218,13 +230,11 @@ TEST_F(AgentSessionTest, ABrokenSessionIsDialledAgainAndTheNextBatchIsServed) {
   DeviceAgent agent(options(), v1::Capabilities(), [](const v1::LeasedBatch&, const v1::Candidate&) {
     return ok_result(1e-3);
   });
-  auto outcome = run(agent);
-  auto future = second.get_future();
-  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
-  Returned got = future.get();
-  agent.stop();
-  ASSERT_EQ(outcome.wait_for(10s), std::future_status::ready);
-  EXPECT_TRUE(outcome.get().ok());
+  auto [served, outcome] = serve(agent, second);
+  ASSERT_TRUE(served.has_value()) << "the tracker's script never finished its lease";
+  ASSERT_NE(outcome.code(), StatusCode::kUnavailable) << outcome.to_string();
+  const Returned& got = *served;
+  EXPECT_TRUE(outcome.ok());
   EXPECT_GE(agent.sessions(), 2);
   EXPECT_TRUE(got.done);
   EXPECT_EQ(got.results.size(), 2u);
@@ -265,12 +275,10 @@ TEST_F(AgentSessionTest, ABatchPastItsDeadlineIsHandedBackUnmeasured) {
     ++measured;
     return ok_result(1e-3);
   });
-  auto outcome = run(agent);
-  auto future = returned.get_future();
-  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
-  Returned got = future.get();
-  agent.stop();
-  ASSERT_EQ(outcome.wait_for(10s), std::future_status::ready);
+  auto [served, outcome] = serve(agent, returned);
+  ASSERT_TRUE(served.has_value()) << "the tracker's script never finished its lease";
+  ASSERT_NE(outcome.code(), StatusCode::kUnavailable) << outcome.to_string();
+  const Returned& got = *served;
   EXPECT_TRUE(got.done);
   EXPECT_TRUE(got.results.empty());
   EXPECT_EQ(measured, 0);
