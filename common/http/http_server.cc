@@ -1,13 +1,25 @@
 #include "common/http/http_server.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <deque>
 #include <exception>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
 #include "common/wire/credentials.h"
@@ -106,12 +118,251 @@ void write(httplib::Response& out, const HttpResponse& in) {
   out.set_content(in.body, in.content_type);
 }
 
+
+using Clock = std::chrono::steady_clock;
+
+// A connection's bytes, plain or TLS, where every wait ends at the connection's deadline: a
+// client that trickles a byte at a time gets no more time in all than one that sends nothing.
+// (cpp-httplib's own timeouts bound each wait only, so they reset with every byte.)
+class DeadlineStream : public httplib::Stream {
+ public:
+  DeadlineStream(int fd, SSL* ssl, Clock::time_point deadline) : fd_(fd), ssl_(ssl), deadline_(deadline) {}
+
+  // Waits until the socket is ready for `events`; false at the deadline or on an error.
+  bool wait(short events) const {
+    for (;;) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{fd_, events, 0};
+      int ready = poll(&p, 1, static_cast<int>(left));
+      if (ready < 0 && errno == EINTR) continue;
+      return ready > 0 && !(p.revents & (POLLERR | POLLNVAL));
+    }
+  }
+
+  // Completes the TLS handshake by the deadline.
+  bool accept_tls() {
+    for (;;) {
+      int done = SSL_accept(ssl_);
+      if (done == 1) return true;
+      if (!wait_for_tls(done)) return false;
+    }
+  }
+
+  bool is_readable() const override { return (ssl_ && SSL_pending(ssl_) > 0) || wait(POLLIN); }
+  bool is_writable() const override { return wait(POLLOUT); }
+
+  ssize_t read(char* data, size_t size) override {
+    for (;;) {
+      if (ssl_) {
+        int n = SSL_read(ssl_, data, static_cast<int>(std::min<size_t>(size, INT_MAX)));
+        if (n > 0) return n;
+        if (SSL_get_error(ssl_, n) == SSL_ERROR_ZERO_RETURN) return 0;
+        if (!wait_for_tls(n)) return -1;
+        continue;
+      }
+      ssize_t n = recv(fd_, data, size, 0);
+      if (n >= 0) return n;
+      if (errno == EINTR) continue;
+      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !wait(POLLIN)) return -1;
+    }
+  }
+
+  ssize_t write(const char* data, size_t size) override {
+    for (;;) {
+      if (ssl_) {
+        int n = SSL_write(ssl_, data, static_cast<int>(std::min<size_t>(size, INT_MAX)));
+        if (n > 0) return n;
+        if (!wait_for_tls(n)) return -1;
+        continue;
+      }
+      ssize_t n = send(fd_, data, size, MSG_NOSIGNAL);
+      if (n >= 0) return n;
+      if (errno == EINTR) continue;
+      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !wait(POLLOUT)) return -1;
+    }
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address(getpeername, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address(getsockname, ip, port); }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  // After a TLS call returned `result`: waits for what it needs; false when it failed for good.
+  bool wait_for_tls(int result) const {
+    switch (SSL_get_error(ssl_, result)) {
+      case SSL_ERROR_WANT_READ: return wait(POLLIN);
+      case SSL_ERROR_WANT_WRITE: return wait(POLLOUT);
+      default: ERR_clear_error(); return false;
+    }
+  }
+
+  void address(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+    sockaddr_storage where{};
+    socklen_t length = sizeof where;
+    ip.clear();
+    port = -1;
+    if (get(fd_, reinterpret_cast<sockaddr*>(&where), &length) != 0) return;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (where.ss_family == AF_INET) {
+      auto* v4 = reinterpret_cast<sockaddr_in*>(&where);
+      inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+      port = ntohs(v4->sin_port);
+    } else if (where.ss_family == AF_INET6) {
+      auto* v6 = reinterpret_cast<sockaddr_in6*>(&where);
+      inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
+      port = ntohs(v6->sin6_port);
+    }
+    ip = text;
+  }
+
+  int fd_;
+  SSL* ssl_;
+  Clock::time_point deadline_;
+};
+
+// cpp-httplib's task queue with `threads` threads and at most as many connections waiting for
+// one; past that the accepting thread waits, and new connections wait in the kernel's backlog
+// (no descriptor is spent on them).
+class BoundedThreadPool : public httplib::TaskQueue {
+ public:
+  explicit BoundedThreadPool(size_t threads) : limit_(threads) {
+    for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  }
+  void enqueue(std::function<void()> task) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    room_.wait(lock, [&] { return tasks_.size() < limit_; });
+    tasks_.push_back(std::move(task));
+    ready_.notify_one();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      room_.notify_one();
+      task();
+    }
+  }
+
+  size_t limit_;
+  std::mutex mutex_;
+  std::condition_variable ready_, room_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+struct SslCtxFree {
+  void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
+};
+using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
+
+// A TLS context for the certificate chain and key files, or why not.
+StatusOr<SslCtxPtr> make_tls_context(const HttpServerOptions& options) {
+  SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()));
+  if (!ctx) return internal_error(fmt::format("{}: cannot make a TLS context", options.name));
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+  // Writes go on where a partial one stopped (the stream above hands the rest again).
+  SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), options.tls_cert.c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(ctx.get(), options.tls_key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(ctx.get()) != 1) {
+    ERR_clear_error();
+    return invalid_argument(fmt::format("{}: the TLS certificate {} and key {} do not make a TLS server (a key that "
+                                        "does not match, or not PEM?)",
+                                        options.name, options.tls_cert, options.tls_key));
+  }
+  return ctx;
+}
+
+// cpp-httplib's server with connections of our own making: each (TLS handshake included) under one
+// deadline, one request each, and every one cut short when the server stops.
+class GuardedServer : public httplib::Server {
+ public:
+  GuardedServer(SslCtxPtr tls, int max_connections, std::chrono::milliseconds deadline)
+      : tls_(std::move(tls)), deadline_(deadline) {
+    size_t threads = static_cast<size_t>(std::max(1, max_connections));
+    new_task_queue = [threads] { return new BoundedThreadPool(threads); };
+  }
+
+  // cpp-httplib listens with a backlog of 5, too few for a burst of connections that arrive while
+  // its thread is between accepts (those beyond it wait a second or more for the SYN's resend).
+  void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
+
+  // Ends every connection at once (its thread returns) and refuses those still waiting.
+  void stop_connections() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    for (int fd : open_) shutdown(fd, SHUT_RDWR);
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    Clock::time_point deadline = Clock::now() + deadline_;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) {
+        close(sock);
+        return false;
+      }
+      open_.insert(sock);
+    }
+    fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+    bool served = false;
+    SSL* ssl = nullptr;
+    if (tls_) {
+      ssl = SSL_new(tls_.get());
+      if (ssl) SSL_set_fd(ssl, sock);
+    }
+    DeadlineStream stream(sock, ssl, deadline);
+    if (!tls_ || (ssl && stream.accept_tls())) {
+      bool closed = false;
+      served = process_request(stream, /*close_connection=*/true, closed, [](httplib::Request&) {});
+      if (ssl) SSL_shutdown(ssl);
+    }
+    if (ssl) SSL_free(ssl);
+    ERR_clear_error();
+    // Out of the set before the descriptor is closed, so that stop_connections never shuts down a
+    // descriptor the process has since reused.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open_.erase(sock);
+    }
+    shutdown(sock, SHUT_RDWR);
+    close(sock);
+    return served;
+  }
+
+  SslCtxPtr tls_;
+  std::chrono::milliseconds deadline_;
+  std::mutex mutex_;
+  std::set<int> open_;
+  bool stopping_ = false;
+};
+
 }  // namespace
 
 struct HttpServer::Impl {
   HttpServerOptions options;
   std::map<std::string, HttpHandler> routes;
-  std::unique_ptr<httplib::Server> server;
+  std::unique_ptr<GuardedServer> server;
   std::thread thread;
 
   HttpResponse route(const HttpRequest& request) const {
@@ -162,6 +413,7 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpServer::~HttpServer() {
   impl_->server->stop();
+  impl_->server->stop_connections();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
@@ -172,19 +424,14 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::start(HttpServerOptions option
   auto impl = std::make_unique<Impl>();
   if (options.tls_cert.empty() != options.tls_key.empty())
     return invalid_argument(fmt::format("{} over TLS needs both a certificate and its key", options.name));
+  SslCtxPtr tls;
   if (!options.tls_cert.empty()) {
-    // Read first for a message that names the file; the server reads them again itself.
+    // Read first for a message that names the file.
     TF_RETURN_IF_ERROR(read_pem(options.tls_cert, "TLS certificate").status());
     TF_RETURN_IF_ERROR(read_pem(options.tls_key, "TLS key").status());
-    auto tls = std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(), options.tls_key.c_str());
-    if (!tls->is_valid())
-      return invalid_argument(fmt::format("{}: the TLS certificate {} and key {} do not make a TLS server (a key that "
-                                          "does not match, or not PEM?)",
-                                          options.name, options.tls_cert, options.tls_key));
-    impl->server = std::move(tls);
-  } else {
-    impl->server = std::make_unique<httplib::Server>();
+    TF_ASSIGN_OR_RETURN(tls, make_tls_context(options));
   }
+  impl->server = std::make_unique<GuardedServer>(std::move(tls), options.max_connections, options.connection_deadline);
   httplib::Server& server = *impl->server;
   // Never SO_REUSEPORT (httplib's default): two daemons on one port would each get some requests.
   server.set_socket_options([](int fd) {
@@ -192,8 +439,6 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::start(HttpServerOptions option
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   });
   server.set_payload_max_length(64 << 10);
-  server.set_read_timeout(std::chrono::seconds(10));
-  server.set_write_timeout(std::chrono::seconds(10));
   Impl* self = impl.get();
   server.Get(".*", [self](const httplib::Request& in, httplib::Response& out) { self->serve(in, out); });
   auto not_allowed = [](const httplib::Request& in, httplib::Response& out) {
@@ -224,6 +469,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::start(HttpServerOptions option
     return unavailable(fmt::format("{}: cannot listen on {}: {}", impl->options.name, impl->options.listen,
                                    why.empty() ? "malformed address?" : why));
   }
+  impl->server->widen_backlog();
   impl->thread = std::thread([self] { self->server->listen_after_bind(); });
   std::unique_ptr<HttpServer> out(new HttpServer(std::move(impl)));
   out->port_ = port;

@@ -8,6 +8,7 @@
 // cpp-httplib's (heavy) header stays inside http_server.cc.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,6 +52,11 @@ struct HttpServerOptions {
   std::string token_hint = "a token";
   // For logs: "metrics", "dashboard".
   std::string name = "http";
+  // Connections served at once; more wait (a few in a queue, the rest in the kernel's backlog).
+  int max_connections = 64;
+  // How long one connection may take in all: the TLS handshake, the request and the answer. It is
+  // closed then however it trickles, so that slow clients cannot hold the server.
+  std::chrono::milliseconds connection_deadline{10000};
 };
 
 // The address a bare port or "host:port" stands for ("9390" -> "127.0.0.1:9390").
