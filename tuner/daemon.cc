@@ -152,7 +152,7 @@ DaemonExit run_tunerd(TunerdFlags f) {
   if (!f.salvage.empty()) return salvage(f);
   Exposure exposure{f.listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key", "--client-token-file",
                     "whoever can reach it may submit jobs and read the history"};
-  auto credentials = serving_credentials(exposure, f.tls);
+  auto credentials = serving_credentials(exposure, f.tls, f.tokens.gate());
   if (!credentials.ok()) return DaemonExit::configuration(credentials.status());
   auto tracker_credentials = channel_credentials(f.tracker_tls);
   if (!tracker_credentials.ok()) return DaemonExit::configuration(tracker_credentials.status());
@@ -184,8 +184,7 @@ DaemonExit run_tunerd(TunerdFlags f) {
       [&](const std::string& key) { return check_device_key(tracker, key, f.tracker_token); }, f.jobs);
   TunerService service(jobs, store, f.tokens);
   // The read-only token suffices for the metrics and the dashboard: both only show.
-  std::vector<std::string> readers = f.tokens.client;
-  readers.insert(readers.end(), f.tokens.read_only.begin(), f.tokens.read_only.end());
+  std::vector<std::string> readers = f.tokens.gate().tokens;
   auto metrics = MetricsEndpoint::start({*metrics_listen, f.tls, readers, f.insecure, "--tls-cert, --tls-key",
                                          "--client-token-file or --read-only-token-file", "a client or read-only token"},
                                         registry, [&store, m = f.jobs.metrics] {

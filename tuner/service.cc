@@ -73,6 +73,17 @@ std::string_view presented_token(const grpc::ServerContext* context) {
 
 }  // namespace
 
+namespace {
+constexpr const char* kNoToken = "this tunerd requires a token: give tune-client --token-file FILE, or set TUNEFARM_TOKEN";
+constexpr const char* kUnknownToken = "the token is not one this tunerd knows";
+}  // namespace
+
+CallGate AccessTokens::gate() const {
+  CallGate gate{client, kNoToken, kUnknownToken};
+  gate.tokens.insert(gate.tokens.end(), read_only.begin(), read_only.end());
+  return gate;
+}
+
 grpc::Status TunerService::authorize(const grpc::ServerContext* context, std::string_view rpc) const {
   auto access = tuner_access().find(rpc);
   if (access == tuner_access().end())
@@ -80,15 +91,14 @@ grpc::Status TunerService::authorize(const grpc::ServerContext* context, std::st
   if (tokens_.open()) return grpc::Status::OK;
   std::string_view token = presented_token(context);
   if (token.empty())
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "this tunerd requires a token: give tune-client --token-file FILE, or set TUNEFARM_TOKEN");
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kNoToken);
   if (any_secret(tokens_.client, token)) return grpc::Status::OK;
   if (any_secret(tokens_.read_only, token)) {
     if (access->second == Access::kQuery) return grpc::Status::OK;
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         fmt::format("the token is read-only; {} needs a client token", rpc));
   }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "the token is not one this tunerd knows");
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kUnknownToken);
 }
 
 std::string TunerService::client_of(const grpc::ServerContext* context) const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/library_request.h"
+#include "common/wire/credentials.h"
 #include "db/record_store.h"
 #include "tuner/job_manager.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
@@ -24,6 +25,8 @@ struct AccessTokens {
   std::vector<std::string> client;
   std::vector<std::string> read_only;
   bool open() const { return client.empty() && read_only.empty(); }
+  // Any of these tokens, checked before a call's request is read (serving_credentials).
+  CallGate gate() const;
 };
 
 // What an RPC does to the service, which decides the tokens that may call it.

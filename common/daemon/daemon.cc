@@ -12,6 +12,8 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -55,10 +57,79 @@ Status check_exposure(const Exposure& e) {
   return Status::ok_status();
 }
 
+namespace {
+
+// gRPC's core credentials with a metadata processor of our own. (grpc++ offers processors on TLS
+// credentials only, and asserts on InsecureServerCredentials; the core takes one on either.)
+class GatedServerCredentials final : public grpc::ServerCredentials {
+ public:
+  // Takes `credentials`; `gate` with no tokens sets no processor.
+  GatedServerCredentials(grpc_server_credentials* credentials, CallGate gate) : credentials_(credentials) {
+    if (gate.tokens.empty()) return;
+    grpc_auth_metadata_processor processor{&check_call, &destroy_gate, new CallGate(std::move(gate))};
+    grpc_server_credentials_set_auth_metadata_processor(credentials_, processor);
+  }
+  ~GatedServerCredentials() override { grpc_server_credentials_release(credentials_); }
+
+  // The gate is fixed at construction; grpc++'s own processors are not taken here.
+  void SetAuthMetadataProcessor(const std::shared_ptr<grpc::AuthMetadataProcessor>&) override { std::abort(); }
+
+ private:
+  int AddPortToServer(const std::string& address, grpc_server* server) override {
+    return grpc_server_add_http2_port(server, address.c_str(), credentials_);
+  }
+
+  static void check_call(void* state, grpc_auth_context*, const grpc_metadata* metadata, size_t count,
+                         grpc_process_auth_metadata_done_cb done, void* call) {
+    const CallGate& gate = *static_cast<const CallGate*>(state);
+    std::string_view token;
+    for (size_t i = 0; i < count; ++i) {
+      if (grpc_slice_str_cmp(metadata[i].key, "authorization") != 0) continue;
+      token = bearer_token({reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(metadata[i].value)),
+                            GRPC_SLICE_LENGTH(metadata[i].value)});
+      break;
+    }
+    if (!token.empty() && any_secret(gate.tokens, token))
+      done(call, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);
+    else
+      done(call, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED,
+           (token.empty() ? gate.missing : gate.unknown).c_str());
+  }
+  static void destroy_gate(void* state) { delete static_cast<CallGate*>(state); }
+
+  grpc_server_credentials* credentials_;
+};
+
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials(const TlsServerFiles& files, CallGate gate) {
+  if (!files.enabled()) {
+    if (!files.key.empty() || !files.client_ca.empty())
+      return invalid_argument("a TLS key or client CA was given without a certificate (--tls-cert)");
+    return std::shared_ptr<grpc::ServerCredentials>(
+        std::make_shared<GatedServerCredentials>(grpc_insecure_server_credentials_create(), std::move(gate)));
+  }
+  if (files.key.empty()) return invalid_argument("--tls-cert needs its private key (--tls-key)");
+  TF_ASSIGN_OR_RETURN(std::string cert, read_pem(files.cert, "TLS certificate"));
+  TF_ASSIGN_OR_RETURN(std::string key, read_pem(files.key, "TLS key"));
+  std::string client_ca;
+  if (!files.client_ca.empty()) {
+    TF_ASSIGN_OR_RETURN(client_ca, read_pem(files.client_ca, "client CA"));
+  }
+  grpc_ssl_pem_key_cert_pair pair{key.c_str(), cert.c_str()};
+  grpc_server_credentials* credentials = grpc_ssl_server_credentials_create_ex(
+      client_ca.empty() ? nullptr : client_ca.c_str(), &pair, 1,
+      client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                        : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
+      nullptr);
+  if (!credentials) return invalid_argument(fmt::format("the TLS certificate {} and key {} are not usable", files.cert, files.key));
+  return std::shared_ptr<grpc::ServerCredentials>(std::make_shared<GatedServerCredentials>(credentials, std::move(gate)));
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> serving_credentials(const Exposure& exposure,
-                                                                        const TlsServerFiles& tls) {
+                                                                        const TlsServerFiles& tls, const CallGate& gate) {
   TF_RETURN_IF_ERROR(check_exposure(exposure));
-  return server_credentials(tls);
+  return server_credentials(tls, gate);
 }
 
 StopSignals::StopSignals() {

@@ -21,6 +21,7 @@ class ServerCredentials;
 namespace tunefarm {
 
 struct TlsServerFiles;
+struct CallGate;
 
 // How a daemon's start or run ends, as its exit code says: 0, 2 when its configuration is wrong
 // (flags, files, the exposure rule: the operator must change something before trying again), 1 when
@@ -66,9 +67,13 @@ StatusOr<int> listen_port(const std::string& listen);
 Status check_exposure(const Exposure& exposure);
 
 // The credentials a daemon serves with, after check_exposure: a failure of either is a
-// configuration error.
+// configuration error. TLS from `tls` (plaintext without a certificate; clients must show one signed
+// by its client CA when it names one), and `gate` checked before any call's request is read: gRPC
+// reads a unary call's whole message before a handler runs, so a check in the handler alone lets
+// anyone without a token make the daemon hold up to the message size limit per call.
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> serving_credentials(const Exposure& exposure,
-                                                                        const TlsServerFiles& tls);
+                                                                        const TlsServerFiles& tls,
+                                                                        const CallGate& gate);
 
 // Blocks SIGTERM and SIGINT in this thread and every thread started after it, so that wait()
 // receives them instead of a random thread: construct it before starting any thread. Also ignores

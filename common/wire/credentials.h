@@ -42,6 +42,16 @@ inline std::string_view bearer_token(std::string_view authorization) {
   return authorization.substr(kBearer.size());
 }
 
+// Which calls a daemon's gRPC server lets in at all, decided on a call's metadata before its
+// request is read: one that presents none of `tokens` as "authorization: Bearer <token>" is
+// UNAUTHENTICATED with `missing` (no token) or `unknown` (another). Empty `tokens`: every call.
+// What each token may then do is the service's own check.
+struct CallGate {
+  std::vector<std::string> tokens;
+  std::string missing = "this daemon requires a token";
+  std::string unknown = "the token is not one this daemon knows";
+};
+
 // A daemon's side of TLS. No cert means plaintext. With client_ca, clients must present a
 // certificate signed by it (mutual TLS, for agents).
 struct TlsServerFiles {
@@ -67,25 +77,6 @@ inline StatusOr<std::string> read_pem(const std::string& path, const char* what)
   if (text.str().find("-----BEGIN ") == std::string::npos)
     return invalid_argument(std::string("the ") + what + " file '" + path + "' holds no PEM block");
   return text.str();
-}
-
-inline StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials(const TlsServerFiles& files) {
-  if (!files.enabled()) {
-    if (!files.key.empty() || !files.client_ca.empty())
-      return invalid_argument("a TLS key or client CA was given without a certificate (--tls-cert)");
-    return grpc::InsecureServerCredentials();
-  }
-  if (files.key.empty()) return invalid_argument("--tls-cert needs its private key (--tls-key)");
-  grpc::SslServerCredentialsOptions options;
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  TF_ASSIGN_OR_RETURN(pair.cert_chain, read_pem(files.cert, "TLS certificate"));
-  TF_ASSIGN_OR_RETURN(pair.private_key, read_pem(files.key, "TLS key"));
-  options.pem_key_cert_pairs.push_back(std::move(pair));
-  if (!files.client_ca.empty()) {
-    TF_ASSIGN_OR_RETURN(options.pem_root_certs, read_pem(files.client_ca, "client CA"));
-    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-  }
-  return grpc::SslServerCredentials(options);
 }
 
 inline StatusOr<std::shared_ptr<grpc::ChannelCredentials>> channel_credentials(const TlsClientFiles& files) {

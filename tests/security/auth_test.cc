@@ -5,6 +5,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <thread>
 #include <memory>
 #include <vector>
 
@@ -181,6 +184,42 @@ TEST_F(SecurityAuthTest, OneTokenCannotOpenWatchStreamsWithoutBound) {
   for (auto& context : contexts) context->TryCancel();
   for (size_t i = 0; i + 1 < streams.size(); ++i) streams[i]->Finish();
   EXPECT_TRUE(cancel(kClientToken, job.id()).ok());
+}
+
+// The peak resident memory of a process, in MiB (VmHWM).
+double peak_rss_mib(pid_t pid) {
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  return -1;
+}
+
+TEST_F(SecurityAuthTest, UnauthenticatedCallsAreRefusedBeforeTheirBodyIsBuffered) {
+  // Eight 60 MiB requests at once without a token: each buffered whole would add ~480 MiB.
+  v1::SubmitJobRequest request;
+  request.mutable_spec()->set_device_key(std::string(60 << 20, 'k'));
+  ASSERT_TRUE(list(kClientToken).ok());
+  double before = peak_rss_mib(tunerd_->pid());
+  ASSERT_GT(before, 0);
+  std::vector<std::thread> callers;
+  std::vector<grpc::Status> answers(8);
+  for (size_t i = 0; i < answers.size(); ++i)
+    callers.emplace_back([&, i] {
+      grpc::ClientContext context;
+      with_token(context, i % 2 ? "not-a-token" : "");
+      v1::SubmitJobResponse response;
+      answers[i] = stub_->SubmitJob(&context, request, &response);
+    });
+  for (auto& caller : callers) caller.join();
+  for (const grpc::Status& answer : answers)
+    EXPECT_EQ(answer.error_code(), grpc::StatusCode::UNAUTHENTICATED) << answer.error_message();
+  double growth = peak_rss_mib(tunerd_->pid()) - before;
+  std::cout << fmt::format("tunerd's peak RSS: {:.0f} MiB before, +{:.0f} MiB after 8 unauthenticated 60 MiB calls\n",
+                           before, growth);
+  EXPECT_LT(growth, 100);
+  // A client token still submits.
+  EXPECT_TRUE(submit(kClientToken).ok()) << tunerd_->log();
 }
 
 TEST_F(SecurityAuthTest, TuneClientSendsItsTokenFromAFileOrTheEnvironmentNeverTheCommandLine) {
