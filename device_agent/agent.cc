@@ -121,8 +121,27 @@ DeviceAgent::~DeviceAgent() = default;
 
 void DeviceAgent::stop() {
   stopping_ = true;
+  leave_session();
+}
+
+void DeviceAgent::leave_session() {
   std::lock_guard<std::mutex> lock(context_mu_);
   if (context_) context_->TryCancel();
+}
+
+bool DeviceAgent::check_fit() {
+  if (!options_.can_measure) return true;
+  Status fit;
+  {
+    std::lock_guard<std::mutex> lock(measuring_mu_);
+    fit = options_.can_measure();
+  }
+  if (!fit.ok() && !unfit_)
+    spdlog::error("this agent cannot measure: {}; it leaves the tracker and checks again every {} ms", fit.message(),
+                  options_.recheck.count());
+  if (fit.ok() && unfit_) spdlog::info("this agent can measure again; dialling {}", options_.tracker);
+  unfit_ = !fit.ok();
+  return fit.ok();
 }
 
 Status DeviceAgent::run() {
@@ -131,6 +150,13 @@ Status DeviceAgent::run() {
   Status outcome = Status();
   auto backoff = options_.min_backoff;
   while (!stopping_) {
+    if (unfit_) {
+      constexpr std::chrono::milliseconds kTick{20};
+      for (auto waited = kTick; waited < options_.recheck && !stopping_; waited += kTick)
+        std::this_thread::sleep_for(kTick);
+      if (!stopping_) check_fit();
+      continue;
+    }
     int before = sessions_.load();
     Status s = serve_once();
     if (stopping_) break;
@@ -253,7 +279,16 @@ void DeviceAgent::run_batch(const v1::LeasedBatch& batch, Session& session) {
     auto* result = message.mutable_result();
     result->set_lease_id(batch.lease_id());
     result->set_candidate_id(candidate.id());
-    *result->mutable_result() = measure_(batch, candidate);
+    {
+      std::lock_guard<std::mutex> lock(measuring_mu_);
+      *result->mutable_result() = measure_(batch, candidate);
+    }
+    // A failure may be this agent's, not the candidate's: then it is not reported, and the session
+    // ends, so that the tracker gives the batch to another agent.
+    if (result->result().error() != v1::OK && !check_fit()) {
+      leave_session();
+      return;
+    }
     result->mutable_result()->set_agent_id(options_.agent_id);
     spdlog::debug("lease {}: candidate {} -> {}", batch.lease_id(), candidate.id(),
                   v1::ErrorCode_Name(result->result().error()));

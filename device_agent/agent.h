@@ -32,6 +32,12 @@ struct AgentOptions {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::chrono::milliseconds min_backoff{100};
   std::chrono::milliseconds max_backoff{2000};
+  // Whether this agent can measure at all (its workers start); null: always. Asked after each
+  // candidate that failed, and, once it has said no, every `recheck` (it may run a probe kernel).
+  // While it says no the agent holds no session, so that the tracker hands its leases to other
+  // agents instead of to one that fails them all; it dials again once it says yes.
+  std::function<Status()> can_measure;
+  std::chrono::milliseconds recheck{5000};
 };
 
 // Measures one candidate of a leased batch. The agent passes the Measurer; the tracker bench
@@ -55,6 +61,8 @@ class DeviceAgent {
 
   // Sessions opened so far (1 + reconnections); for tests and logs.
   int sessions() const { return sessions_.load(); }
+  // Whether can_measure said no last time it was asked.
+  bool unfit() const { return unfit_.load(); }
 
  private:
   // One session: hello, then serve until the stream ends; the status says how it ended.
@@ -69,6 +77,10 @@ class DeviceAgent {
   // a long candidate does not hold up the next hello.
   void measure_loop();
   void run_batch(const v1::LeasedBatch& batch, Session& session);
+  // Asks can_measure and logs when the answer changes; true when this agent can measure.
+  bool check_fit();
+  // Ends the current session (stop() without stopping).
+  void leave_session();
 
   AgentOptions options_;
   v1::Capabilities capabilities_;
@@ -79,6 +91,9 @@ class DeviceAgent {
   std::string current_lease_;  // The lease being measured, for heartbeats.
   std::atomic<bool> stopping_{false};
   std::atomic<int> sessions_{0};
+  std::atomic<bool> unfit_{false};
+  // Held while measuring or asking can_measure: a measurer serves one caller at a time.
+  std::mutex measuring_mu_;
   std::mutex context_mu_;
   grpc::ClientContext* context_ = nullptr;  // The current session's, so that stop() can cancel it.
 };

@@ -101,6 +101,9 @@ DaemonExit run_device_agent(AgentFlags f) {
     if (counters) counters->measured(result, seconds, killed ? 1 : 0);
     return result;
   };
+  // A worker that cannot start (its program gone or broken, its sandbox refused) fails every
+  // candidate alike: the probe kernel decides whether this agent can measure, not the candidates.
+  f.agent.can_measure = [m = measurer->get()] { return m->failed_starts() == 0 ? Status() : m->self_test(); };
   DeviceAgent agent(f.agent, capabilities, measure);
   // Detached: when the tracker refuses the agent, run() returns while this thread still waits.
   std::thread([&agent, signals]() mutable {

@@ -367,7 +367,10 @@ v1::MeasureResult Measurer::run(const v1::LeasedBatch& request, const v1::Measur
                                 const std::vector<std::string>* expected, std::vector<std::string>* outputs) {
   int64_t deadline = monotonic_ms() + static_cast<int64_t>(options.timeout_s() * 1000);
   auto worker = start_worker();
-  if (!worker.ok()) return failure(v1::UNKNOWN, worker.status().message());
+  if (!worker.ok()) {
+    ++failed_starts_;
+    return failure(v1::UNKNOWN, worker.status().message());
+  }
   std::optional<v1::MeasureResult> result = converse(*worker, request, options, deadline, expected, outputs);
   bool died = false;
   // A worker that ran out of time is in the middle of a kernel: it is told to end its namespace
@@ -412,6 +415,8 @@ std::optional<v1::MeasureResult> Measurer::converse(Worker& worker, const v1::Le
   if (!got.ok()) return std::nullopt;
   // The first report comes before any foreign code ran: its description of the sandbox is the worker's own.
   std::string_view sandbox = first.sandbox();
+  // Only a worker that could not set up its sandbox answers without describing it.
+  failed_starts_ = sandbox.empty() && first.has_failure() ? failed_starts_ + 1 : 0;
   if (!sandbox.empty()) sandbox_ = first.sandbox();
   if (first.has_failure()) {
     v1::MeasureResult result = first.failure();
@@ -449,7 +454,7 @@ const Measurer::Reference& Measurer::prepare_reference(const v1::LeasedBatch& re
   std::string identity = request.workload().SerializeAsString() + request.reference().SerializeAsString() +
                          std::to_string(options.input_seed());
   auto it = references_.find(key);
-  if (it != references_.end() && it->second.identity == identity) return it->second;
+  if (it != references_.end() && it->second.identity == identity && !it->second.worker_failed) return it->second;
   if (references_.size() >= kMaxReferences) references_.clear();
   // The reference runs in a worker of its own, with its own timeout, so that the candidate's
   // budget is its own and the outputs every later check relies on come from a process no
@@ -461,6 +466,7 @@ const Measurer::Reference& Measurer::prepare_reference(const v1::LeasedBatch& re
   *alone.mutable_options() = options;
   *alone.mutable_reference() = request.reference();
   reference.outcome = run(alone, options, nullptr, &reference.outputs);
+  reference.worker_failed = failed_starts_ > 0;
   if (reference.outcome.error() != v1::OK) {
     if (reference.outcome.error() != v1::UNKNOWN)
       reference.outcome.set_error_msg("the reference kernel: " + reference.outcome.error_msg());

@@ -79,6 +79,9 @@ class Measurer {
 
   // How many worker processes were started: one per artifact run.
   int worker_starts() const { return worker_starts_; }
+  // Workers in a row that could not be started, or could not set up their sandbox (no candidate's
+  // code had run in any of them); 0 once one starts. An agent runs self_test when it is not 0.
+  int failed_starts() const { return failed_starts_; }
   const std::string& scratch_dir() const { return scratch_dir_; }
   // What the last worker said of its sandbox: the layers in place on the first line, then one
   // line per missing layer; empty before the first worker.
@@ -109,6 +112,8 @@ class Measurer {
     std::string identity;  // What the key stands for, compared in full: a key alone could collide.
     v1::MeasureResult outcome;
     std::vector<std::string> outputs;
+    // Its worker could not start: this says nothing of the reference, which runs again next time.
+    bool worker_failed = false;
   };
   const Reference& prepare_reference(const v1::LeasedBatch& request, const v1::MeasureOptions& options);
   v1::MeasureResult measure_checked(const v1::Workload& workload, const v1::MeasureOptions& options,
@@ -118,6 +123,7 @@ class Measurer {
   MeasurerOptions options_;
   std::string scratch_dir_;
   int worker_starts_ = 0;
+  int failed_starts_ = 0;
   std::string sandbox_;
   std::map<std::string, Reference> references_;
 };

@@ -4,6 +4,7 @@
 // stop() ending an open session. The measurement itself is a stand-in (measure/ has its own tests).
 #include "device_agent/agent.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -282,6 +283,63 @@ TEST_F(AgentSessionTest, ABatchPastItsDeadlineIsHandedBackUnmeasured) {
   EXPECT_TRUE(got.done);
   EXPECT_TRUE(got.results.empty());
   EXPECT_EQ(measured, 0);
+}
+
+TEST_F(AgentSessionTest, AnAgentThatCannotMeasureLeavesWithoutReportingAndRejoinsWhenItCan) {
+  std::atomic<bool> broken{true};
+  std::promise<Returned> first, second;
+  start({[&](AgentStream& stream) {
+           ScriptedTracker::ack(stream);
+           // The agent ends the session instead of finishing the lease: lease() returns when it does.
+           first.set_value(lease(stream, batch_of("lease-1", 3)));
+           return grpc::Status::OK;
+         },
+         [&](AgentStream& stream) {
+           ScriptedTracker::ack(stream);
+           second.set_value(lease(stream, batch_of("lease-2", 2)));
+           return grpc::Status::OK;
+         }});
+  AgentOptions o = options();
+  std::atomic<int> checks{0};
+  o.can_measure = [&] {
+    ++checks;
+    return broken ? unavailable("cannot start the measurement worker: No such file or directory") : Status();
+  };
+  o.recheck = 50ms;
+  int measured = 0;
+  DeviceAgent agent(o, v1::Capabilities(), [&](const v1::LeasedBatch&, const v1::Candidate&) {
+    ++measured;
+    if (broken) {
+      v1::MeasureResult failed;
+      failed.set_error(v1::UNKNOWN);
+      failed.set_error_msg("cannot start the measurement worker");
+      return failed;
+    }
+    return ok_result(1e-3);
+  });
+  auto outcome = run(agent);
+  auto left = first.get_future();
+  ASSERT_EQ(left.wait_for(10s), std::future_status::ready);
+  Returned got = left.get();
+  EXPECT_FALSE(got.done);
+  EXPECT_TRUE(got.results.empty()) << "a failure of the agent's own was reported as the candidate's";
+  EXPECT_EQ(measured, 1);
+  // It stays away while it cannot measure, checking again meanwhile.
+  std::this_thread::sleep_for(400ms);
+  EXPECT_TRUE(agent.unfit());
+  EXPECT_EQ(tracker_->hellos().size(), 1u);
+  EXPECT_GE(checks.load(), 3);
+  broken = false;
+  auto rejoined = second.get_future();
+  ASSERT_EQ(rejoined.wait_for(10s), std::future_status::ready);
+  Returned again = rejoined.get();
+  EXPECT_TRUE(again.done);
+  EXPECT_EQ(again.results.size(), 2u);
+  EXPECT_FALSE(agent.unfit());
+  EXPECT_EQ(tracker_->hellos().size(), 2u);
+  agent.stop();
+  ASSERT_EQ(outcome.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(outcome.get().ok());
 }
 
 TEST_F(AgentSessionTest, StopEndsAnOpenSessionAndRunReturnsOk) {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -62,6 +63,45 @@ TEST_F(SecuritySandboxTest, MisbehavingKernelsFailInsideTheSandboxAndTheAgentMea
   v1::MeasureResult good = measure_one("matmul");
   EXPECT_EQ(good.error(), v1::OK) << good.error_msg();
   EXPECT_EQ(good.agent_id(), "board");
+}
+
+// Agents serving `key` as the tracker counts them.
+int agents_of(const Farm& farm, const std::string& key) {
+  v1::QueueStatusResponse status = farm.queue_status();
+  for (const auto& k : status.keys())
+    if (k.device_key() == key) return k.agents_total();
+  return 0;
+}
+
+TEST_F(SecuritySandboxTest, AnAgentWhoseWorkerCannotStartLeavesTheTrackerAndRejoinsWhenItCan) {
+  // The agent, its worker and probe kernel in a folder of their own, where the worker can be taken away.
+  std::string bin = farm_.log_dir() + "/agent-bin";
+  std::filesystem::create_directories(bin);
+  for (const char* name : {"device-agent", "tunefarm-measure-worker", "tunefarm-probe-kernel.so"})
+    std::filesystem::copy_file(bin_path(name), bin + "/" + name);
+  std::string worker = bin + "/tunefarm-measure-worker";
+  Process agent(bin + "/device-agent", {"--tracker", farm_.address(), "--key", "local-cpu", "--id", "board"},
+                farm_.log_dir() + "/agent-board.log");
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << agent.log();
+
+  std::filesystem::rename(worker, worker + ".away");
+  MeasureOutcome outcome;
+  std::thread client([&] { outcome = farm_.measure(kernel_request("matmul", 3)); });
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (agents_of(farm_, "local-cpu") != 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(agents_of(farm_, "local-cpu"), 0) << "the agent stayed registered while it could not measure";
+  EXPECT_NE(agent.log().find("this agent cannot measure"), std::string::npos) << agent.log();
+  EXPECT_TRUE(agent.running());
+
+  // Back in place: the agent's next probe passes, it rejoins and measures the batch it left.
+  std::filesystem::rename(worker + ".away", worker);
+  client.join();
+  EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  expect_each_candidate_once(outcome, 3);
+  for (const auto& response : outcome.results)
+    EXPECT_EQ(response.result().error(), v1::OK) << response.result().error_msg();
+  EXPECT_NE(agent.log().find("this agent can measure again"), std::string::npos) << agent.log();
 }
 
 }  // namespace
