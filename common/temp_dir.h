@@ -12,8 +12,16 @@ namespace tunefarm {
 // Creates a fresh directory under `root` (empty: $TMPDIR, else /tmp); its path.
 StatusOr<std::string> make_owned_temp_dir(const std::string& root, const std::string& prefix);
 
+// Removes the directory `path` and everything beneath it. Descends by descriptor (openat and
+// unlinkat), never by path, holding one directory open at a time: a chain of directories deeper
+// than PATH_MAX goes as easily as a flat one. Symbolic links are removed, never followed, and what
+// was locked (mode 000) is unlocked first: it belongs to this user. A path that does not exist is
+// no error.
+Status remove_tree(const std::string& path);
+
 // Removes the directories under `root` made by make_owned_temp_dir with `prefix` whose process is
-// gone; returns how many. Directories of live processes, and anything not named that way, stay.
+// gone (with remove_tree: whatever a process left in one cannot stop it); returns how many.
+// Directories of live processes, and anything not named that way, stay.
 int remove_stale_temp_dirs(const std::string& root, const std::string& prefix);
 
 // A directory from make_owned_temp_dir, removed with everything in it when this goes away.

@@ -172,6 +172,27 @@ std::vector<char*> worker_environment() {
   return env;
 }
 
+// The children of process `pid` (Linux lists them in /proc since 3.5).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream list(fmt::format("/proc/{}/task/{}/children", pid, pid));
+  std::vector<pid_t> children;
+  pid_t child;
+  while (list >> child) children.push_back(child);
+  return children;
+}
+
+// Waits for those of `pids` that became this process's children (their parent died and this
+// process is the reaper), for at most a second: they were killed and end at once.
+void reap_if_ours(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    for (int i = 0; i < 500; ++i) {
+      pid_t done = waitpid(pid, nullptr, WNOHANG);
+      if (done == pid || (done < 0 && errno != EINTR)) break;
+      usleep(2000);
+    }
+  }
+}
+
 }  // namespace
 
 StatusOr<Measurer::Worker> Measurer::start_worker() {
@@ -251,19 +272,33 @@ std::string Measurer::stop_worker(Worker& worker, bool* died, ::rusage* usage) {
       ended = wait4(worker.pid, &wait_status, WNOHANG, &used) == worker.pid;
       if (!ended) usleep(i < 20 ? 100 : 2000);
     }
-    // SIGKILL of the process itself, which no kernel can block or escape; its namespace (and every
-    // process in it) ends with it. Without namespaces its session goes too.
+    bool on_its_own = ended;
+    // A worker that does not end (its kernel left something that never returns) is told to end its
+    // namespace: SIGTERM, which the worker's process outside the namespace handles by killing the
+    // namespace's init and reaping it. Then SIGKILL of the process itself, which no kernel can
+    // block or escape; its namespace (and every process in it) ends with it, and its children are
+    // reaped here where they come to this process (a subreaper, or PID 1 of a container), instead
+    // of staying zombies.
     if (!ended) {
+      kill(worker.pid, SIGTERM);
+      for (int i = 0; i < 100 && !ended; ++i) {
+        ended = wait4(worker.pid, &wait_status, WNOHANG, &used) == worker.pid;
+        if (!ended) usleep(2000);
+      }
+    }
+    if (!ended) {
+      std::vector<pid_t> orphans = children_of(worker.pid);
       kill(worker.pid, SIGKILL);
       while (wait4(worker.pid, &wait_status, 0, &used) < 0 && errno == EINTR) {
       }
+      reap_if_ours(orphans);
     }
     // Without namespaces, whatever a kernel started in the worker's session goes too.
     kill(-worker.pid, SIGKILL);
-    if (died) *died = ended;
+    if (died) *died = on_its_own;
     if (usage) *usage = used;
-    if (ended) how = describe_exit(wait_status);
-    if (ended && died) how = describe_death(wait_status, used);
+    if (on_its_own) how = describe_exit(wait_status);
+    if (on_its_own && died) how = describe_death(wait_status, used);
     worker.pid = -1;
   }
   if (Status s = remove_tree(worker.scratch); !s.ok())

@@ -6,6 +6,7 @@
 // owns the Measurer, and a signal that reaches it is counted.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,7 +17,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -129,6 +132,37 @@ TEST_F(HostileKernelTest, AKernelThatLeavesItsGroupAndIgnoresSignalsIsStoppedAtI
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   EXPECT_EQ(r.error(), v1::RUN_TIMEOUT) << r.error_msg();
   EXPECT_LT(took, 10);
+  EXPECT_EQ(measure_honest().error(), v1::OK);
+}
+
+// Zombies whose parent is this process.
+int zombie_children() {
+  int zombies = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
+    std::istringstream rest(line.substr(line.rfind(')') + 1));
+    char state = 0;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (state == 'Z' && parent == getpid()) ++zombies;
+  }
+  return zombies;
+}
+
+TEST_F(HostileKernelTest, AWorkerThatWillNotEndIsKilledWithoutLeavingZombies) {
+  // As an agent that is PID 1 of a container is: orphans of its workers come to it.
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int before = zombie_children();
+  for (int i = 0; i < 3; ++i) {
+    v1::MeasureResult r = measure_hostile("exit_hang");
+    EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(zombie_children(), before);
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
   EXPECT_EQ(measure_honest().error(), v1::OK);
 }
 
