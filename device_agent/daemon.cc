@@ -31,6 +31,9 @@ void add_agent_flags(CLI::App& app, AgentFlags& f) {
                  "under user-mode emulation where binfmt_misc does not run aarch64 programs")
       ->allow_extra_args(false)
       ->delimiter(' ');
+  app.add_flag("--no-namespaces", [&f](int64_t) { f.measurer.namespaces = false; },
+               "Run kernels without namespaces even where this system offers them, as in a container without "
+               "user namespaces (the start lines say what is missing then)");
   app.add_option("--max-artifact-mb", f.max_artifact_mb, "Largest artifact this agent loads")->capture_default_str();
   app.add_option("--cpu", f.cpu,
                  "This board's CPU as LLVM names it (e.g. haswell, cortex-a72), which tunerd compiles its jobs for "

@@ -231,6 +231,7 @@ StatusOr<Measurer::Worker> Measurer::start_worker() {
       format_limit_flag("memory-bytes", static_cast<uint64_t>(options_.memory_limit_bytes)),
       format_limit_flag("file-bytes", file_limit(options_)),
       format_limit_flag("cpu-seconds", options_.cpu_seconds_per_candidate),
+      format_limit_flag("namespaces", options_.namespaces ? 1 : 0),
   });
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());

@@ -46,6 +46,8 @@ struct MeasurerOptions {
   uint64_t cpu_seconds_per_candidate = 0;
   // Artifacts (candidates and references) larger than this are refused with LOAD_ERROR unrun.
   uint64_t max_artifact_bytes = kDefaultMaxArtifactBytes;
+  // false: workers get no namespaces even where the system offers them (SandboxLimits::namespaces).
+  bool namespaces = true;
 };
 
 // The probe kernel (measure/probe_kernel.c, a 32x32x32 matmul installed beside the worker) as a

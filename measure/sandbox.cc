@@ -407,11 +407,13 @@ bool enter_namespaces(bool root, const SandboxLimits& limits, uid_t owner, gid_t
   uid_t uid = getuid();
   gid_t gid = getgid();
   int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | (root ? 0 : CLONE_NEWUSER);
-  if (unshare(flags) != 0) {
+  if (!limits.namespaces || unshare(flags) != 0) {
     warnings += fmt::format(
-        "no {}PID and mount namespaces ({}: a container without them, or an emulator): kernels see this "
-        "machine's processes, /dev and /tmp as this user may, and their files are removed one by one\n",
-        root ? "" : "user, ", std::strerror(errno));
+        "no {}PID and mount namespaces ({}): kernels see this machine's processes, /dev and /tmp as this user may, "
+        "and their files are removed one by one\n",
+        root ? "" : "user, ",
+        limits.namespaces ? fmt::format("{}: a container without them, or an emulator", std::strerror(errno))
+                          : std::string("turned off by --no-namespaces"));
     return false;
   }
   Status s;
@@ -497,20 +499,23 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
     report.scratch_dir = scratch_dir;
     // A new network namespace has no interfaces but a loopback that is down. Without privileges it
     // takes a user namespace too; some kernels or containers allow neither.
-    if (unshare(CLONE_NEWNET) == 0 || unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0) {
+    if (limits.namespaces && (unshare(CLONE_NEWNET) == 0 || unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0)) {
       report.network_namespace = true;
       layers.push_back("a network namespace");
     } else {
       report.warnings += fmt::format("no network namespace ({}); sockets are denied by the seccomp filter alone\n",
-                                     std::strerror(errno));
+                                     limits.namespaces ? std::strerror(errno) : "turned off by --no-namespaces");
     }
   }
   if (chdir(report.scratch_dir.c_str()) != 0)
     return internal_error(
         fmt::format("cannot enter the scratch directory '{}': {}", report.scratch_dir, std::strerror(errno)));
-  // A root agent's scratch directory becomes nobody's, whom the kernel runs as.
+  // A root agent's scratch directory becomes nobody's, whom the kernel runs as. Nobody reaches it
+  // by no path (the measurer's directory above it is the agent's alone), only as the working
+  // directory entered here: from now on the worker names it ".".
   if (root && !report.namespaces && chown(".", owner, group) != 0)
     return internal_error(fmt::format("cannot hand the scratch directory to uid {}: {}", owner, std::strerror(errno)));
+  if (!report.namespaces) report.scratch_dir = ".";
   // Temporary files a kernel (or a GPU driver's cache) makes belong in the scratch directory.
   setenv("TMPDIR", report.scratch_dir.c_str(), 1);
   setenv("CUDA_CACHE_PATH", (report.scratch_dir + "/cuda-cache").c_str(), 1);
@@ -613,7 +618,7 @@ bool parse_limit_flag(const std::string& arg, SandboxLimits& limits) {
     return true;
   };
   return value_of("--memory-bytes=", limits.memory_bytes) || value_of("--file-bytes=", limits.file_bytes) ||
-         value_of("--cpu-seconds=", limits.cpu_seconds);
+         value_of("--cpu-seconds=", limits.cpu_seconds) || value_of("--namespaces=", limits.namespaces);
 }
 
 }  // namespace tunefarm

@@ -27,6 +27,9 @@ struct SandboxLimits {
   // CPU seconds one request may use, all threads together; 0 derives it from the request's
   // timeout (the wall-clock timeout times the cores), which makes it a backstop for that timeout.
   uint64_t cpu_seconds = 0;
+  // 0: no namespaces even where the system offers them, as in a container without them, so that
+  // what an agent has there can be seen (and tested) anywhere.
+  uint64_t namespaces = 1;
 };
 
 // What enter_sandbox managed to set up. The limits are not optional; layers that the kernel (or a

@@ -36,7 +36,9 @@ using testing::test_workload;
 std::atomic<int> signals_received{0};
 void count_signal(int) { ++signals_received; }
 
-class HostileKernelTest : public ::testing::Test {
+// Run with namespaces (the parameter true) and without, as in a container without them: what must
+// hold there holds, and what needs namespaces says so.
+class HostileKernelTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     setenv("TUNEFARM_TEST_AGENT_PID", std::to_string(getpid()).c_str(), 1);
@@ -48,6 +50,7 @@ class HostileKernelTest : public ::testing::Test {
   }
   void TearDown() override { unsetenv("TUNEFARM_TEST_AGENT_PID"); }
   void start(MeasurerOptions options) {
+    options.namespaces = GetParam();
     auto m = Measurer::create(options);
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     measurer_ = std::move(*m);
@@ -86,7 +89,7 @@ class HostileKernelTest : public ::testing::Test {
   std::unique_ptr<Measurer> measurer_;
 };
 
-TEST_F(HostileKernelTest, ForgedFramesReachNoOtherResult) {
+TEST_P(HostileKernelTest, ForgedFramesReachNoOtherResult) {
   double honest = mean_cost(measure_honest());
   ASSERT_GT(honest, 0);
   v1::MeasureResult forger = measure_hostile("forge_frames");
@@ -96,14 +99,14 @@ TEST_F(HostileKernelTest, ForgedFramesReachNoOtherResult) {
   expect_honest_results_after(honest);
 }
 
-TEST_F(HostileKernelTest, ACostThatIsNotAFinitePositiveNumberIsNeverRecorded) {
+TEST_P(HostileKernelTest, ACostThatIsNotAFinitePositiveNumberIsNeverRecorded) {
   double honest = mean_cost(measure_honest());
   v1::MeasureResult forger = measure_hostile("bad_cost");
   for (double c : forger.costs()) EXPECT_TRUE(std::isfinite(c) && c > 0) << c;
   expect_honest_results_after(honest);
 }
 
-TEST_F(HostileKernelTest, AnImplantedClockFalsifiesNoTiming) {
+TEST_P(HostileKernelTest, AnImplantedClockFalsifiesNoTiming) {
   double honest = mean_cost(measure_honest());
   v1::MeasureResult implant = measure_hostile("patch_clock");
   ASSERT_EQ(implant.error(), v1::OK) << implant.error_msg();
@@ -112,21 +115,21 @@ TEST_F(HostileKernelTest, AnImplantedClockFalsifiesNoTiming) {
   expect_honest_results_after(honest);
 }
 
-TEST_F(HostileKernelTest, AKernelCannotSignalTheAgentThroughItsProcessGroup) {
+TEST_P(HostileKernelTest, AKernelCannotSignalTheAgentThroughItsProcessGroup) {
   measure_hostile("signal_agent");
   usleep(100000);
   EXPECT_EQ(signals_received.load(), 0) << "the kernel's signal reached the agent";
   EXPECT_EQ(measure_honest().error(), v1::OK);
 }
 
-TEST_F(HostileKernelTest, AKernelCannotSignalTheAgentThroughFSetown) {
+TEST_P(HostileKernelTest, AKernelCannotSignalTheAgentThroughFSetown) {
   measure_hostile("setown");
   usleep(100000);
   EXPECT_EQ(signals_received.load(), 0) << "F_SETOWN/F_SETSIG reached the agent";
   EXPECT_EQ(measure_honest().error(), v1::OK);
 }
 
-TEST_F(HostileKernelTest, AKernelThatLeavesItsGroupAndIgnoresSignalsIsStoppedAtItsTimeout) {
+TEST_P(HostileKernelTest, AKernelThatLeavesItsGroupAndIgnoresSignalsIsStoppedAtItsTimeout) {
   auto begin = std::chrono::steady_clock::now();
   v1::MeasureResult r = measure_hostile("wedge", 1);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
@@ -152,7 +155,7 @@ int zombie_children() {
   return zombies;
 }
 
-TEST_F(HostileKernelTest, AWorkerThatWillNotEndIsKilledWithoutLeavingZombies) {
+TEST_P(HostileKernelTest, AWorkerThatWillNotEndIsKilledWithoutLeavingZombies) {
   // As an agent that is PID 1 of a container is: orphans of its workers come to it.
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   int before = zombie_children();
@@ -166,7 +169,7 @@ TEST_F(HostileKernelTest, AWorkerThatWillNotEndIsKilledWithoutLeavingZombies) {
   EXPECT_EQ(measure_honest().error(), v1::OK);
 }
 
-TEST_F(HostileKernelTest, ADeepDirectoryChainDoesNotJamTheNextCandidate) {
+TEST_P(HostileKernelTest, ADeepDirectoryChainDoesNotJamTheNextCandidate) {
   measure_hostile("deep_dirs");
   for (int i = 0; i < 2; ++i) {
     v1::MeasureResult r = measure_honest();
@@ -174,17 +177,17 @@ TEST_F(HostileKernelTest, ADeepDirectoryChainDoesNotJamTheNextCandidate) {
   }
 }
 
-TEST_F(HostileKernelTest, AKernelHasNoTerminalToTypeInto) {
+TEST_P(HostileKernelTest, AKernelHasNoTerminalToTypeInto) {
   v1::MeasureResult r = measure_hostile("tiocsti");
   EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
 }
 
-TEST_F(HostileKernelTest, AKernelHasNoPrivilegesEvenUnderARootAgent) {
+TEST_P(HostileKernelTest, AKernelHasNoPrivilegesEvenUnderARootAgent) {
   v1::MeasureResult r = measure_hostile("root_powers");
   EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
 }
 
-TEST_F(HostileKernelTest, MemoryOutsideTheAddressSpaceIsCappedToo) {
+TEST_P(HostileKernelTest, MemoryOutsideTheAddressSpaceIsCappedToo) {
   MeasurerOptions options;
   options.memory_limit_bytes = int64_t{512} << 20;
   start(options);
@@ -194,14 +197,14 @@ TEST_F(HostileKernelTest, MemoryOutsideTheAddressSpaceIsCappedToo) {
   EXPECT_EQ(measure_honest().error(), v1::OK);
 }
 
-TEST_F(HostileKernelTest, AThreadBombIsCutShortAndLeavesNothingRunning) {
+TEST_P(HostileKernelTest, AThreadBombIsCutShortAndLeavesNothingRunning) {
   v1::MeasureResult r = measure_hostile("thread_bomb", 30);
   EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
   EXPECT_EQ(r.error_msg().find("returned 91"), std::string::npos) << "it started 2,000 threads";
   EXPECT_EQ(measure_honest().error(), v1::OK);
 }
 
-TEST_F(HostileKernelTest, OtherProgramsSharedMemoryIsOutOfReach) {
+TEST_P(HostileKernelTest, OtherProgramsSharedMemoryIsOutOfReach) {
   if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "this system has no /dev/shm";
   std::string planted = "/dev/shm/tunefarm-test-" + std::to_string(getpid());
   { std::ofstream(planted) << "another program's data\n"; }
@@ -212,7 +215,7 @@ TEST_F(HostileKernelTest, OtherProgramsSharedMemoryIsOutOfReach) {
   EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
 }
 
-TEST_F(HostileKernelTest, ALogFloodNeverReachesTheAgentsOutput) {
+TEST_P(HostileKernelTest, ALogFloodNeverReachesTheAgentsOutput) {
   // The agent's stderr and stdout become a file, so that what reaches them can be counted.
   std::string log = std::filesystem::temp_directory_path() / ("tunefarm-flood-" + std::to_string(getpid()));
   std::fflush(stdout);
@@ -241,7 +244,7 @@ TEST_F(HostileKernelTest, ALogFloodNeverReachesTheAgentsOutput) {
   EXPECT_EQ(measure_honest().error(), v1::OK);
 }
 
-TEST_F(HostileKernelTest, DescriptorsTheAgentInheritedDoNotReachAKernel) {
+TEST_P(HostileKernelTest, DescriptorsTheAgentInheritedDoNotReachAKernel) {
   std::string path = std::filesystem::temp_directory_path() / ("tunefarm-leak-" + std::to_string(getpid()));
   int opened = open(path.c_str(), O_RDWR | O_CREAT, 0600);
   ASSERT_GE(opened, 0);
@@ -259,6 +262,11 @@ TEST_F(HostileKernelTest, DescriptorsTheAgentInheritedDoNotReachAKernel) {
   std::filesystem::remove(path);
   EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
 }
+
+INSTANTIATE_TEST_SUITE_P(Sandbox, HostileKernelTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "WithNamespaces" : "WithoutNamespaces";
+                         });
 
 }  // namespace
 }  // namespace tunefarm

@@ -104,5 +104,18 @@ TEST_F(SecuritySandboxTest, AnAgentWhoseWorkerCannotStartLeavesTheTrackerAndRejo
   EXPECT_NE(agent.log().find("this agent can measure again"), std::string::npos) << agent.log();
 }
 
+TEST_F(SecuritySandboxTest, AnAgentWithoutNamespacesSaysSoAtStartAndMeasures) {
+  // As in a container without user namespaces: the start lines name what is missing.
+  Process& agent = farm_.start_agent("bare", "local-cpu", {"--no-namespaces"});
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << agent.log();
+  EXPECT_NE(agent.log().find("warning measurement sandbox: no "), std::string::npos) << agent.log();
+  EXPECT_NE(agent.log().find("PID and mount namespaces (turned off by --no-namespaces)"), std::string::npos)
+      << agent.log();
+  EXPECT_EQ(measure_one("socket").error(), v1::RUNTIME_ERROR);
+  MeasureOutcome good = farm_.measure(kernel_request("matmul", 2));
+  EXPECT_TRUE(good.status.ok()) << good.status.error_message();
+  expect_each_candidate_once(good, 2);
+}
+
 }  // namespace
 }  // namespace tunefarm::testing
