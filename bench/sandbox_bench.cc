@@ -3,9 +3,14 @@
 //   - the wall time of one candidate through the Measurer (start, load, one run, stop), against
 //     the same load and run in this process: the difference is what the sandbox costs per
 //     candidate;
+//   - the same through a Measurer whose workers get no namespaces (as in a container without
+//     them), in turn with the others: the namespaces' share of that cost;
 //   - the probe kernel (a 32^3 matmul installed beside the worker) timed through the Measurer
 //     and in this process with the same options, alternately: the sandbox must not change what
-//     a kernel costs.
+//     a kernel costs;
+//   - the measuring part of a job of --job-trials candidates (tuning options, outputs checked
+//     against the reference), each through the sandbox and in this process in turn: the wall
+//     time a tuning job spends measuring, both ways.
 // Ends with one JSON line of figures.
 #include <algorithm>
 #include <chrono>
@@ -61,10 +66,13 @@ StatusOr<double> in_process(const ProbeKernel& probe, const v1::MeasureOptions& 
   return sum / static_cast<double>(costs.size());
 }
 
-int run(int candidates, int rounds) {
+int run(int candidates, int rounds, int job_trials) {
   auto measurer = Measurer::create();
-  if (!measurer.ok()) {
-    fmt::print(stderr, "sandbox_bench: {}\n", measurer.status().to_string());
+  MeasurerOptions bare_options;
+  bare_options.namespaces = false;
+  auto bare = Measurer::create(bare_options);
+  if (!measurer.ok() || !bare.ok()) {
+    fmt::print(stderr, "sandbox_bench: {}\n", (measurer.ok() ? bare.status() : measurer.status()).to_string());
     return 1;
   }
   auto worker = find_measure_worker();
@@ -80,15 +88,18 @@ int run(int candidates, int rounds) {
   once.set_number(1);
   once.set_repeat(1);
   once = with_defaults(once);
-  std::vector<double> sandboxed, local;
+  std::vector<double> sandboxed, without_namespaces, local;
   for (int i = 0; i < candidates; ++i) {
-    auto begin = std::chrono::steady_clock::now();
-    v1::MeasureResult r = (*measurer)->measure(probe->workload, once, nullptr, probe->candidate);
-    sandboxed.push_back(seconds_since(begin));
-    if (r.error() != v1::OK) {
-      fmt::print(stderr, "sandbox_bench: the probe kernel failed: {}\n", r.error_msg());
-      return 1;
+    for (Measurer* m : {measurer->get(), bare->get()}) {
+      auto begin = std::chrono::steady_clock::now();
+      v1::MeasureResult r = m->measure(probe->workload, once, nullptr, probe->candidate);
+      (m == measurer->get() ? sandboxed : without_namespaces).push_back(seconds_since(begin));
+      if (r.error() != v1::OK) {
+        fmt::print(stderr, "sandbox_bench: the probe kernel failed: {}\n", r.error_msg());
+        return 1;
+      }
     }
+    auto begin = std::chrono::steady_clock::now();
     begin = std::chrono::steady_clock::now();
     if (auto s = in_process(*probe, once, false); !s.ok()) {
       fmt::print(stderr, "sandbox_bench: {}\n", s.status().to_string());
@@ -97,8 +108,10 @@ int run(int candidates, int rounds) {
     local.push_back(seconds_since(begin));
   }
   double per_candidate_ms = median(sandboxed) * 1e3, in_process_ms = median(local) * 1e3;
-  fmt::print("per candidate: {:.2f} ms through the sandbox, {:.3f} ms in process: the sandbox costs {:.2f} ms\n",
-             per_candidate_ms, in_process_ms, per_candidate_ms - in_process_ms);
+  double bare_ms = median(without_namespaces) * 1e3;
+  fmt::print("per candidate: {:.2f} ms through the sandbox ({:.2f} ms without namespaces), {:.3f} ms in process: the "
+             "sandbox costs {:.2f} ms\n",
+             per_candidate_ms, bare_ms, in_process_ms, per_candidate_ms - in_process_ms);
   fmt::print("sandbox: {}\n", (*measurer)->sandbox_description());
 
   // The kernel's cost, as a tuning job measures it (repeats of at least 50 ms), both ways in turn.
@@ -119,10 +132,32 @@ int run(int candidates, int rounds) {
   double sandboxed_us = median(through) * 1e6, in_process_us = median(here) * 1e6;
   fmt::print("probe kernel (32^3 matmul): {:.3f} us through the sandbox, {:.3f} us in process (ratio {:.3f})\n",
              sandboxed_us, in_process_us, sandboxed_us / in_process_us);
-  fmt::print("{{\"candidates\":{},\"per_candidate_ms\":{:.3f},\"in_process_ms\":{:.3f},\"sandbox_cost_ms\":{:.3f},"
-             "\"rounds\":{},\"kernel_us_sandboxed\":{:.4f},\"kernel_us_in_process\":{:.4f},\"kernel_ratio\":{:.4f}}}\n",
-             candidates, per_candidate_ms, in_process_ms, per_candidate_ms - in_process_ms, rounds, sandboxed_us,
-             in_process_us, sandboxed_us / in_process_us);
+
+  // A job's measuring: every candidate checked against the reference (which the measurer runs
+  // once and keeps) and timed with the tuning options, through the sandbox and here in turn.
+  v1::MeasureOptions checked = default_tuning_measure_options();
+  checked = with_defaults(checked);
+  double job_sandboxed = 0, job_in_process = 0;
+  for (int i = 0; i < job_trials; ++i) {
+    auto begin = std::chrono::steady_clock::now();
+    v1::MeasureResult r = (*measurer)->measure(probe->workload, checked, &probe->reference, probe->candidate);
+    job_sandboxed += seconds_since(begin);
+    begin = std::chrono::steady_clock::now();
+    auto l = in_process(*probe, checked, true);
+    job_in_process += seconds_since(begin);
+    if (r.error() != v1::OK || !l.ok()) {
+      fmt::print(stderr, "sandbox_bench: the job's trial failed: {} {}\n", r.error_msg(), l.status().to_string());
+      return 1;
+    }
+  }
+  fmt::print("a job of {} trials spends {:.2f} s measuring through the sandbox, {:.2f} s in process (+{:.2f} s)\n",
+             job_trials, job_sandboxed, job_in_process, job_sandboxed - job_in_process);
+  fmt::print("{{\"candidates\":{},\"per_candidate_ms\":{:.3f},\"per_candidate_no_namespaces_ms\":{:.3f},"
+             "\"in_process_ms\":{:.3f},\"sandbox_cost_ms\":{:.3f},\"rounds\":{},\"kernel_us_sandboxed\":{:.4f},"
+             "\"kernel_us_in_process\":{:.4f},\"kernel_ratio\":{:.4f},\"job_trials\":{},\"job_s_sandboxed\":{:.3f},"
+             "\"job_s_in_process\":{:.3f}}}\n",
+             candidates, per_candidate_ms, bare_ms, in_process_ms, per_candidate_ms - in_process_ms, rounds,
+             sandboxed_us, in_process_us, sandboxed_us / in_process_us, job_trials, job_sandboxed, job_in_process);
   return 0;
 }
 
@@ -133,9 +168,12 @@ int main(int argc, char** argv) {
   CLI::App app("sandbox_bench: what the measurement sandbox costs per candidate, and that kernels time the same");
   int candidates = 64;
   int rounds = 10;
+  int job_trials = 64;
   app.add_option("--candidates", candidates, "Candidates run through the sandbox for its cost")->capture_default_str();
   app.add_option("--rounds", rounds, "Alternating timings of the probe kernel, sandboxed and in process")
       ->capture_default_str();
+  app.add_option("--job-trials", job_trials, "Trials of the job whose measuring is timed both ways")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  return tunefarm::run(std::max(1, candidates), std::max(1, rounds));
+  return tunefarm::run(std::max(1, candidates), std::max(1, rounds), std::max(1, job_trials));
 }
