@@ -21,7 +21,11 @@ int fail(const std::string& message) {
 }
 
 int rpc_failure(const std::string& address, const std::string& what, const grpc::Status& status) {
-  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return fail(fmt::format("{}: {}", what, status.error_message()));
+  return fail(rpc_failure_message(address, what, status));
+}
+
+std::string rpc_failure_message(const std::string& address, const std::string& what, const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return fmt::format("{}: {}", what, status.error_message());
   const std::string& message = status.error_message();
   // A connection that closes while it is set up is a TLS mismatch more often than a server that
   // is away; gRPC says only "Socket closed" or names the handshake.
@@ -34,7 +38,7 @@ int rpc_failure(const std::string& address, const std::string& what, const grpc:
       : message.find("onnect") != std::string::npos || message.find("refused") != std::string::npos
           ? "; is it running, and is that its --listen address?"
           : "";
-  return fail(fmt::format("{}: cannot reach {} ({}){}", what, address, message, hint));
+  return fmt::format("{}: cannot reach {} ({}){}", what, address, message, hint);
 }
 
 std::string to_json(const google::protobuf::Message& message) {
