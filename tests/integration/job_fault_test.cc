@@ -299,7 +299,7 @@ TEST_F(JobFaultTest, BuildSaysWhichWorkloadsFellBackToTheirDefault) {
 // tunerd killed mid-job: the resumed job's clock goes on from where it was, as `status` shows it.
 TEST_F(JobFaultTest, AResumedJobsElapsedTimeGoesOnFromWhereItWas) {
   Tunerd tunerd(farm_, data_dir("data"));
-  v1::JobSpec s = spec("matmul:M=64,N=64,K=64", 48, 4);
+  v1::JobSpec s = spec("matmul:M=64,N=64,K=64", 64, 4);
   s.set_strategy(v1::RANDOM);
   // Slow measurements: the job runs long enough for its clock to mean something.
   s.mutable_measure()->set_repeat(1);
@@ -308,11 +308,11 @@ TEST_F(JobFaultTest, AResumedJobsElapsedTimeGoesOnFromWhereItWas) {
   v1::Job before;
   for (int i = 0; i < 600; ++i) {
     before = tunerd.get(job.id());
-    if (before.progress().elapsed_s() >= 4 || ended(before)) break;
+    if (before.progress().elapsed_s() >= 6 || ended(before)) break;
     std::this_thread::sleep_for(milliseconds(50));
   }
   ASSERT_EQ(before.state(), v1::RUNNING) << "the job ended before tunerd could be killed\n" << tunerd.log();
-  ASSERT_GE(before.progress().elapsed_s(), 4) << tunerd.log();
+  ASSERT_GE(before.progress().elapsed_s(), 6) << tunerd.log();
   tunerd.kill9();
   tunerd.start();
   v1::Job after;
