@@ -204,7 +204,12 @@ int run_build(const GlobalFlags& global, const BuildFlags& flags) {
   } else {
     grpc::Status rpc;
     warnings = build_on_tunerd(global, library, flags, staging.path(), &rpc);
-    if (!rpc.ok()) return rpc_failure(global.server, "build", rpc);
+    if (!rpc.ok())
+      return rpc_failure(global.server,
+                         rpc.error_code() == grpc::StatusCode::UNAVAILABLE
+                             ? "build needs tunerd for the records (or --from-records FILE)"
+                             : "build",
+                         rpc);
   }
   if (!warnings.ok()) return fail(warnings.status().message());
   auto files = staging.commit();

@@ -90,6 +90,10 @@ StatusOr<v1::ExtractTasksResponse> extract_tasks(const GlobalFlags& global, cons
   TF_RETURN_IF_ERROR(stream_model(path, std::move(first), [&](const v1::ModelChunk& c) { return writer->Write(c); }));
   writer->WritesDone();
   grpc::Status status = writer->Finish();
+  // tunerd reads the model's tasks: an unreachable one is named with what to check; its refusals
+  // of the model are said as it says them.
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE)
+    return unavailable(rpc_failure_message(global.server, "the model's tasks need tunerd", status));
   if (!status.ok()) return from_grpc(status);
   return response;
 }

@@ -1,6 +1,7 @@
 #include "client/output.h"
 
 #include "client/command.h"
+#include "common/wire/credentials.h"
 
 #include <cctype>
 #include <cmath>
@@ -21,20 +22,19 @@ int fail(const std::string& message) {
 }
 
 int rpc_failure(const std::string& address, const std::string& what, const grpc::Status& status) {
-  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return fail(fmt::format("{}: {}", what, status.error_message()));
+  return fail(rpc_failure_message(address, what, status));
+}
+
+std::string rpc_failure_message(const std::string& address, const std::string& what, const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return fmt::format("{}: {}", what, status.error_message());
   const std::string& message = status.error_message();
-  // A connection that closes while it is set up is a TLS mismatch more often than a server that
-  // is away; gRPC says only "Socket closed" or names the handshake.
-  bool tls_mismatch = message.find("Socket closed") != std::string::npos ||
-                      message.find("handshake") != std::string::npos || message.find("SSL") != std::string::npos ||
-                      message.find("certificate") != std::string::npos;
-  std::string hint =
-      tls_mismatch ? "; if it serves TLS, give --tls-ca with the CA that signed its certificate (a wrong CA fails so "
-                     "too); if it does not, leave --tls-ca out"
-      : message.find("onnect") != std::string::npos || message.find("refused") != std::string::npos
-          ? "; is it running, and is that its --listen address?"
-          : "";
-  return fail(fmt::format("{}: cannot reach {} ({}){}", what, address, message, hint));
+  // UNAVAILABLE in the server's own words is about what it could not reach, not about this channel.
+  bool this_channel = message.rfind("failed to connect", 0) == 0 || message.rfind("Socket closed", 0) == 0 ||
+                      message.rfind("Connection reset", 0) == 0 || message.rfind("DNS resolution failed", 0) == 0 ||
+                      message.find("handshake") != std::string::npos;
+  if (!this_channel) return fmt::format("{}: {}", what, message);
+  std::string hint = unreachable_hint(message, "--tls-ca");
+  return fmt::format("{}: cannot reach {} ({}){}", what, address, message, hint);
 }
 
 std::string to_json(const google::protobuf::Message& message) {

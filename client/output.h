@@ -14,6 +14,8 @@ namespace tunefarm::client {
 // Prints why an RPC to the service at `address` failed ("WHAT: reason", naming an unreachable
 // server as such) and returns the exit status for it.
 int rpc_failure(const std::string& address, const std::string& what, const grpc::Status& status);
+// What rpc_failure() prints, for a command that reports it later.
+std::string rpc_failure_message(const std::string& address, const std::string& what, const grpc::Status& status);
 
 // One line of JSON with the proto's field names and every field present.
 std::string to_json(const google::protobuf::Message& message);

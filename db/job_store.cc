@@ -8,33 +8,12 @@
 #include <fmt/format.h>
 
 #include "common/wire/wire.h"
+#include "db/queries.h"
 #include "db/record_store.h"
 #include "db/sqlite.h"
 #include "db/writer.h"
 
 namespace tunefarm::db {
-namespace {
-
-constexpr int kDefaultJobLimit = 100;
-
-constexpr std::string_view kSelectJob =
-    "SELECT id, spec, state, progress, created_at_us, started_at_us, finished_at_us, error FROM jobs ";
-
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string new_job_id() {
-  static std::mutex mutex;
-  static std::mt19937_64 random(std::random_device{}());
-  std::lock_guard lock(mutex);
-  return fmt::format("job-{:012x}", random() & 0xffffffffffff);
-}
-
-bool has_ended(v1::JobState state) {
-  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
-}
 
 StatusOr<v1::Job> read_job(const Statement& stmt) {
   v1::Job job;
@@ -55,6 +34,26 @@ StatusOr<v1::Job> read_job(const Statement& stmt) {
   job.set_finished_at_us(stmt.column_int(6));
   job.set_error(std::string(stmt.column_text(7)));
   return job;
+}
+
+namespace {
+
+constexpr int kDefaultJobLimit = 100;
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string new_job_id() {
+  static std::mutex mutex;
+  static std::mt19937_64 random(std::random_device{}());
+  std::lock_guard lock(mutex);
+  return fmt::format("job-{:012x}", random() & 0xffffffffffff);
+}
+
+bool has_ended(v1::JobState state) {
+  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
 }
 
 Status check_spec(const v1::JobSpec& spec) {

@@ -22,6 +22,13 @@ inline constexpr std::string_view kSelectRecord =
 // The record of a row selected by kSelectRecord; DATA_LOSS for a row that does not parse.
 StatusOr<v1::Record> read_record(const Statement& stmt);
 
+// Columns of a job row, in the order read_job() reads them.
+inline constexpr std::string_view kSelectJob =
+    "SELECT id, spec, state, progress, created_at_us, started_at_us, finished_at_us, error FROM jobs ";
+
+// The job of a row selected by kSelectJob; DATA_LOSS for a row that does not parse.
+StatusOr<v1::Job> read_job(const Statement& stmt);
+
 // The fastest successful records: ?1 workload text, ?2 target text, ?3 how many, ?4 device key
 // (only `by_device`).
 inline std::string best_query_sql(bool by_device) {

@@ -1,6 +1,7 @@
 #include "db/salvage.h"
 
 #include <filesystem>
+#include <functional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,9 +14,61 @@ namespace tunefarm::db {
 namespace {
 
 constexpr size_t kBatch = 1000;
-// A record row takes more than this many bytes of the file: an upper bound of the ids to try when
-// the table's own b-tree cannot say which is the last.
+// A row takes more than this many bytes of the file: an upper bound of the ids to try when a
+// table's own b-tree cannot say which is the last.
 constexpr int64_t kMinRowBytes = 64;
+
+// Reads the rows of `table` one rowid at a time with `select` (which takes the rowid as ?1), so
+// that a damaged page costs the rows on it and no more; `take` gets each row that SQLite could
+// read and says whether it parsed. Counts the rest in `unreadable`.
+Status for_each_row(Connection& source, int64_t file_size, std::string_view table, const std::string& select_sql,
+                    const std::function<Status(const Statement&, bool& parsed)>& take, int64_t& unreadable) {
+  auto select = source.prepare(select_sql);
+  if (!select.ok())
+    return select.status().with_context(fmt::format("{} has no {} table this tunefarm can read", source.path(), table));
+  int64_t last = 0;
+  if (auto max = source.prepare(fmt::format("SELECT max(rowid) FROM {}", table)); max.ok()) {
+    auto row = max->step();
+    if (row.ok() && *row) last = max->column_int(0);
+  }
+  last = std::max(last, file_size / kMinRowBytes);
+  for (int64_t id = 1; id <= last; ++id) {
+    select->reset();
+    select->bind(1, id);
+    auto row = select->step();
+    if (!row.ok()) {
+      ++unreadable;
+      continue;
+    }
+    if (!*row) continue;
+    bool parsed = true;
+    TF_RETURN_IF_ERROR(take(*select, parsed));
+    if (!parsed) ++unreadable;
+  }
+  return Status();
+}
+
+// Writes `jobs` into the history at `out` as they were: ids, specs, states, progress and times, so
+// that tunerd on the new history lists them and resumes the ones that were queued or running.
+Status write_jobs(const std::string& out, const std::vector<v1::Job>& jobs) {
+  TF_ASSIGN_OR_RETURN(auto connection, Connection::open(out, Connection::Mode::kReadWrite, std::chrono::seconds(5)));
+  TF_RETURN_IF_ERROR(connection->exec("BEGIN IMMEDIATE"));
+  for (const v1::Job& job : jobs) {
+    TF_ASSIGN_OR_RETURN(Statement insert,
+                        connection->prepare("INSERT OR IGNORE INTO jobs (id, spec, state, progress, created_at_us, "
+                                            "started_at_us, finished_at_us, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+    insert.bind(1, job.id());
+    insert.bind_blob(2, job.spec().SerializeAsString());
+    insert.bind(3, int64_t{job.state()});
+    insert.bind_blob(4, job.progress().SerializeAsString());
+    insert.bind(5, job.created_at_us());
+    insert.bind(6, job.started_at_us());
+    insert.bind(7, job.finished_at_us());
+    insert.bind(8, job.error());
+    TF_RETURN_IF_ERROR(insert.run());
+  }
+  return connection->exec("COMMIT");
+}
 
 }  // namespace
 
@@ -26,19 +79,21 @@ StatusOr<SalvageReport> salvage_history(const std::string& damaged, const std::s
   auto size = std::filesystem::file_size(damaged, ec);
   if (ec) return not_found(fmt::format("cannot read {}: {}", damaged, ec.message()));
   TF_ASSIGN_OR_RETURN(auto source, Connection::open(damaged, Connection::Mode::kReadOnly, std::chrono::seconds(1)));
-  // Rows are read one id at a time, so that a damaged page costs the rows on it and no more.
-  auto select = source->prepare(std::string(kSelectRecord) + "WHERE r.id = ?1");
-  if (!select.ok())
-    return select.status().with_context(fmt::format("{} has no records table this tunefarm can read", damaged));
-  int64_t last = 0;
-  if (auto max = source->prepare("SELECT max(id) FROM records"); max.ok()) {
-    auto row = max->step();
-    if (row.ok() && *row) last = max->column_int(0);
-  }
-  last = std::max(last, static_cast<int64_t>(size) / kMinRowBytes);
+  const auto file_size = static_cast<int64_t>(size);
+  SalvageReport report;
+
+  std::vector<v1::Job> jobs;
+  TF_RETURN_IF_ERROR(for_each_row(
+      *source, file_size, "jobs", std::string(kSelectJob) + "WHERE rowid = ?1",
+      [&](const Statement& row, bool& parsed) {
+        auto job = read_job(row);
+        parsed = job.ok();
+        if (parsed) jobs.push_back(std::move(*job));
+        return Status();
+      },
+      report.unreadable));
 
   TF_ASSIGN_OR_RETURN(auto store, RecordStore::open(out));
-  SalvageReport report;
   std::vector<v1::Record> batch;
   auto flush = [&]() -> Status {
     TF_RETURN_IF_ERROR(store->add(batch));
@@ -46,25 +101,21 @@ StatusOr<SalvageReport> salvage_history(const std::string& damaged, const std::s
     batch.clear();
     return Status();
   };
-  for (int64_t id = 1; id <= last; ++id) {
-    select->reset();
-    select->bind(1, id);
-    auto row = select->step();
-    if (!row.ok()) {
-      ++report.unreadable;
-      continue;
-    }
-    if (!*row) continue;
-    auto record = read_record(*select);
-    if (!record.ok()) {
-      ++report.unreadable;
-      continue;
-    }
-    batch.push_back(std::move(*record));
-    if (batch.size() == kBatch) TF_RETURN_IF_ERROR(flush());
-  }
+  TF_RETURN_IF_ERROR(for_each_row(
+      *source, file_size, "records", std::string(kSelectRecord) + "WHERE r.id = ?1",
+      [&](const Statement& row, bool& parsed) -> Status {
+        auto record = read_record(row);
+        parsed = record.ok();
+        if (!parsed) return Status();
+        batch.push_back(std::move(*record));
+        return batch.size() == kBatch ? flush() : Status();
+      },
+      report.unreadable));
   TF_RETURN_IF_ERROR(flush());
   TF_RETURN_IF_ERROR(store->flush());
+  store.reset();
+  TF_RETURN_IF_ERROR(write_jobs(out, jobs));
+  report.jobs = static_cast<int64_t>(jobs.size());
   return report;
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/cpu_detect.h"
 #include "common/platform.h"
+#include "common/wire/credentials.h"
 #include "common/wire/wire.h"
 #include "measure/cuda_runner.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
@@ -205,7 +206,7 @@ Status DeviceAgent::serve_once() {
   // Without this wait a call fails at once while the channel sits in its reconnect backoff, and
   // connection attempts are abandoned with it.
   if (!channel_->WaitForConnected(std::chrono::system_clock::now() + options_.max_backoff))
-    return unavailable(fmt::format("cannot reach the tracker at {}", options_.tracker));
+    return unavailable(fmt::format("cannot reach the tracker at {}{}", options_.tracker, unreachable_hint("", "--tls-ca")));
   grpc::ClientContext context;
   {
     std::lock_guard<std::mutex> lock(context_mu_);

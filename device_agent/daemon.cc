@@ -4,6 +4,7 @@
 #include <string_view>
 #include <thread>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "common/cpu_detect.h"
@@ -47,6 +48,11 @@ void add_agent_flags(CLI::App& app, AgentFlags& f) {
 
 namespace {
 
+// Below this the measurement worker cannot even start its threads (it aborts with a
+// std::system_error that the self-test would then report first): a cap that small is a mistake in
+// the flags, said as such before any worker runs.
+constexpr int64_t kMinMemoryLimitMb = 32;
+
 // What the self-test's worker said of its sandbox: the layers in one line, each missing one in a
 // warning of its own, so that whoever runs the agent sees what a hostile kernel could still do.
 void log_sandbox(const std::string& description) {
@@ -70,6 +76,11 @@ DaemonExit run_device_agent(AgentFlags f) {
 
   StopSignals signals;
   // Before the sandbox starts: a mistake in the flags is said at once.
+  if (f.memory_limit_mb > 0 && f.memory_limit_mb < kMinMemoryLimitMb)
+    return DaemonExit::configuration(invalid_argument(fmt::format(
+        "--memory-limit-mb {}: the measurement worker alone needs about {} MiB of address space, before any "
+        "kernel's tensors; give at least {} (a few times the largest kernel's tensors), or 0 for no cap",
+        f.memory_limit_mb, kMinMemoryLimitMb, kMinMemoryLimitMb)));
   if (f.agent.agent_id.empty()) f.agent.agent_id = default_agent_id();
   auto metrics = start_agent_metrics(*f.metrics, f.agent.agent_id, f.agent.device_key);
   if (!metrics.ok()) return DaemonExit::of(metrics.status());

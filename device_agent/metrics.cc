@@ -1,5 +1,6 @@
 #include "device_agent/metrics.h"
 
+#include <fmt/format.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
@@ -69,11 +70,18 @@ class PrometheusAgentMetrics : public AgentMetrics {
   prometheus::Counter& worker_restarts_;
 };
 
+// Where "--metrics-listen auto" starts looking, and how many ports it tries.
+constexpr int kFirstAgentMetricsPort = 9392;
+constexpr int kAgentMetricsPorts = 16;
+
 }  // namespace
 
 std::shared_ptr<AgentMetricsFlags> add_agent_metrics_flags(CLI::App& app) {
   auto f = std::make_shared<AgentMetricsFlags>();
-  add_metrics_listen_flag(app, f->listen, "127.0.0.1:9392");
+  add_metrics_listen_flag(app, f->listen, kMetricsBesideListen,
+                          fmt::format("127.0.0.1:{}, or the first free port of the {} above it when another agent "
+                                      "on this host has it",
+                                      kFirstAgentMetricsPort, kAgentMetricsPorts - 1));
   app.add_option("--metrics-tls-cert", f->tls.cert, "PEM certificate to serve the metrics over TLS with");
   app.add_option("--metrics-tls-key", f->tls.key, "PEM private key of --metrics-tls-cert");
   add_secret_option(app, "metrics-token", f->tokens, "TUNEFARM_METRICS_TOKEN",
@@ -86,14 +94,32 @@ StatusOr<std::unique_ptr<AgentMetrics>> start_agent_metrics(const AgentMetricsFl
                                                            const std::string& device_key) {
   auto registry = std::make_shared<prometheus::Registry>();
   auto metrics = std::make_unique<PrometheusAgentMetrics>(registry, agent_id, device_key);
-  MetricsEndpointOptions options{f.listen,
+  // An agent has no --listen to put its metrics beside: "auto" takes the first free port from
+  // kFirstAgentMetricsPort, so that every agent of a board (one per device key) starts and serves
+  // its own; the log says which port each took.
+  bool beside_others = f.listen == kMetricsBesideListen;
+  MetricsEndpointOptions options{beside_others ? fmt::format("127.0.0.1:{}", kFirstAgentMetricsPort) : f.listen,
                                  f.tls,
                                  f.tokens,
                                  f.insecure,
                                  "--metrics-tls-cert, --metrics-tls-key",
                                  "--metrics-token",
                                  "a metrics token (--metrics-token)"};
-  TF_ASSIGN_OR_RETURN(metrics->endpoint, MetricsEndpoint::start(options, registry));
+  for (int port = kFirstAgentMetricsPort + 1;; ++port) {
+    auto endpoint = MetricsEndpoint::start(options, registry);
+    if (endpoint.ok()) {
+      metrics->endpoint = std::move(*endpoint);
+      break;
+    }
+    // Only a taken port moves on: any other mistake is the same on every port.
+    if (!beside_others || endpoint.status().code() != StatusCode::kUnavailable)
+      return endpoint.status();
+    if (port == kFirstAgentMetricsPort + kAgentMetricsPorts)
+      return endpoint.status().with_context(fmt::format(
+          "--metrics-listen auto: ports {} to {} are all taken; give --metrics-listen HOST:PORT or off",
+          kFirstAgentMetricsPort, port - 1));
+    options.listen = fmt::format("127.0.0.1:{}", port);
+  }
   if (!metrics->endpoint) return std::unique_ptr<AgentMetrics>();
   return std::unique_ptr<AgentMetrics>(std::move(metrics));
 }

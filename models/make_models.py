@@ -10,7 +10,7 @@ already transposed, attention heads through Reshape/Transpose with target shapes
 Shape/Gather/Concat chains, LayerNorm decomposed into ReduceMean/Sub/Pow/Sqrt/Div, GELU through
 Erf, and a symbolic batch dimension on the input.
 
-Usage: make_models.py OUT_DIR [--small-only]
+Usage: make_models.py OUT_DIR [--small-only] [--only NAME]
        make_models.py OUT_DIR --exporter-patterns
 (bert_layer_opset17 is the same layer as exporters write it at opset 17.)
 
@@ -440,16 +440,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("--small-only", action="store_true", help="only the small variants (for tests)")
+    parser.add_argument("--only", metavar="NAME", help="only this model, e.g. bert_layer or resnet50_small")
     parser.add_argument("--exporter-patterns", action="store_true",
                         help="the models in today's exporters' patterns (needs a current onnx package)")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     if args.exporter_patterns:
         return exporter_patterns(args.out_dir)
-    onnx.save(unbuildable(), os.path.join(args.out_dir, "unbuildable_small.onnx"))
+    if args.only in (None, "unbuildable_small"):
+        onnx.save(unbuildable(), os.path.join(args.out_dir, "unbuildable_small.onnx"))
     for name, make in MODELS.items():
         for small in ([True] if args.small_only else [True, False]):
             path = os.path.join(args.out_dir, name + ("_small" if small else "") + ".onnx")
+            if args.only and os.path.basename(path) != args.only + ".onnx":
+                continue
             onnx.save(make(small), path)
             print(path)
     return 0

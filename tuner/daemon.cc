@@ -139,10 +139,11 @@ DaemonExit salvage(const TunerdFlags& f) {
   std::string out = (std::filesystem::path(f.data_dir) / "history.db").string();
   auto report = db::salvage_history(f.salvage, out);
   if (!report.ok()) return DaemonExit::of(report.status().with_context("--salvage"));
-  spdlog::info("salvaged {} records of {} into {} ({} rows could not be read); start tunerd with --data-dir {}",
-               report->records, f.salvage, out, report->unreadable, f.data_dir);
-  fmt::print("salvaged {} records into {} ({} unreadable rows left behind)\n", report->records, out,
-             report->unreadable);
+  spdlog::info("salvaged {} records and {} jobs of {} into {} ({} rows could not be read); start tunerd with "
+               "--data-dir {}",
+               report->records, report->jobs, f.salvage, out, report->unreadable, f.data_dir);
+  fmt::print("salvaged {} records and {} jobs into {} ({} unreadable rows left behind)\n", report->records,
+             report->jobs, out, report->unreadable);
   return DaemonExit::ok();
 }
 

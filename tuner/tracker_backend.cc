@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "common/wire/credentials.h"
 #include "common/wire/wire.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
 
@@ -176,7 +177,9 @@ StatusOr<v1::QueueStatusResponse> farm_status(const std::shared_ptr<grpc::Channe
   v1::QueueStatusRequest request;
   v1::QueueStatusResponse response;
   grpc::Status status = stub->QueueStatus(&context, request, &response);
-  if (!status.ok()) return unavailable(fmt::format("cannot reach the tracker: {}", status.error_message()));
+  if (!status.ok())
+    return unavailable(fmt::format("cannot reach the tracker: {}{}", status.error_message(),
+                                   unreachable_hint(status.error_message(), "tunerd --tracker-ca")));
   return response;
 }
 

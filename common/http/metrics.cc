@@ -11,12 +11,13 @@
 
 namespace tunefarm {
 
-void add_metrics_listen_flag(CLI::App& app, std::string& listen, const std::string& default_listen) {
+void add_metrics_listen_flag(CLI::App& app, std::string& listen, const std::string& default_listen,
+                             const std::string& auto_means) {
   listen = default_listen;
   app.add_option("--metrics-listen", listen,
-                 "Address of the Prometheus metrics endpoint (GET /metrics): host:port, a port (on 127.0.0.1), "
-                 "auto (the --listen host, its port + 200), or off. Beyond loopback it needs TLS and tokens, as "
-                 "the daemon does")
+                 fmt::format("Address of the Prometheus metrics endpoint (GET /metrics): host:port, a port (on "
+                             "127.0.0.1), auto ({}), or off. Beyond loopback it needs TLS and tokens, as the daemon does",
+                             auto_means))
       ->envname("TUNEFARM_METRICS_LISTEN")
       ->capture_default_str();
 }

@@ -38,8 +38,10 @@ struct MetricsEndpointOptions {
 // on another port, gets metrics of its own instead of failing to start.
 inline constexpr const char* kMetricsBesideListen = "auto";
 
-// Adds --metrics-listen (environment TUNEFARM_METRICS_LISTEN) with `default_listen`.
-void add_metrics_listen_flag(CLI::App& app, std::string& listen, const std::string& default_listen);
+// Adds --metrics-listen (environment TUNEFARM_METRICS_LISTEN) with `default_listen`; `auto_means`
+// says in its help what kMetricsBesideListen stands for in this program.
+void add_metrics_listen_flag(CLI::App& app, std::string& listen, const std::string& default_listen,
+                             const std::string& auto_means = "the --listen host, its port + 200");
 
 // The address `metrics_listen` stands for, given the daemon's `listen` address: kMetricsBesideListen
 // becomes the port beside `listen`; anything else is itself. INVALID_ARGUMENT when `listen` has no

@@ -52,6 +52,23 @@ struct CallGate {
   std::string unknown = "the token is not one this daemon knows";
 };
 
+// What to check when a channel to `address` could not be used, from gRPC's `message` (empty when
+// all that is known is that it never connected): a connection closed while it was set up is a TLS
+// mismatch more often than a server that is away (gRPC says only "Socket closed" or names the
+// handshake); a refused one is a server that is not there. `ca_flag` is the dialer's flag for the
+// CA. Starts with "; ", to follow the message.
+inline std::string unreachable_hint(const std::string& message, const std::string& ca_flag) {
+  auto has = [&](const char* text) { return message.find(text) != std::string::npos; };
+  if (has("Socket closed") || has("handshake") || has("SSL") || has("certificate"))
+    return "; if it serves TLS, give " + ca_flag +
+           " with the CA that signed its certificate (a wrong CA fails so too); if it does not, leave " + ca_flag +
+           " out";
+  if (message.empty())
+    return "; is it running, and is that its --listen address? (one that serves TLS needs " + ca_flag + ")";
+  if (has("onnect") || has("refused")) return "; is it running, and is that its --listen address?";
+  return "";
+}
+
 // A daemon's side of TLS. No cert means plaintext. With client_ca, clients must present a
 // certificate signed by it (mutual TLS, for agents).
 struct TlsServerFiles {

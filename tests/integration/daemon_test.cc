@@ -109,6 +109,38 @@ TEST(Daemons, AListenAddressThatIsNoAddressIsNamedAsSuch) {
   EXPECT_EQ(tunerd.log().find("TLS"), std::string::npos) << tunerd.log();
 }
 
+// A memory cap too small for the measurement worker itself is a mistake in the flags, said first
+// and alone: not after a worker's "terminate called after throwing ... std::system_error".
+TEST(Daemons, AMemoryLimitTooSmallForTheWorkerIsNamedFirst) {
+  std::string dir = temp_dir("memory_limit");
+  Process agent(bin_path("device-agent"), {"--tracker", fmt::format("127.0.0.1:{}", free_port()), "--memory-limit-mb", "1"},
+                dir + "/agent.log");
+  EXPECT_EQ(exit_code(agent), 2) << agent.log();
+  EXPECT_EQ(agent.log().rfind("device-agent: --memory-limit-mb 1: the measurement worker alone needs", 0), 0)
+      << agent.log();
+  EXPECT_EQ(agent.log().find("terminate called"), std::string::npos) << agent.log();
+}
+
+// `tasks` and `build --model` ask tunerd for a model's tasks: with no tunerd there, they say what
+// to check rather than only gRPC's words.
+TEST(Daemons, AModelsTasksWithoutTunerdSayWhatToCheck) {
+  std::string dir = temp_dir("tasks_unreachable");
+  std::string model = dir + "/empty.onnx";
+  std::ofstream(model).close();
+  std::string server = fmt::format("127.0.0.1:{}", free_port());
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"tasks", "--model", model}, {"build", "--model", model, "-o", dir + "/out"}}) {
+    std::vector<std::string> args{"--server", server};
+    args.insert(args.end(), command.begin(), command.end());
+    Process client(bin_path("tune-client"), args, dir + "/" + command[0] + ".log");
+    EXPECT_EQ(exit_code(client), 1) << client.log();
+    EXPECT_NE(client.log().find("tunerd"), std::string::npos) << client.log();
+    EXPECT_NE(client.log().find("cannot reach " + server), std::string::npos) << client.log();
+    EXPECT_NE(client.log().find("is it running, and is that its --listen address?"), std::string::npos)
+        << client.log();
+  }
+}
+
 TEST(Daemons, ADataDirectoryBelongsToOneTunerdUntilItDies) {
   std::string dir = temp_dir("lock");
   std::string tracker = fmt::format("127.0.0.1:{}", free_port());

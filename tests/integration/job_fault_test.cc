@@ -1,9 +1,12 @@
 // Jobs through what a user meets in the first hour, with real processes on 127.0.0.1: a tracker
 // killed and restarted at random points of running jobs, a farm that stays away longer than the
-// job's limit, a time budget shorter than the first batch, and tunerd killed while it re-measures.
+// job's limit, a time budget shorter than the first batch, tunerd killed while it re-measures or
+// mid-job, and a damaged history salvaged into a new one that tunerd serves.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -16,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/wire/wire.h"
+#include "db/sqlite.h"
 #include "tests/integration/farm_harness.h"
 #include "tests/integration/tunerd_harness.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
@@ -290,6 +294,120 @@ TEST_F(JobFaultTest, BuildSaysWhichWorkloadsFellBackToTheirDefault) {
     nlohmann::json used = k.contains("chosen_config") ? k["chosen_config"] : k["config"];
     EXPECT_EQ(used == default_config, faster < 1.05) << faster << ": " << used.dump();
   }
+}
+
+// tunerd killed mid-job: the resumed job's clock goes on from where it was, as `status` shows it.
+TEST_F(JobFaultTest, AResumedJobsElapsedTimeGoesOnFromWhereItWas) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  v1::JobSpec s = spec("matmul:M=64,N=64,K=64", 64, 4);
+  s.set_strategy(v1::RANDOM);
+  // Slow measurements: the job runs long enough for its clock to mean something.
+  s.mutable_measure()->set_repeat(1);
+  s.mutable_measure()->set_min_repeat_ms(100);
+  v1::Job job = submit(tunerd, s);
+  v1::Job before;
+  for (int i = 0; i < 600; ++i) {
+    before = tunerd.get(job.id());
+    if (before.progress().elapsed_s() >= 6 || ended(before)) break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_EQ(before.state(), v1::RUNNING) << "the job ended before tunerd could be killed\n" << tunerd.log();
+  ASSERT_GE(before.progress().elapsed_s(), 6) << tunerd.log();
+  tunerd.kill9();
+  tunerd.start();
+  v1::Job after;
+  for (int i = 0; i < 600; ++i) {
+    after = tunerd.get(job.id());
+    if (after.state() == v1::RUNNING && after.progress().trials_done() > before.progress().trials_done()) break;
+    if (ended(after)) break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  // What the history kept of the clock: its last saved progress, at most a batch behind.
+  EXPECT_GE(after.progress().elapsed_s(), before.progress().elapsed_s() - 2) << tunerd.log();
+  auto [rc, out] = tune_client_output(farm_, {"--server", tunerd.address(), "status", job.id()}, "status");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("elapsed 0s"), std::string::npos) << out;
+  EXPECT_EQ(out.find("elapsed 1s"), std::string::npos) << out;
+  v1::Job done = tunerd.watch(job.id());
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error() << "\n" << tunerd.log();
+  EXPECT_GT(done.progress().elapsed_s(), before.progress().elapsed_s());
+}
+
+// A history damaged on disk: tunerd refuses it and names --salvage; `tunerd --salvage` copies its
+// records and its jobs, states and all, into a new data directory; tunerd started there lists the
+// finished job with its records and finishes the job that was running.
+TEST_F(JobFaultTest, ADamagedHistoryIsSalvagedWithItsJobs) {
+  std::string data = data_dir("data");
+  std::string history = data + "/history.db";
+  v1::Job finished, running;
+  size_t finished_records = 0;
+  {
+    Tunerd tunerd(farm_, data);
+    v1::JobSpec s = spec("matmul:M=48,N=48,K=48", 16, 8);
+    s.set_strategy(v1::RANDOM);
+    s.set_name("finished-one");
+    finished = submit(tunerd, s);
+    ASSERT_EQ(tunerd.watch(finished.id()).state(), v1::SUCCEEDED) << tunerd.log();
+    finished_records = tunerd.records(finished.id()).size();
+    s = spec("matmul:M=64,N=64,K=64", 32, 8);
+    s.set_strategy(v1::RANDOM);
+    running = submit(tunerd, s);
+    for (int i = 0; i < 600 && tunerd.records(running.id()).size() < 8; ++i)
+      std::this_thread::sleep_for(milliseconds(50));
+    ASSERT_EQ(tunerd.get(running.id()).state(), v1::RUNNING) << tunerd.log();
+    tunerd.stop();  // The job stays RUNNING in the history, to resume at the next start.
+  }
+  ASSERT_FALSE(std::filesystem::exists(history + "-wal") && std::filesystem::file_size(history + "-wal") > 0)
+      << "a clean stop folds the WAL into the file";
+  // Random bytes over the records' identity index: every row is still readable, but the file fails
+  // SQLite's check, as a disk or a copy that went wrong leaves it.
+  int64_t page = 0, page_size = 0;
+  {
+    auto connection = db::Connection::open(history, db::Connection::Mode::kReadOnly, seconds(1));
+    ASSERT_TRUE(connection.ok()) << connection.status().to_string();
+    page = *(*connection)->query_int("SELECT rootpage FROM sqlite_master WHERE name = 'records_identity'");
+    page_size = *(*connection)->query_int("PRAGMA page_size");
+  }
+  {
+    std::mt19937 random(31);
+    std::string junk(static_cast<size_t>(page_size), '\0');
+    for (char& c : junk) c = static_cast<char>(random());
+    std::fstream file(history, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp((page - 1) * page_size);
+    file.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  auto tunerd_args = [&](const std::string& dir) {
+    return std::vector<std::string>{"--listen", fmt::format("127.0.0.1:{}", free_port()), "--tracker",
+                                    farm_.address(), "--data-dir", dir, "--metrics-listen", "off"};
+  };
+  Process refused(bin_path("tunerd"), tunerd_args(data), data_dir("tunerd-damaged.log"));
+  int status = refused.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << refused.log();
+  EXPECT_NE(refused.log().find("tunerd --salvage"), std::string::npos) << refused.log();
+
+  std::string salvaged = data_dir("salvaged");
+  Process salvage(bin_path("tunerd"), {"--salvage", history, "--data-dir", salvaged}, data_dir("salvage.log"));
+  status = salvage.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << salvage.log();
+  EXPECT_NE(salvage.log().find("and 2 jobs into"), std::string::npos) << salvage.log();
+
+  Tunerd tunerd(farm_, salvaged);
+  auto [rc, out] = tune_client_output(farm_, {"--server", tunerd.address(), "jobs"}, "jobs");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find(finished.id()), std::string::npos) << out;
+  EXPECT_NE(out.find("finished-one"), std::string::npos) << out;
+  EXPECT_NE(out.find(running.id()), std::string::npos) << out;
+  EXPECT_EQ(tunerd.get(finished.id()).state(), v1::SUCCEEDED);
+  EXPECT_EQ(tunerd.records(finished.id()).size(), finished_records);
+  std::tie(rc, out) = tune_client_output(farm_, {"--server", tunerd.address(), "records", "--job", finished.id()},
+                                         "records");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find(fmt::format("{} records", finished_records)), std::string::npos) << out;
+  v1::Job done = tunerd.watch(running.id());
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error() << "\n" << tunerd.log();
+  auto [distinct, trials] = trial_configs(tunerd, running.id());
+  EXPECT_EQ(distinct, 32u);
+  EXPECT_EQ(trials, 32u);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -348,6 +349,35 @@ TEST(MetricsExposure, ATakenMetricsPortIsAddressAlreadyInUse) {
   auto [code, log] = run_to_exit("trackerd", {"--listen", port_arg(free_port()), "--metrics-listen", port_arg(port)});
   EXPECT_EQ(code, 1) << log;
   EXPECT_NE(log.find("address already in use"), std::string::npos) << log;
+}
+
+// Two agents on one host with the default --metrics-listen (auto; the harness turns metrics off
+// unless asked): both start, each serves its own metrics on a port of its own from 9392 up, and
+// says which in its log, where one fixed port stopped the second with "address already in use".
+TEST(MetricsExposure, TwoAgentsOnOneHostEachServeTheirOwnMetrics) {
+  Process help(bin_path("device-agent"), {"--help"}, ::testing::TempDir() + "/agent-help.log");
+  help.wait();
+  EXPECT_NE(help.log().find("--metrics-listen TEXT=auto"), std::string::npos) << help.log();
+  Farm farm;
+  farm.start_agent("a1", "local-cpu", {"--metrics-listen", "auto"});
+  farm.start_agent("a2", "other-key", {"--metrics-listen", "auto"});
+  ASSERT_TRUE(farm.wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << farm.logs();
+  ASSERT_TRUE(farm.wait_for_agents("other-key", 1, std::chrono::seconds(20))) << farm.logs();
+  std::set<int> ports;
+  for (const std::string id : {"a1", "a2"}) {
+    std::smatch m;
+    std::string log = farm.agent(id).log();
+    ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(metrics on http://127\.0\.0\.1:(\d+)/metrics)"))) << log;
+    int port = std::stoi(m[1]);
+    EXPECT_GE(port, 9392);
+    EXPECT_LT(port, 9392 + 16);
+    ports.insert(port);
+    HttpAnswer scraped = http_get(port, "/metrics");
+    EXPECT_EQ(scraped.status, 200);
+    EXPECT_NE(scraped.body.find(fmt::format("agent_id=\"{}\"", id)), std::string::npos) << scraped.body;
+    EXPECT_TRUE(farm.agent(id).running()) << log;
+  }
+  EXPECT_EQ(ports.size(), 2u);
 }
 
 TEST(JsonLogs, EveryLineOfADaemonsLogIsOneJsonObject) {

@@ -168,6 +168,44 @@ TEST_F(ServiceTest, AFullDiskPausesTheJobAndNothingMeasuredIsLost) {
   EXPECT_TRUE(done.activity().empty());
 }
 
+// While paused on a full disk the history's WAL is folded into the file and truncated: a disk
+// filled by the WAL itself gets its room back and the job goes on with the limit still in place,
+// where a WAL left to grow kept every write failing until the limit was lifted. The limit leaves
+// the file room to grow by what the job writes, but not the WAL room to hold it all.
+TEST_F(ServiceTest, AWalThatFillsTheDiskIsCheckpointedWhilePaused) {
+  std::string data = data_dir("data");
+  Tunerd tunerd(farm_, data);
+  auto job = tunerd.submit("matmul:M=64,N=64,K=64", 48, 4);
+  ASSERT_TRUE(job.ok()) << job.status().to_string();
+  for (int i = 0; i < 600 && tunerd.records(job->id()).size() < 4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto size = [&](const std::string& name) -> uintmax_t {
+    std::error_code ec;
+    auto bytes = std::filesystem::file_size(data + "/" + name, ec);
+    return ec ? 0 : bytes;
+  };
+  // The WAL holds everything since tunerd started; the file grows by about 100 KiB in this job.
+  uintmax_t limit = std::max(size("history.db") + (512 << 10), size("history.db-wal") + (64 << 10));
+  std::string cmd = fmt::format("prlimit --pid {} --fsize={}:unlimited", tunerd.pid(), limit);
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  v1::Job now;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+       std::chrono::steady_clock::now() < until;) {
+    now = tunerd.get(job->id());
+    if (now.state() != v1::RUNNING) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(tunerd.log().find("history writes are failing"), std::string::npos)
+      << "the WAL never reached the limit of " << limit << " bytes\n" << tunerd.log();
+  EXPECT_NE(tunerd.log().find("history writes succeed again"), std::string::npos) << tunerd.log();
+  ASSERT_EQ(now.state(), v1::SUCCEEDED) << now.activity() << " " << now.error() << "\n" << tunerd.log();
+  EXPECT_LE(size("history.db-wal"), limit);
+  EXPECT_LE(size("history.db"), limit);
+  auto records = tunerd.records(job->id());
+  EXPECT_EQ(distinct_configs(records).size(), 48u);
+  EXPECT_EQ(now.progress().trials_done(), 48);
+}
+
 #ifdef TUNEFARM_TEST_MODELS
 // A model in: its task table from tunerd, mistakes as one-line errors that leave tunerd serving,
 // and one job over all its tasks in which every task gets trials and records are ordinary ones.
