@@ -5,7 +5,8 @@ Both run the same deterministic inputs, interleaved, with the same number of thr
 Runtime: that many intra-op threads, one inter-op thread, every graph optimization on). Prints the
 per-run latency medians, their ratio, the largest output difference relative to the output's
 scale, and with --untuned-artifact the untuned build beside them; with --profile, the share of
-each step of the built model. The last line is JSON.
+each step of the built model, and its time by kind of step beside ONNX Runtime's own profile by
+operator kind. The last line is JSON.
 
 With --check it only compares outputs (the tests run it so) and exits non-zero when the largest
 relative difference is above --tolerance.
@@ -20,6 +21,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -34,6 +36,31 @@ def onnxruntime_session(model, threads):
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def onnxruntime_profile(model, threads, feeds, runs):
+    """ONNX Runtime's own per-node profile (SessionOptions.enable_profiling), summed by operator
+    kind: milliseconds per inference. A session of its own, so that profiling slows no timed run."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory() as scratch:
+        options.profile_file_prefix = os.path.join(scratch, "ort_profile")
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        session.run(None, feeds)  # The warm-up run is in the profile too: only the last `runs` count.
+        for _ in range(runs):
+            session.run(None, feeds)
+        with open(session.end_profiling()) as f:
+            events = json.load(f)
+    nodes = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")]
+    per_run = len(nodes) // (runs + 1)
+    kinds = {}
+    for e in nodes[len(nodes) - per_run * runs:]:
+        kind = e.get("args", {}).get("op_name", "?")
+        kinds[kind] = kinds.get(kind, 0.0) + e["dur"] / 1e3 / runs
+    return kinds
 
 
 def relative_difference(ours, theirs):
@@ -122,15 +149,23 @@ def main():
             print(f"  {100 * profile[i] / total:5.1f}%  {1e3 * profile[i] / args.runs:8.3f} ms  {ours.step_names[i]}")
         result["profile_top"] = [{"step": ours.step_names[i], "ms": 1e3 * profile[i] / args.runs} for i in top]
         # The same time by kind of step (the operator, or the epilogue / layout conversion a step
-        # is), which says what a gap to ONNX Runtime is made of.
+        # is), beside ONNX Runtime's own profile of the same runs by operator kind (its fused
+        # kernels under their own names: FusedConv, FusedMatMul, SkipLayerNormalization...), which
+        # says what a gap to ONNX Runtime is made of.
         kinds = {}
         for i in range(steps):
             kind = ours.step_names[i].rsplit("(", 1)[-1].rstrip(")")
-            kinds[kind] = kinds.get(kind, 0.0) + profile[i]
-        print("time by kind of step:")
-        for kind, t in sorted(kinds.items(), key=lambda kv: -kv[1]):
-            print(f"  {100 * t / total:5.1f}%  {1e3 * t / args.runs:8.3f} ms  {kind}")
-        result["profile_by_kind"] = {kind: 1e3 * t / args.runs for kind, t in kinds.items()}
+            kinds[kind] = kinds.get(kind, 0.0) + 1e3 * profile[i] / args.runs
+        theirs_by_kind = onnxruntime_profile(args.model, args.threads, feeds, args.runs)
+        print(f"time by kind of step (ms per inference; ours {1e3 * total / args.runs:.3f}, "
+              f"ONNX Runtime's kernels {sum(theirs_by_kind.values()):.3f}):")
+        print(f"  {'kind':28s} {'ours':>9s} {'ORT':>9s}")
+        for kind in sorted(set(kinds) | set(theirs_by_kind), key=lambda k: -max(kinds.get(k, 0), theirs_by_kind.get(k, 0))):
+            mine = f"{kinds[kind]:9.3f}" if kind in kinds else f"{'-':>9s}"
+            other = f"{theirs_by_kind[kind]:9.3f}" if kind in theirs_by_kind else f"{'-':>9s}"
+            print(f"  {kind:28s} {mine} {other}")
+        result["profile_by_kind"] = kinds
+        result["onnxruntime_profile_by_kind"] = theirs_by_kind
         result["profile_steps"] = [{"step": ours.step_names[i], "ms": 1e3 * profile[i] / args.runs}
                                    for i in range(steps)]
     print(json.dumps(result))

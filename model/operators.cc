@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -89,6 +90,46 @@ StatusOr<std::vector<te::Tensor>> inputs_of(const Graph& graph, const Node& node
 // The last axis of a rank-`rank` tensor, which is the only axis Softmax and LayerNormalization
 // support here (the form every exporter writes for transformers).
 bool is_last_axis(int64_t axis, size_t rank) { return axis == -1 || axis == static_cast<int64_t>(rank) - 1; }
+
+// The row of an index into a [rows..., n] tensor (all but its last), and a row's index at `k`.
+std::vector<Expr> row_of(const std::vector<Var>& i) { return {i.begin(), i.end() - 1}; }
+std::vector<Expr> with_last(std::vector<Expr> row, Expr k) {
+  row.push_back(std::move(k));
+  return row;
+}
+
+// A statistic of each row (the sum or the max of `term(row, k)` over k < n), in two stages that
+// vectorize across the row (plain_schedule runs a stage's short last axis as one vector inside its
+// reduction): partial results in `lanes` columns (a power of two), column l over every lanes-th
+// term from l, then their sum or max. A row that is not a multiple of the lanes reads the identity past its end.
+te::Tensor row_statistic(const std::string& name, const std::vector<int64_t>& rows, int64_t n, bool max,
+                         const std::function<Expr(const std::vector<Expr>&, Expr)>& term) {
+  int64_t lanes = 1;
+  while (lanes * 2 <= std::min<int64_t>(16, n)) lanes *= 2;
+  auto reduce = [&](Expr v, const te::IterVar& axis) { return max ? te::max_reduce(v, {axis}) : te::sum(v, {axis}); };
+  Expr identity = f32(max ? -std::numeric_limits<float>::infinity() : 0.0);
+  auto ko = te::reduce_axis((n + lanes - 1) / lanes, name + "_k");
+  std::vector<int64_t> shape = rows;
+  shape.push_back(lanes);
+  te::Tensor columns = te::compute(name + "_lanes", shape, [&](const std::vector<Var>& i) {
+    Expr k = Expr(ko->var) * lanes + Expr(i.back());
+    if (n % lanes == 0) return reduce(term(row_of(i), k), ko);
+    return reduce(ir::select(ir::lt(k, ir::int_imm(n)), term(row_of(i), ir::min(k, ir::int_imm(n - 1))), identity), ko);
+  });
+  // The columns combined pairwise, a tree of depth log2(lanes) where a reduction over them would
+  // be a chain of `lanes` dependent additions (floating-point sums are not reassociated).
+  return te::compute(name, rows, [&](const std::vector<Var>& i) {
+    std::vector<Expr> terms;
+    for (int64_t l = 0; l < lanes; ++l) terms.push_back(columns(with_last(as_exprs(i), ir::int_imm(l))));
+    for (size_t width = terms.size(); width > 1; width /= 2)
+      for (size_t t = 0; t < width / 2; ++t) {
+        // Column t with column t + width/2: each level is one vector operation on halves.
+        const Expr& other = terms[t + width / 2];
+        terms[t] = max ? ir::max(terms[t], other) : terms[t] + other;
+      }
+    return terms[0];
+  });
+}
 
 StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>& in, const std::vector<int64_t>& out) {
   const std::string& op = node.op;
@@ -313,46 +354,34 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
   } else if (op == "Softmax") {
     if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
     std::vector<int64_t> rows(out.begin(), out.end() - 1);
-    auto k = te::reduce_axis(out.back(), "k");
-    auto row = [&](const std::vector<Var>& i, Expr last) {
-      std::vector<Expr> at(i.begin(), i.begin() + static_cast<std::ptrdiff_t>(rows.size()));
-      at.push_back(last);
-      return at;
-    };
-    te::Tensor m = te::compute("row_max", rows, [&](const std::vector<Var>& i) { return te::max_reduce(x(row(i, k->var)), {k}); });
-    auto k2 = te::reduce_axis(out.back(), "k2");
-    auto shifted_exp = [&](const std::vector<Var>& i, Expr last) {
-      std::vector<Expr> r(i.begin(), i.begin() + static_cast<std::ptrdiff_t>(rows.size()));
-      return ir::call(ir::Type::f32(), "exp", {x(row(i, last)) - m(r)});
-    };
-    te::Tensor s = te::compute("row_sum", rows, [&](const std::vector<Var>& i) { return te::sum(shifted_exp(i, k2->var), {k2}); });
-    result = te::compute("out", out, [&](const std::vector<Var>& i) {
-      std::vector<Expr> r(i.begin(), i.end() - 1);
-      return shifted_exp(i, i.back()) / s(r);
+    int64_t n = out.back();
+    te::Tensor m = row_statistic("row_max", rows, n, true, [&](const std::vector<Expr>& r, Expr k) { return x(with_last(r, k)); });
+    // The exponentials once, in a stage of their own that the sum and the quotient read.
+    te::Tensor e = te::compute("shifted_exp", out, [&](const std::vector<Var>& i) {
+      return ir::call(ir::Type::f32(), "exp", {x(as_exprs(i)) - m(row_of(i))});
     });
+    te::Tensor s = row_statistic("row_sum", rows, n, false, [&](const std::vector<Expr>& r, Expr k) { return e(with_last(r, k)); });
+    // Divisions once a row: the row's elements multiply.
+    te::Tensor inv = te::compute("inv_sum", rows, [&](const std::vector<Var>& i) { return f32(1) / s(as_exprs(i)); });
+    result = te::compute("out", out, [&](const std::vector<Var>& i) { return e(as_exprs(i)) * inv(row_of(i)); });
   } else if (op == "LayerNormalization") {
     if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
     float eps = node.float_attr("epsilon", 1e-5f);
     int64_t n = out.back();
     std::vector<int64_t> rows(out.begin(), out.end() - 1);
-    auto at = [&](const std::vector<Var>& i, Expr last) {
-      std::vector<Expr> a(i.begin(), i.begin() + static_cast<std::ptrdiff_t>(rows.size()));
-      a.push_back(last);
-      return a;
-    };
-    // Reductions are whole stages: the sums, then the means read from them.
-    auto k = te::reduce_axis(n, "k");
-    te::Tensor total = te::compute("total", rows, [&](const std::vector<Var>& i) { return te::sum(x(at(i, k->var)), {k}); });
-    auto mean = [&](const std::vector<Expr>& r) { return total(r) / f32(double(n)); };
-    auto k2 = te::reduce_axis(n, "k2");
-    te::Tensor squares = te::compute("squares", rows, [&](const std::vector<Var>& i) {
-      Expr d = x(at(i, k2->var)) - mean(as_exprs(i));
-      return te::sum(d * d, {k2});
+    te::Tensor total = row_statistic("total", rows, n, false, [&](const std::vector<Expr>& r, Expr k) { return x(with_last(r, k)); });
+    te::Tensor mean = te::compute("mean", rows, [&](const std::vector<Var>& i) { return total(as_exprs(i)) / f32(double(n)); });
+    te::Tensor squares = row_statistic("squares", rows, n, false, [&](const std::vector<Expr>& r, Expr k) {
+      Expr d = x(with_last(r, k)) - mean(r);
+      return d * d;
+    });
+    // The square root and the division once a row: the row's elements multiply.
+    te::Tensor inv_std = te::compute("inv_std", rows, [&](const std::vector<Var>& i) {
+      return f32(1) / ir::call(ir::Type::f32(), "sqrt", {squares(as_exprs(i)) / f32(double(n)) + f32(eps)});
     });
     result = te::compute("out", out, [&](const std::vector<Var>& i) {
-      std::vector<Expr> r(i.begin(), i.end() - 1);
-      Expr variance = squares(r) / f32(double(n));
-      Expr y = (x(as_exprs(i)) - mean(r)) / ir::call(ir::Type::f32(), "sqrt", {variance + f32(eps)});
+      std::vector<Expr> r = row_of(i);
+      Expr y = (x(as_exprs(i)) - mean(r)) * inv_std(r);
       if (in.size() > 1) y = y * broadcast_read(in[1], i);
       if (in.size() > 2) y = y + broadcast_read(in[2], i);
       return y;

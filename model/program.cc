@@ -179,10 +179,11 @@ class Lowering {
       TF_ASSIGN_OR_RETURN(in, plain(node, in));
     }
     TF_ASSIGN_OR_RETURN(Computed c, operator_compute(graph_, n));
-    // tanh exists in scalar form only; a row's statistics (Softmax, LayerNorm) are scalars beside
-    // the row's vectors, which the vectorizer does not broadcast.
+    // Softmax and LayerNorm vectorize across the row, their statistics in lanes too
+    // (operators.cc's row_statistic); other reductions run scalar.
     bool pooling = node.op == "MaxPool" || node.op == "GlobalMaxPool";
-    bool scalar_only = node.op == "Tanh" || (!pooling && has_reduction(c.def.output.op));
+    bool row_wise = node.op == "Softmax" || node.op == "LayerNormalization";
+    bool scalar_only = !pooling && !row_wise && has_reduction(c.def.output.op);
     add_step(node.name, node.op, c, !scalar_only);
     return Status();
   }

@@ -64,39 +64,42 @@ Status derive_axes(const schedule::Stage& stage, StageBounds& sb, RangeMap& rang
   return Status();
 }
 
-// The region of `producer` that one iteration of `consumer`'s loops outside `at` reads.
-Status infer_region(const schedule::Stage& producer, const schedule::Stage& consumer, const StageBounds& cb,
-                    const RangeMap& ranges, const IntervalMap& thread_vars, StageBounds& pb) {
-  const auto& leaves = consumer.leaf_iter_vars();
-  size_t pos = std::find(leaves.begin(), leaves.end(), producer.attach_iv()) - leaves.begin();
-  bool shared = producer.scope() == MemScope::kShared;
+// The range of each root axis of `reader` over its leaves from `relax_from` on (the leaves
+// before it stay at their loop variables).
+StatusOr<IntervalMap> root_intervals(const schedule::Stage& reader, const StageBounds& rb, size_t relax_from,
+                                     MemScope producer_scope) {
+  const auto& leaves = reader.leaf_iter_vars();
   IntervalMap leaf_iv;
   for (size_t k = 0; k < leaves.size(); ++k) {
-    bool relax = k > pos || (shared && consumer.annotation(leaves[k]).kind == ForKind::kGpuThread);
+    bool relax = k >= relax_from || (producer_scope == MemScope::kShared && reader.annotation(leaves[k]).kind == ForKind::kGpuThread);
     if (!relax) continue;
-    auto ext = eval_interval(cb.extent.at(leaves[k].get()), leaf_iv);
+    auto ext = eval_interval(rb.extent.at(leaves[k].get()), leaf_iv);
     if (!ext) return internal_error("bound inference: cannot bound the extent of " + leaves[k]->var->name);
     leaf_iv[leaves[k]->var.get()] = Interval{int_imm(0), sub(ext->max, int_imm(1))};
   }
   IntervalMap root_iv;
-  auto roots = consumer.root_iter_vars();
+  auto roots = reader.root_iter_vars();
   for (size_t r = 0; r < roots.size(); ++r) {
-    auto v = eval_interval(cb.value.at(roots[r].get()), leaf_iv);
+    auto v = eval_interval(rb.value.at(roots[r].get()), leaf_iv);
     if (!v) return internal_error("bound inference: cannot bound axis " + roots[r]->var->name);
-    root_iv[roots[r]->var.get()] = Interval{add(cb.root_min[r], v->min), add(cb.root_min[r], v->max)};
+    root_iv[roots[r]->var.get()] = Interval{add(rb.root_min[r], v->min), add(rb.root_min[r], v->max)};
   }
+  return root_iv;
+}
+
+// Widens [lo, hi] to cover what `reader` reads of `producer` with its root axes over `root_iv`.
+Status add_reads(const schedule::Stage& producer, const schedule::Stage& reader, const IntervalMap& root_iv,
+                 std::vector<Expr>& lo, std::vector<Expr>& hi) {
   const BufferNode* target = producer.op()->buffer.get();
-  size_t ndim = producer.op()->axes.size();
-  std::vector<Expr> lo(ndim), hi(ndim);
   Status status;
-  post_order_visit(consumer.op()->body, [&](const Expr& e) {
+  post_order_visit(reader.op()->body, [&](const Expr& e) {
     const auto* l = e->as<Load>();
     if (!l || l->buffer.get() != target || !status.ok()) return;
-    for (size_t d = 0; d < ndim; ++d) {
+    for (size_t d = 0; d < lo.size(); ++d) {
       auto iv = eval_interval(l->indices[d], root_iv);
       if (!iv) {
         status = invalid_argument(fmt::format("stage {}: cannot infer the region of {} read by {} (index {})",
-                                              producer.op()->name, producer.op()->name, consumer.op()->name,
+                                              producer.op()->name, producer.op()->name, reader.op()->name,
                                               to_string(l->indices[d])));
         return;
       }
@@ -104,7 +107,25 @@ Status infer_region(const schedule::Stage& producer, const schedule::Stage& cons
       hi[d] = hi[d] ? max(hi[d], iv->max) : iv->max;
     }
   });
-  TF_RETURN_IF_ERROR(status);
+  return status;
+}
+
+// The region of `producer` that one iteration of its consumer's loops outside the attach point
+// reads: what the consumer reads there, and what the `siblings` (stages computed at the same
+// point, after it) read in all of their loops.
+Status infer_region(const schedule::Stage& producer, const schedule::Stage& consumer, const Bounds& bounds,
+                    const std::vector<const schedule::Stage*>& siblings, const IntervalMap& thread_vars, StageBounds& pb) {
+  const auto& leaves = consumer.leaf_iter_vars();
+  size_t pos = std::find(leaves.begin(), leaves.end(), producer.attach_iv()) - leaves.begin();
+  bool shared = producer.scope() == MemScope::kShared;
+  size_t ndim = producer.op()->axes.size();
+  std::vector<Expr> lo(ndim), hi(ndim);
+  TF_ASSIGN_OR_RETURN(IntervalMap root_iv, root_intervals(consumer, bounds.stages.at(&consumer), pos + 1, producer.scope()));
+  TF_RETURN_IF_ERROR(add_reads(producer, consumer, root_iv, lo, hi));
+  for (const schedule::Stage* sibling : siblings) {
+    TF_ASSIGN_OR_RETURN(IntervalMap sibling_iv, root_intervals(*sibling, bounds.stages.at(sibling), 0, producer.scope()));
+    TF_RETURN_IF_ERROR(add_reads(producer, *sibling, sibling_iv, lo, hi));
+  }
   // A shared-memory stage holds what the whole thread block reads: relax every thread index.
   if (shared) {
     for (size_t d = 0; d < ndim && lo[d]; ++d) {
@@ -117,11 +138,11 @@ Status infer_region(const schedule::Stage& producer, const schedule::Stage& cons
   for (size_t d = 0; d < ndim; ++d) {
     if (!lo[d]) return invalid_argument(fmt::format("stage {} is computed at {}, which does not read it",
                                                     producer.op()->name, consumer.op()->name));
-    Expr mn = simplify(lo[d], ranges);
+    Expr mn = simplify(lo[d], bounds.ranges);
     pb.root_min.push_back(mn);
     // Never more than the tensor has: a block-wide tile at the edge of a matrix stops there.
     Expr extent = min(add(sub(hi[d], mn), int_imm(1)), sub(int_imm(producer.op()->axes[d]->extent), mn));
-    pb.root_extent.push_back(simplify(extent, ranges));
+    pb.root_extent.push_back(simplify(extent, bounds.ranges));
   }
   return Status();
 }
@@ -143,14 +164,18 @@ StatusOr<Bounds> infer_bounds(const schedule::Schedule& sched) {
       auto cit = out.stages.find(consumer);
       if (cit == out.stages.end())
         return invalid_argument(fmt::format("stage {} is computed at {}, which does not consume it", op->name, consumer->op()->name));
+      // Other readers must be computed at the same point (a row's statistics beside the row that
+      // reads them): there the region covers their reads too.
+      std::vector<const schedule::Stage*> siblings;
       for (const auto& other : stages) {
         if (other.get() == consumer || other.get() == &stage) continue;
-        for (const auto& in : other->op()->inputs)
-          if (in == op)
-            return invalid_argument(fmt::format("stage {} is computed at {} but {} reads it too", op->name,
-                                                consumer->op()->name, other->op()->name));
+        if (std::find(other->op()->inputs.begin(), other->op()->inputs.end(), op) == other->op()->inputs.end()) continue;
+        if (other->attach_stage() != consumer || other->attach_iv() != stage.attach_iv())
+          return invalid_argument(fmt::format("stage {} is computed at {} but {} reads it too", op->name,
+                                              consumer->op()->name, other->op()->name));
+        siblings.push_back(other.get());
       }
-      TF_RETURN_IF_ERROR(infer_region(stage, *consumer, cit->second, out.ranges, thread_vars, sb));
+      TF_RETURN_IF_ERROR(infer_region(stage, *consumer, out, siblings, thread_vars, sb));
     } else {
       for (const auto& a : op->axes) {
         sb.root_min.push_back(int_imm(0));

@@ -58,6 +58,42 @@ Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind) {
   return Scheduled{std::move(s), std::move(args)};
 }
 
+namespace {
+
+// Runs a stage's innermost axis as vectors of 16: inside the stage's reduction if it has one (the
+// vector holds that many outputs, each accumulating its own terms).
+void vectorize_innermost(schedule::Stage& st) {
+  const auto& shape = st.op()->buffer->shape;
+  if (shape.empty() || shape.back() <= 1) return;
+  te::IterVar lanes = st.axis(shape.size() - 1);
+  if (shape.back() > 16) lanes = st.split(lanes, 16).second;
+  if (!st.op()->reduce_axes.empty()) {
+    std::vector<te::IterVar> order(st.leaf_iter_vars().begin(), st.leaf_iter_vars().end());
+    order.erase(std::remove(order.begin(), order.end(), lanes), order.end());
+    order.push_back(lanes);
+    st.reorder(order);
+  }
+  st.vectorize(lanes);
+}
+
+// A row-wise step (softmax, layer normalization): an output of rows whose every other stage is of
+// those rows, a statistic per row ([rows...]) or a row-shaped part of one ([rows..., m]).
+bool is_row_wise(const schedule::Schedule& s, const te::Tensor& output) {
+  const auto& shape = output.shape();
+  if (shape.size() < 2 || shape.back() <= 1 || !output.op->reduce_axes.empty()) return false;
+  for (const auto& stage : s.stages()) {
+    const auto& op = stage->op();
+    if (op == output.op || op->kind != te::OperationNode::Kind::kCompute) continue;
+    const auto& extent = op->buffer->shape;
+    if (extent.size() + 1 < shape.size() || extent.size() > shape.size() ||
+        !std::equal(shape.begin(), shape.end() - 1, extent.begin(), extent.begin() + static_cast<std::ptrdiff_t>(shape.size() - 1)))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Scheduled plain_schedule(const ComputeDef& def, bool vectorize) {
   auto s = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{def.output});
   auto& st = (*s)[def.output];
@@ -69,31 +105,21 @@ Scheduled plain_schedule(const ComputeDef& def, bool vectorize) {
       st.parallel(st.axis(d));
       break;
     }
-  if (vectorize && shape[last] > 1) {
-    te::IterVar lanes = st.axis(last);
-    if (shape[last] > 16) {
-      auto [outer, inner] = st.split(lanes, 16);
-      lanes = inner;
-    }
-    // A reduction (pooling) runs its window outside the vector of outputs it accumulates.
-    if (!def.output.op->reduce_axes.empty()) {
-      std::vector<te::IterVar> order(st.leaf_iter_vars().begin(), st.leaf_iter_vars().end());
-      order.erase(std::remove(order.begin(), order.end(), lanes), order.end());
-      order.push_back(lanes);
-      st.reorder(order);
-    }
-    st.vectorize(lanes);
-    // Stages before the output without a reduction (a padded copy of the input) vectorize the same way.
-    for (const auto& stage : s->stages()) {
-      const auto& op = stage->op();
-      if (op == def.output.op || op->kind != te::OperationNode::Kind::kCompute || !op->reduce_axes.empty()) continue;
-      const auto& extent = op->buffer->shape;
-      if (extent.empty() || extent.back() <= 1) continue;
-      te::IterVar inner = stage->axis(extent.size() - 1);
-      if (extent.back() > 16) inner = stage->split(inner, 16).second;
-      stage->vectorize(inner);
-    }
+  // A row-wise step computes each row's statistics beside the row, inside the output's loop over
+  // rows: one pass per row over data in the L1 cache, and the rows in parallel.
+  bool rows = is_row_wise(*s, def.output);
+  for (const auto& stage : s->stages()) {
+    const auto& op = stage->op();
+    if (op == def.output.op || op->kind != te::OperationNode::Kind::kCompute) continue;
+    bool row_shaped = op->buffer->shape.size() == shape.size();
+    if (rows) stage->compute_at(st, st.axis(last - 1));
+    if (!vectorize) continue;
+    // Stages before the output without a reduction (a padded copy of the input) vectorize the same
+    // way; in a row-wise step only the row-shaped ones (with a reduction: its partial statistics
+    // in lanes), not the statistics, which are one value per row.
+    if (rows ? row_shaped : op->reduce_axes.empty()) vectorize_innermost(*stage);
   }
+  if (vectorize) vectorize_innermost(st);
   return Scheduled{std::move(s), def.args()};
 }
 

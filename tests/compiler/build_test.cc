@@ -100,6 +100,23 @@ TEST(CompilerDefaults, RegisterTilesFollowTheTargetCpu) {
   }
 }
 
+// A default block of columns divides the columns where their vectors allow: attention's
+// 384 columns in blocks of 128, not 256 and a last one of 128.
+TEST(CompilerDefaults, ColumnBlocksDivideTheColumns) {
+  Target target = *parse_target("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  struct Case {
+    const char* workload;
+    int64_t columns;
+  };
+  for (const Case& c : {Case{"batch_matmul:B=16,M=384,N=384,K=64", 384}, Case{"matmul:M=128,N=768,K=3072", 768},
+                        Case{"matmul:M=384,N=4096,K=1024", 4096}}) {
+    auto config = default_config(*parse_workload(c.workload), target);
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    auto tile_n = std::get<std::vector<int64_t>>(*config->find("tile_n"));
+    EXPECT_EQ(c.columns % (tile_n[1] * tile_n[2]), 0) << c.workload << ": " << config->to_json();
+  }
+}
+
 TEST(CompilerConfigSpace, FactorSplitsDivideTheExtent) {
   ops::ConfigSpace s("t");
   s.define_split_factors("tile", 12, 3);

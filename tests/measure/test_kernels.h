@@ -8,8 +8,8 @@
 
 namespace tunefarm::testing {
 
-// "matmul", "matmul_wrong", "reference", "crash", "hang", "failing", "nosym", and the sandbox
-// probes "socket", "escape", "hog", "probe".
+// "matmul", "matmul_wrong", "reference", "crash", "hang", "failing", "nosym", "counter" (adds
+// one to C[0] each run), and the sandbox probes "socket", "escape", "hog", "probe".
 v1::Artifact kernel_artifact(const std::string& name);
 v1::Artifact reference_artifact();
 // matmul:M=64,N=64,K=64, the workload every test kernel implements.

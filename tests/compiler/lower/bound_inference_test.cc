@@ -51,5 +51,30 @@ TEST(BoundInference, ComputeAtANonConsumerIsAnError) {
   EXPECT_FALSE(b.ok());
 }
 
+// A row-wise step: p is read by out and by q, a statistic of p's row that is computed beside it
+// at out's row loop; p's region there is the whole row, which q reads (out reads one element).
+TEST(BoundInference, AReaderComputedAtTheSamePlaceWidensTheRegion) {
+  te::Tensor x = te::placeholder("x", {4, 8});
+  te::Tensor p = te::compute("p", {4, 8}, [&](const std::vector<Var>& i) { return x(i[0], i[1]) * ir::float_imm(2); });
+  auto k = te::reduce_axis(8, "k");
+  te::Tensor q = te::compute("q", {4}, [&](const std::vector<Var>& i) { return te::sum(p(i[0], k->var), {k}); });
+  te::Tensor out = te::compute("out", {4, 8}, [&](const std::vector<Var>& i) { return p(i[0], i[1]) / q(i[0]); }, {"r", "c"});
+  schedule::Schedule s({out});
+  s[p].compute_at(s[out], s[out].axis(0));
+  s[q].compute_at(s[out], s[out].axis(0));
+  auto bounds = infer_bounds(s);
+  ASSERT_TRUE(bounds.ok()) << bounds.status().to_string();
+  const StageBounds& pb = bounds->stages.at(&s[p]);
+  EXPECT_EQ(ir::to_string(pb.root_min[0]), "r");
+  EXPECT_EQ(ir::to_string(pb.root_extent[0]), "1");
+  EXPECT_EQ(ir::to_string(pb.root_min[1]), "0");
+  EXPECT_EQ(ir::to_string(pb.root_extent[1]), "8");
+
+  // A reader computed anywhere else (q at the root) would read rows that p never holds there.
+  schedule::Schedule apart({out});
+  apart[p].compute_at(apart[out], apart[out].axis(0));
+  EXPECT_FALSE(infer_bounds(apart).ok());
+}
+
 }  // namespace
 }  // namespace tunefarm::lower
