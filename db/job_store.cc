@@ -120,7 +120,7 @@ StatusOr<v1::Job> RecordStore::update_job_state(std::string_view job_id, v1::Job
                         connection.prepare("UPDATE jobs SET state = ?2, "
                                            "started_at_us = CASE WHEN ?2 = ?5 AND started_at_us = 0 THEN ?3 "
                                            "ELSE started_at_us END, "
-                                           "finished_at_us = CASE WHEN ?6 THEN ?3 ELSE finished_at_us END, "
+                                           "finished_at_us = CASE WHEN ?6 <> 0 THEN ?3 ELSE finished_at_us END, "
                                            "error = ?4 WHERE id = ?1"));
     update.bind(1, job_id);
     update.bind(2, int64_t{state});

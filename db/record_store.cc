@@ -104,21 +104,29 @@ StatusOr<std::vector<RecordRow>> to_rows(const std::vector<v1::Record>& records)
 StatusOr<int64_t> intern(Connection& connection, std::string_view table, const std::string& text,
                          std::unordered_map<std::string, int64_t>& ids) {
   if (auto it = ids.find(text); it != ids.end()) return it->second;
-  TF_ASSIGN_OR_RETURN(Statement select, connection.prepare(fmt::format("SELECT id FROM {} WHERE text = ?1", table)));
-  select.bind(1, text);
-  TF_ASSIGN_OR_RETURN(bool found, select.step());
-  int64_t id;
-  if (found) {
-    id = select.column_int(0);
-  } else {
-    TF_ASSIGN_OR_RETURN(Statement insert,
-                        connection.prepare(fmt::format("INSERT INTO {} (text) VALUES (?1) RETURNING id", table)));
+  // Another tunerd sharing the history may add the same text meanwhile: the insert then does
+  // nothing (after waiting for the other's transaction), and the second look finds its row.
+  for (int look = 0; look < 2; ++look) {
+    TF_ASSIGN_OR_RETURN(Statement select, connection.prepare(fmt::format("SELECT id FROM {} WHERE text = ?1", table)));
+    select.bind(1, text);
+    TF_ASSIGN_OR_RETURN(bool found, select.step());
+    if (found) {
+      int64_t id = select.column_int(0);
+      ids.emplace(text, id);
+      return id;
+    }
+    if (look == 1) break;
+    TF_ASSIGN_OR_RETURN(Statement insert, connection.prepare(fmt::format(
+                                              "INSERT INTO {} (text) VALUES (?1) ON CONFLICT DO NOTHING RETURNING id", table)));
     insert.bind(1, text);
-    TF_RETURN_IF_ERROR(insert.step().status());
-    id = insert.column_int(0);
+    TF_ASSIGN_OR_RETURN(bool inserted, insert.step());
+    if (inserted) {
+      int64_t id = insert.column_int(0);
+      ids.emplace(text, id);
+      return id;
+    }
   }
-  ids.emplace(text, id);
-  return id;
+  return internal_error(fmt::format("'{}' is neither in table {} nor could it be added", text, table));
 }
 
 // The writer operation that stores `rows`; answers how many were new.
@@ -247,8 +255,15 @@ RecordStore::RecordStore(std::string path, RecordStoreOptions options, std::uniq
 RecordStore::~RecordStore() = default;
 
 StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path, RecordStoreOptions options) {
-  TF_RETURN_IF_ERROR(check_file_header(path));
   auto busy_timeout = std::min(options.busy_budget, kCallBusyTimeout);
+  if (is_postgres_url(path)) {
+    TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
+    TF_RETURN_IF_ERROR(
+        retry_while_busy([&] { return migrate(*connection, postgres_migrations()); }, options.busy_budget, path));
+    auto writer = std::make_unique<Writer>(std::move(connection), options.busy_budget, 50000, options.on_commit);
+    return std::unique_ptr<RecordStore>(new RecordStore(path, options, std::move(writer)));
+  }
+  TF_RETURN_IF_ERROR(check_file_header(path));
   TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
   TF_RETURN_IF_ERROR(check_pages(*connection, path, options.check));
   Status status = retry_while_busy(
@@ -290,12 +305,17 @@ Status RecordStore::with_reader(const std::function<Status(Connection&)>& read) 
     auto opened = Connection::open(path_, Connection::Mode::kReadOnly, std::min(options_.busy_budget, kCallBusyTimeout));
     if (!opened.ok()) return opened.status();
     connection = std::move(opened).value();
-    if (Status s = connection->exec(kReaderCache); !s.ok()) return s;
+    if (connection->dialect() == Dialect::kSqlite) {
+      if (Status s = connection->exec(kReaderCache); !s.ok()) return s;
+    }
   }
+  // One read transaction: every statement of `read` sees the same snapshot (in PostgreSQL's
+  // default isolation each statement would see its own).
+  std::string_view begin =
+      connection->dialect() == Dialect::kPostgres ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN";
   Status status = retry_while_busy(
       [&]() -> Status {
-        // One read transaction: every statement of `read` sees the same snapshot.
-        TF_RETURN_IF_ERROR(connection->exec("BEGIN"));
+        TF_RETURN_IF_ERROR(connection->exec(begin));
         Status s = read(*connection);
         if (s.ok()) s = connection->exec("COMMIT");
         if (!s.ok()) (void)connection->exec("ROLLBACK");
@@ -459,7 +479,7 @@ StatusOr<int64_t> RecordStore::count_measured_configs(std::string_view job_id) {
   int64_t count = 0;
   TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
     TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("SELECT count(*) FROM (SELECT DISTINCT workload_id, "
-                                                           "config FROM records WHERE job_id = ?1)"));
+                                                           "config FROM records WHERE job_id = ?1) AS configs"));
     stmt.bind(1, job_id);
     TF_ASSIGN_OR_RETURN(bool row, stmt.step());
     count = row ? stmt.column_int(0) : 0;

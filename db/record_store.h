@@ -3,8 +3,9 @@
 // listings, which configs a job has already measured (so a restarted job does not measure them
 // again), and JSON-lines export and import so results move between installations.
 //
-// One SQLite file in WAL mode. All writes go through one background writer that batches them
-// into transactions; reads use their own connections and never wait for it. Records added with
+// One SQLite file in WAL mode, or a PostgreSQL database (a postgresql:// URL) that several tunerds
+// share. All writes go through one background writer that batches them into transactions; reads
+// use their own connections and never wait for it. Records added with
 // add() become visible to queries once flush() returns. Every error is a Status with a message
 // for people: a busy database is waited out, a damaged one is reported as such, never a crash.
 // Every method may be called from any thread.
@@ -73,9 +74,10 @@ struct ImportStats {
 
 class RecordStore {
  public:
-  // Opens the history at `path`, creating it when absent and migrating an older schema. Fails
-  // with a clear error when the file is damaged, truncated, belongs to another program or was
-  // written by a newer tunefarm.
+  // Opens the history at `path` (a SQLite file, or a PostgreSQL URL without a password: see
+  // db/postgres.h), creating it when absent and migrating an older schema. Fails with a clear error
+  // when the file is damaged, truncated, belongs to another program or was written by a newer
+  // tunefarm, or when the PostgreSQL server cannot be reached.
   static StatusOr<std::unique_ptr<RecordStore>> open(const std::string& path, RecordStoreOptions options = {});
   // Commits everything queued.
   ~RecordStore();

@@ -1,0 +1,108 @@
+// What only the PostgreSQL back end has: URLs and their passwords, migrations raced by several
+// tunerds, histories shared by several stores at once, and a server that goes away and comes back.
+#include "db/postgres.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "db/record_store.h"
+#include "db/schema.h"
+#include "history_test.h"
+
+namespace tunefarm {
+namespace {
+
+using testing::make_record;
+using testing::PgServer;
+
+class PostgresTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = PgServer::unavailable()) GTEST_SKIP() << *why;
+  }
+};
+
+TEST(PostgresUrlTest, APasswordInTheUrlIsRefusedSayingWhereItGoes) {
+  for (std::string url : {"postgresql://tunefarm:s3cret@db.example/history",
+                          "postgresql://db.example/history?password=s3cret", "postgres://u:s3cret@h/d"}) {
+    Status status = db::check_postgres_url(url);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << url;
+    EXPECT_NE(status.message().find(".pgpass"), std::string::npos) << status.message();
+    EXPECT_EQ(status.message().find("s3cret"), std::string::npos) << status.message();
+    EXPECT_EQ(db::RecordStore::open(url).status().code(), StatusCode::kInvalidArgument) << url;
+  }
+  EXPECT_TRUE(db::check_postgres_url("postgresql://tunefarm@db.example:5433/history?sslmode=require").ok());
+  EXPECT_EQ(db::check_postgres_url("postgresql://[oops").code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PostgresUrlTest, ParametersBecomeDollarNumbers) {
+  EXPECT_EQ(db::postgres_parameters("SELECT ?2, ?1, '?', ?, \"a?\" WHERE x = ?10"),
+            "SELECT $2, $1, '?', $1, \"a?\" WHERE x = $10");
+}
+
+TEST_F(PostgresTest, TunerdsStartingTogetherMigrateOnce) {
+  std::string url = PgServer::shared().new_database();
+  std::vector<std::thread> starts;
+  std::vector<Status> results(6);
+  for (size_t i = 0; i < results.size(); ++i)
+    starts.emplace_back([&, i] { results[i] = db::RecordStore::open(url).status(); });
+  for (auto& t : starts) t.join();
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.to_string();
+  auto connection = db::Connection::open(url, db::Connection::Mode::kReadOnly, std::chrono::seconds(1)).value();
+  EXPECT_EQ(connection->query_int("SELECT count(*) FROM tunefarm_schema").value(), 1);
+  EXPECT_EQ(connection->query_int("SELECT version FROM tunefarm_schema").value(),
+            db::postgres_migrations().back().version);
+}
+
+TEST_F(PostgresTest, ADatabaseOfAnotherProgramIsLeftAlone) {
+  std::string url = PgServer::shared().new_database();
+  {
+    auto connection = db::Connection::open(url, db::Connection::Mode::kReadWrite, std::chrono::seconds(1)).value();
+    ASSERT_TRUE(connection->exec("CREATE TABLE records (invoice int)").ok());
+  }
+  auto opened = db::RecordStore::open(url);
+  EXPECT_EQ(opened.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(opened.status().message().find("not a tunefarm history"), std::string::npos);
+}
+
+TEST_F(PostgresTest, StoresSharingAHistoryAddTheSameWorkloadsAtOnce) {
+  std::string url = PgServer::shared().new_database();
+  auto a = db::RecordStore::open(url).value();
+  auto b = db::RecordStore::open(url).value();
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&, w] {
+      db::RecordStore& store = w == 0 ? *a : *b;
+      for (int i = 0; i < 20; ++i) {
+        std::string workload = "matmul:M=" + std::to_string(16 + i) + ",N=64,K=64";
+        EXPECT_TRUE(store.insert({make_record({.workload = workload, .config = i, .agent_id = w ? "b" : "a"})}).ok());
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(a->list_records({})->total, 40);
+  EXPECT_EQ(b->list_records({})->total, 40);
+}
+
+TEST_F(PostgresTest, MeasurementsAreHeldWhileTheServerIsDownAndWrittenWhenItIsBack) {
+  PgServer& server = PgServer::shared();
+  std::string url = server.new_database();
+  db::RecordStoreOptions options;
+  options.busy_budget = std::chrono::milliseconds(2000);
+  auto store = db::RecordStore::open(url, options).value();
+  ASSERT_TRUE(store->insert({make_record({.config = 1})}).ok());
+  server.stop();
+  ASSERT_TRUE(store->add({make_record({.config = 2})}).ok());
+  // The writer notices the outage on its first try and holds the record.
+  for (int i = 0; i < 200 && store->write_outage().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(store->write_outage().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(store->list_records({}).ok());
+  server.start();
+  EXPECT_TRUE(store->flush().ok());
+  EXPECT_TRUE(store->write_outage().ok());
+  EXPECT_EQ(store->list_records({})->total, 2);
+}
+
+}  // namespace
+}  // namespace tunefarm
