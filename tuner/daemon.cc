@@ -12,6 +12,7 @@
 #include "common/http/http_server.h"
 #include "common/http/metrics.h"
 #include "common/temp_dir.h"
+#include "db/postgres.h"
 #include "db/salvage.h"
 #include "tuner/compiler_task.h"
 #include "tuner/dashboard.h"
@@ -32,6 +33,9 @@ void add_tunerd_flags(CLI::App& app, TunerdFlags& f) {
   app.add_option("--tracker", f.tracker, "The tracker's address")->capture_default_str();
   app.add_option("--data-dir", f.data_dir, "Directory of the history database (created if missing)")
       ->capture_default_str();
+  app.add_option("--history", f.history,
+                 "A PostgreSQL history shared by several tunerds, as a postgresql:// URL without a password (libpq "
+                 "reads it from ~/.pgpass, PGPASSFILE or PGPASSWORD); unset: history.db in --data-dir");
   add_secret_option(app, "tracker-token", f.tracker_token, "TUNEFARM_TRACKER_TOKEN",
                     "Token to present to the tracker with each batch");
   add_secret_option(app, "client-token", f.tokens.client, "TUNEFARM_CLIENT_TOKEN",
@@ -96,8 +100,8 @@ StatusOr<History> open_history(const TunerdFlags& f, const std::shared_ptr<Tuner
   options.on_commit = [metrics](double seconds, size_t writes, bool committed) {
     metrics->history_write(seconds, writes, committed);
   };
-  TF_ASSIGN_OR_RETURN(history.store,
-                      db::RecordStore::open((std::filesystem::path(f.data_dir) / "history.db").string(), options));
+  std::string location = f.history.empty() ? (std::filesystem::path(f.data_dir) / "history.db").string() : f.history;
+  TF_ASSIGN_OR_RETURN(history.store, db::RecordStore::open(location, options));
   return history;
 }
 
@@ -150,6 +154,12 @@ DaemonExit salvage(const TunerdFlags& f) {
 
 DaemonExit run_tunerd(TunerdFlags f) {
   if (!f.salvage.empty()) return salvage(f);
+  if (!f.history.empty()) {
+    if (!db::is_postgres_url(f.history))
+      return DaemonExit::configuration(invalid_argument(fmt::format(
+          "--history {}: give a postgresql:// URL; a SQLite history lives in --data-dir", f.history)));
+    if (Status s = db::check_postgres_url(f.history); !s.ok()) return DaemonExit::configuration(s.with_context("--history"));
+  }
   Exposure exposure{f.listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key", "--client-token-file",
                     "whoever can reach it may submit jobs and read the history"};
   auto credentials = serving_credentials(exposure, f.tls);

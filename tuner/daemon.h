@@ -21,6 +21,7 @@ struct TunerdFlags {
   std::string chart_js;     // Chart.js for the dashboard's charts.
   std::string tracker = "127.0.0.1:9190";
   std::string data_dir = "tunefarm-data";
+  std::string history;  // A postgresql:// URL shared with other tunerds; empty: history.db in data_dir.
   std::string tracker_token;
   bool insecure = false;
   AccessTokens tokens;
