@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/wire/wire.h"
+#include "db/lease_fences.h"
 #include "db/record_store.h"
 #include "db/sqlite.h"
 #include "db/writer.h"
@@ -111,6 +112,7 @@ StatusOr<v1::Job> RecordStore::update_job_state(std::string_view job_id, v1::Job
   }
   int64_t now = now_us();
   auto updated = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+    TF_RETURN_IF_ERROR(check_fence(connection, fences_.get(), job_id));
     TF_ASSIGN_OR_RETURN(v1::JobState current, state_of(connection, job_id));
     if (has_ended(current)) {
       return failed_precondition(fmt::format("job {} has already ended ({}); its state does not change", job_id,
@@ -155,6 +157,7 @@ StatusOr<v1::Job> RecordStore::reopen_job(std::string_view job_id) {
 Status RecordStore::update_job_progress(std::string_view job_id, const v1::JobProgress& progress) {
   std::string bytes = progress.SerializeAsString();
   auto updated = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+    TF_RETURN_IF_ERROR(check_fence(connection, fences_.get(), job_id));
     TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("UPDATE jobs SET progress = ?2 WHERE id = ?1"));
     stmt.bind(1, job_id);
     stmt.bind_blob(2, bytes);

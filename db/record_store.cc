@@ -17,6 +17,7 @@
 
 #include "common/figure.h"
 #include "common/wire/wire.h"
+#include "db/lease_fences.h"
 #include "db/queries.h"
 #include "db/record_codec.h"
 #include "db/schema.h"
@@ -129,9 +130,16 @@ StatusOr<int64_t> intern(Connection& connection, std::string_view table, const s
   return internal_error(fmt::format("'{}' is neither in table {} nor could it be added", text, table));
 }
 
-// The writer operation that stores `rows`; answers how many were new.
-Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordRow>> rows) {
-  return [rows](Connection& connection) -> StatusOr<int64_t> {
+// The writer operation that stores `rows`; answers how many were new. Rows of a job whose lease
+// this store held and lost are refused, all of them (`fences` may be null).
+Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordRow>> rows,
+                                   std::shared_ptr<const LeaseFences> fences) {
+  return [rows, fences](Connection& connection) -> StatusOr<int64_t> {
+    if (fences) {
+      std::set<std::string_view> jobs;
+      for (const RecordRow& row : *rows) jobs.insert(row.job_id);
+      for (std::string_view job : jobs) TF_RETURN_IF_ERROR(check_fence(connection, fences.get(), job));
+    }
     std::unordered_map<std::string, int64_t> workload_ids;
     std::unordered_map<std::string, int64_t> target_ids;
     int64_t inserted = 0;
@@ -261,7 +269,9 @@ StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path
     TF_RETURN_IF_ERROR(
         retry_while_busy([&] { return migrate(*connection, postgres_migrations()); }, options.busy_budget, path));
     auto writer = std::make_unique<Writer>(std::move(connection), options.busy_budget, 50000, options.on_commit);
-    return std::unique_ptr<RecordStore>(new RecordStore(path, options, std::move(writer)));
+    std::unique_ptr<RecordStore> store(new RecordStore(path, options, std::move(writer)));
+    store->fences_ = std::make_shared<LeaseFences>();
+    return store;
   }
   TF_RETURN_IF_ERROR(check_file_header(path));
   TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
@@ -331,7 +341,7 @@ Status RecordStore::add(const std::vector<v1::Record>& records) {
   TF_ASSIGN_OR_RETURN(auto rows, to_rows(records));
   if (rows.empty()) return Status();
   auto weight = static_cast<int64_t>(rows.size());
-  writer_->submit_detached(insert_operation(std::make_shared<const std::vector<RecordRow>>(std::move(rows))), weight);
+  writer_->submit_detached(insert_operation(std::make_shared<const std::vector<RecordRow>>(std::move(rows)), fences_), weight);
   return Status();
 }
 
@@ -343,7 +353,7 @@ StatusOr<int64_t> RecordStore::insert(const std::vector<v1::Record>& records) {
   TF_ASSIGN_OR_RETURN(auto rows, to_rows(records));
   if (rows.empty()) return int64_t{0};
   auto weight = static_cast<int64_t>(rows.size());
-  return writer_->submit(insert_operation(std::make_shared<const std::vector<RecordRow>>(std::move(rows))), weight)
+  return writer_->submit(insert_operation(std::make_shared<const std::vector<RecordRow>>(std::move(rows)), fences_), weight)
       .get();
 }
 
@@ -559,7 +569,7 @@ StatusOr<ImportStats> RecordStore::import_jsonl(std::istream& in, std::string_vi
   auto store = [&]() -> Status {
     if (batch->empty()) return Status();
     auto weight = static_cast<int64_t>(batch->size());
-    TF_ASSIGN_OR_RETURN(int64_t inserted, writer_->submit(insert_operation(std::move(batch)), weight).get());
+    TF_ASSIGN_OR_RETURN(int64_t inserted, writer_->submit(insert_operation(std::move(batch), fences_), weight).get());
     stats.imported += inserted;
     batch = std::make_shared<std::vector<RecordRow>>();
     return Status();

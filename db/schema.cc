@@ -91,7 +91,8 @@ constexpr Migration kMigrations[] = {
 };
 
 // The same tables in PostgreSQL's types. jobs gets a column named rowid, so that listings can order
-// by insertion as they do in SQLite (where every table has one). Records' identity index leaves out
+// by insertion as they do in SQLite (where every table has one), and the columns of its lease
+// (record_store.h, "Leases"): several tunerds share this history. Records' identity index leaves out
 // nothing: PostgreSQL's btree entries are limited to about 2700 bytes, which configs stay far below.
 constexpr std::string_view kPostgresTables = R"sql(
 CREATE TABLE workloads (
@@ -111,7 +112,11 @@ CREATE TABLE jobs (
   created_at_us BIGINT NOT NULL,
   started_at_us BIGINT NOT NULL DEFAULT 0,
   finished_at_us BIGINT NOT NULL DEFAULT 0,
-  error TEXT NOT NULL DEFAULT ''
+  error TEXT NOT NULL DEFAULT '',
+  owner TEXT NOT NULL DEFAULT '',
+  lease_generation BIGINT NOT NULL DEFAULT 0,
+  lease_expires_at TIMESTAMPTZ NOT NULL DEFAULT '-infinity',
+  cancel_requested BOOLEAN NOT NULL DEFAULT false
 );
 CREATE INDEX jobs_by_state ON jobs (state, created_at_us);
 CREATE TABLE records (
@@ -147,7 +152,7 @@ CREATE INDEX records_by_config
 )sql";
 
 constexpr Migration kPostgresMigrations[] = {
-    {1, "workloads, targets, jobs and records, as SQLite's schema 4", kPostgresTables},
+    {1, "workloads, targets, jobs (with leases) and records, as SQLite's schema 4", kPostgresTables},
 };
 
 // Any two numbers: the advisory lock that serialises the tunerds' migrations ("TUNF", "SCHM").

@@ -104,5 +104,65 @@ TEST_F(PostgresTest, MeasurementsAreHeldWhileTheServerIsDownAndWrittenWhenItIsBa
   EXPECT_EQ(store->list_records({})->total, 2);
 }
 
+v1::JobSpec job_spec() {
+  v1::JobSpec spec;
+  *spec.add_tasks()->mutable_workload() = to_proto(testing::workload("matmul:M=64,N=64,K=64"));
+  *spec.mutable_target() = to_proto(testing::target("llvm"));
+  spec.set_device_key("local-cpu");
+  spec.set_trials(8);
+  return spec;
+}
+
+TEST_F(PostgresTest, AnExpiredLeaseIsTakenOverAndTheOldHoldersWritesAreFenced) {
+  std::string url = PgServer::shared().new_database();
+  auto a = db::RecordStore::open(url).value();
+  auto b = db::RecordStore::open(url).value();
+  ASSERT_TRUE(a->shared());
+  std::string id = a->create_job(job_spec())->id();
+  auto lease = std::chrono::milliseconds(300);
+  EXPECT_EQ(a->acquire_lease(id, "a", lease).value(), 1);
+  EXPECT_EQ(b->acquire_lease(id, "b", lease).value(), std::nullopt);  // Held by a.
+  EXPECT_EQ(b->unleased_jobs(10)->size(), 0u);
+  EXPECT_TRUE(a->update_job_state(id, v1::RUNNING).ok());
+  EXPECT_EQ(a->insert({make_record({.config = 1, .job_id = id})}).value(), 1);
+  auto renewed = a->renew_leases("a", lease).value();
+  ASSERT_EQ(renewed.size(), 1u);
+  EXPECT_TRUE(renewed[0].held);
+
+  std::this_thread::sleep_for(lease + std::chrono::milliseconds(100));  // a stops renewing: cut off.
+  EXPECT_EQ(b->unleased_jobs(10).value(), std::vector<std::string>{id});
+  EXPECT_EQ(b->acquire_lease(id, "b", lease).value(), 2);
+  // Every write of a about the job is refused now; b's go through.
+  EXPECT_EQ(a->insert({make_record({.config = 2, .job_id = id})}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a->update_job_progress(id, {}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a->update_job_state(id, v1::SUCCEEDED).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(a->renew_leases("a", lease).value()[0].held);
+  // Records of other jobs (an import) are not a's lease's business.
+  EXPECT_EQ(a->insert({make_record({.config = 3, .job_id = "job-elsewhere"})}).value(), 1);
+  EXPECT_EQ(b->insert({make_record({.config = 2, .job_id = id})}).value(), 1);
+  EXPECT_EQ(b->update_job_state(id, v1::SUCCEEDED)->state(), v1::SUCCEEDED);
+  db::RecordFilter of_job;
+  of_job.job_id = id;
+  EXPECT_EQ(b->list_records(of_job)->total, 2);
+}
+
+TEST_F(PostgresTest, ACancelReachesTheHolderOrEndsAJobNobodyRuns) {
+  std::string url = PgServer::shared().new_database();
+  auto a = db::RecordStore::open(url).value();
+  auto b = db::RecordStore::open(url).value();
+  std::string held = a->create_job(job_spec())->id();
+  std::string idle = a->create_job(job_spec())->id();
+  ASSERT_TRUE(a->acquire_lease(held, "a", std::chrono::seconds(30)).value());
+  EXPECT_EQ(b->request_cancel(held)->state(), v1::QUEUED);
+  auto renewed = a->renew_leases("a", std::chrono::seconds(30)).value();
+  ASSERT_EQ(renewed.size(), 1u);
+  EXPECT_TRUE(renewed[0].cancel_requested);
+  EXPECT_EQ(b->request_cancel(idle)->state(), v1::CANCELLED);
+  EXPECT_EQ(b->request_cancel(idle).status().code(), StatusCode::kFailedPrecondition);
+  // A lease given up is free at once.
+  ASSERT_TRUE(a->release_lease(held).ok());
+  EXPECT_EQ(b->acquire_lease(held, "b", std::chrono::seconds(30)).value(), 2);
+}
+
 }  // namespace
 }  // namespace tunefarm
