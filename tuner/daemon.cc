@@ -36,6 +36,10 @@ void add_tunerd_flags(CLI::App& app, TunerdFlags& f) {
   app.add_option("--history", f.history,
                  "A PostgreSQL history shared by several tunerds, as a postgresql:// URL without a password (libpq "
                  "reads it from ~/.pgpass, PGPASSFILE or PGPASSWORD); unset: history.db in --data-dir");
+  app.add_option("--lease-s", f.lease_s,
+                 "With --history: how long a job's lease lasts unrenewed, so how soon another tunerd takes over the "
+                 "jobs of one that died (renewed every quarter of it)")
+      ->capture_default_str()->check(CLI::Range(1.0, 3600.0));
   add_secret_option(app, "tracker-token", f.tracker_token, "TUNEFARM_TRACKER_TOKEN",
                     "Token to present to the tracker with each batch");
   add_secret_option(app, "client-token", f.tokens.client, "TUNEFARM_CLIENT_TOKEN",
@@ -170,6 +174,7 @@ DaemonExit run_tunerd(TunerdFlags f) {
   if (!metrics_listen.ok()) return DaemonExit::configuration(metrics_listen.status());
   f.jobs.model.objective = *parse_objective(f.objective);
   f.jobs.build_mark_dir = f.data_dir;
+  f.jobs.lease = std::chrono::milliseconds(static_cast<int64_t>(f.lease_s * 1000));
   auto registry = std::make_shared<prometheus::Registry>();
   f.jobs.metrics = std::make_shared<TunerMetrics>(*registry);
   auto history = open_history(f, f.jobs.metrics);

@@ -22,6 +22,7 @@ struct TunerdFlags {
   std::string tracker = "127.0.0.1:9190";
   std::string data_dir = "tunefarm-data";
   std::string history;  // A postgresql:// URL shared with other tunerds; empty: history.db in data_dir.
+  double lease_s = 30;  // How long a job's lease lasts unrenewed, in a shared history.
   std::string tracker_token;
   bool insecure = false;
   AccessTokens tokens;
