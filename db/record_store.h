@@ -159,6 +159,9 @@ class RecordStore {
   StatusOr<std::vector<v1::Job>> list_jobs(const std::vector<v1::JobState>& states, int limit = 0);
   // How many jobs are in each state, over the whole history.
   StatusOr<std::map<v1::JobState, int64_t>> count_jobs_by_state();
+  // Stores `job` as it is (id, state, times, progress), when no job has its id: how a history
+  // moves to another database. Answers whether it was stored.
+  StatusOr<bool> put_job(const v1::Job& job);
 
   // --- Leases: the jobs of a history that several tunerds share (PostgreSQL) ----------------
   // A queued or running job is run by the tunerd that holds its lease: an owner, an expiry on the

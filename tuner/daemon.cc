@@ -12,6 +12,7 @@
 #include "common/http/http_server.h"
 #include "common/http/metrics.h"
 #include "common/temp_dir.h"
+#include "db/copy_history.h"
 #include "db/postgres.h"
 #include "db/salvage.h"
 #include "tuner/compiler_task.h"
@@ -40,6 +41,9 @@ void add_tunerd_flags(CLI::App& app, TunerdFlags& f) {
                  "With --history: how long a job's lease lasts unrenewed, so how soon another tunerd takes over the "
                  "jobs of one that died (renewed every quarter of it)")
       ->capture_default_str()->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--copy-history", f.copy_history,
+                 "Copy this SQLite history file (records and jobs) into --history, then exit; copying again skips "
+                 "what is there");
   add_secret_option(app, "tracker-token", f.tracker_token, "TUNEFARM_TRACKER_TOKEN",
                     "Token to present to the tracker with each batch");
   add_secret_option(app, "client-token", f.tokens.client, "TUNEFARM_CLIENT_TOKEN",
@@ -154,6 +158,20 @@ DaemonExit salvage(const TunerdFlags& f) {
   return DaemonExit::ok();
 }
 
+DaemonExit copy_history(const TunerdFlags& f) {
+  if (f.history.empty())
+    return DaemonExit::configuration(invalid_argument("--copy-history copies into --history: give its postgresql:// URL"));
+  auto from = db::RecordStore::open(f.copy_history);
+  if (!from.ok()) return DaemonExit::environment(from.status().with_context("--copy-history"));
+  auto to = db::RecordStore::open(f.history);
+  if (!to.ok()) return DaemonExit::environment(to.status().with_context("--history"));
+  auto report = db::copy_history(**from, **to);
+  if (!report.ok()) return DaemonExit::of(report.status().with_context("--copy-history"));
+  fmt::print("copied {} records ({} were there) and {} jobs ({} were there) into {}\n", report->records,
+             report->records_skipped, report->jobs, report->jobs_skipped, f.history);
+  return DaemonExit::ok();
+}
+
 }  // namespace
 
 DaemonExit run_tunerd(TunerdFlags f) {
@@ -164,6 +182,7 @@ DaemonExit run_tunerd(TunerdFlags f) {
           "--history {}: give a postgresql:// URL; a SQLite history lives in --data-dir", f.history)));
     if (Status s = db::check_postgres_url(f.history); !s.ok()) return DaemonExit::configuration(s.with_context("--history"));
   }
+  if (!f.copy_history.empty()) return copy_history(f);
   Exposure exposure{f.listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key", "--client-token-file",
                     "whoever can reach it may submit jobs and read the history"};
   auto credentials = serving_credentials(exposure, f.tls);

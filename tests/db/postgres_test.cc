@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "db/copy_history.h"
 #include "db/record_store.h"
 #include "db/schema.h"
 #include "history_test.h"
@@ -162,6 +163,32 @@ TEST_F(PostgresTest, ACancelReachesTheHolderOrEndsAJobNobodyRuns) {
   // A lease given up is free at once.
   ASSERT_TRUE(a->release_lease(held).ok());
   EXPECT_EQ(b->acquire_lease(held, "b", std::chrono::seconds(30)).value(), 2);
+}
+
+TEST_F(PostgresTest, ASqliteHistoryMovesWithItsJobsAndCopyingAgainSkipsWhatIsThere) {
+  testing::TempDir dir;
+  auto sqlite = db::RecordStore::open(dir.file("history.db")).value();
+  v1::Job running = sqlite->create_job(job_spec()).value();
+  running = sqlite->update_job_state(running.id(), v1::RUNNING).value();
+  std::string done = sqlite->create_job(job_spec())->id();
+  ASSERT_TRUE(sqlite->update_job_state(done, v1::SUCCEEDED).ok());
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(sqlite->add({make_record({.config = i, .job_id = running.id()})}).ok());
+  ASSERT_TRUE(sqlite->flush().ok());
+
+  auto postgres = db::RecordStore::open(PgServer::shared().new_database()).value();
+  auto report = db::copy_history(*sqlite, *postgres);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->jobs, 2);
+  EXPECT_EQ(report->records, 7);
+  v1::Job moved = postgres->get_job(running.id()).value();
+  EXPECT_TRUE(testing::same(moved, running));
+  EXPECT_EQ(postgres->get_job(done)->state(), v1::SUCCEEDED);
+  EXPECT_EQ(postgres->count_measured_configs(running.id()).value(), 7);
+  // The running job is one a tunerd of the new history takes and resumes.
+  EXPECT_EQ(postgres->unleased_jobs(10).value(), std::vector<std::string>{running.id()});
+  report = db::copy_history(*sqlite, *postgres);
+  EXPECT_EQ(report->jobs_skipped, 2);
+  EXPECT_EQ(report->records_skipped, 7);
 }
 
 }  // namespace

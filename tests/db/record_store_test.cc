@@ -133,7 +133,9 @@ TEST_P(RecordStoreTest, BestRanksConfigsByTheFigureOfAllTheirMeasurements) {
   EXPECT_EQ(any[0].device_key(), "other");
   // The round is kept.
   int remeasured = 0;
-  for (const auto& r : store_->list_records({}, 100)->records) remeasured += r.remeasure_round();
+  // Held in a variable: a range-for over a member of the temporary StatusOr would read freed memory.
+  auto listed = store_->list_records({}, 100);
+  for (const auto& r : listed->records) remeasured += r.remeasure_round();
   EXPECT_EQ(remeasured, 4);
 }
 

@@ -188,7 +188,7 @@ class SharedHistoryTest : public ::testing::Test {
   }
 
   static constexpr double kLeaseS = 2;
-  static constexpr int kTrials = 16;
+  static constexpr int kTrials = 12;
   std::string url_;
   Farm farm_;
 };
