@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -204,6 +205,7 @@ TEST_F(SharedHistoryTest, JobsOfKilledTunerdsAreTakenOverAndEndWithTheirExactBud
   // Any tunerd answers for any job.
   EXPECT_EQ(tunerds[2]->get(jobs[0].id()).id(), jobs[0].id());
 
+  std::vector<std::unique_ptr<Process>> watchers;
   for (int victim = 0; victim < 2; ++victim) {
     pid_t pid = tunerds[victim]->pid();
     // Kill it mid-job: once a job it holds has recorded something and is not done.
@@ -217,6 +219,13 @@ TEST_F(SharedHistoryTest, JobsOfKilledTunerdsAreTakenOverAndEndWithTheirExactBud
       if (held.empty()) std::this_thread::sleep_for(milliseconds(50));
     }
     ASSERT_FALSE(held.empty()) << "tunerd " << victim << " never ran a job";
+    // A client of the replicas watches a job of the victim through it (the first address given),
+    // and goes on through the other when it dies.
+    std::string replicas = tunerds[victim]->address() + "," + tunerds[2]->address();
+    watchers.push_back(std::make_unique<Process>(bin_path("tune-client"),
+                                                 std::vector<std::string>{"--server", replicas, "watch", held[0]},
+                                                 farm_.log_dir() + fmt::format("/watch-{}.log", victim)));
+    std::this_thread::sleep_for(milliseconds(500));
     tunerds[victim]->kill9();
     auto killed = Clock::now();
     for (const std::string& id : held) {
@@ -231,8 +240,16 @@ TEST_F(SharedHistoryTest, JobsOfKilledTunerdsAreTakenOverAndEndWithTheirExactBud
       // The lease, a heartbeat of the taker (a quarter lease) and the test's polling.
       EXPECT_LT(took, kLeaseS * 1.25 + 1.5) << id;
     }
+    // Any replica answers; a dead one first in the list is passed over.
+    auto [rc, out] = tune_client_output(farm_, {"--server", replicas, "status", held[0]}, fmt::format("status-{}", victim));
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find(held[0]), std::string::npos) << out;
   }
   expect_exact(*tunerds[2], jobs);
+  for (auto& watcher : watchers) {
+    int status = watcher->wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << watcher->log();
+  }
 }
 
 // A tunerd whose connection to PostgreSQL goes silent stops its job within two thirds of the
