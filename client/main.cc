@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   CommonFlags common;
   add_common_flags(app, common, false);
   client::GlobalFlags flags;
-  app.add_option("--server", flags.server, "tunerd address")->capture_default_str();
+  app.add_option("--server", flags.server, "tunerd address; replicas over one history as a list (a:9191,b:9191), used in turn as they go away")->capture_default_str();
   app.add_option("--tracker", flags.tracker, "Tracker address")->capture_default_str();
   add_secret_option(app, "token", flags.token, "TUNEFARM_TOKEN", "Token for tunerd");
   add_secret_option(app, "tracker-token", flags.tracker_token, "TUNEFARM_TRACKER_READ_TOKEN",

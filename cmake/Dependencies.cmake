@@ -33,6 +33,9 @@ if(NOT TUNEFARM_AGENT_ONLY)
   target_link_libraries(tunefarm_xgboost INTERFACE ${XGBOOST_LIBRARY})
 
   find_package(SQLite3 REQUIRED)
+  # A history shared by several tunerds lives in PostgreSQL, reached through libpq (libpq-dev).
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
   # ONNX models (model/): Debian's libonnx, its protobuf messages, checker and shape inference.
   find_package(ONNX CONFIG REQUIRED)
 endif()

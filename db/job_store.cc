@@ -9,6 +9,8 @@
 
 #include "common/wire/wire.h"
 #include "db/queries.h"
+
+#include "db/lease_fences.h"
 #include "db/record_store.h"
 #include "db/sqlite.h"
 #include "db/writer.h"
@@ -104,12 +106,39 @@ StatusOr<v1::Job> RecordStore::create_job(const v1::JobSpec& spec) {
   }
 }
 
+StatusOr<bool> RecordStore::put_job(const v1::Job& job) {
+  TF_RETURN_IF_ERROR(check_spec(job.spec()).with_context(fmt::format("job {}", job.id())));
+  if (!v1::JobState_IsValid(job.state()) || job.state() == v1::JOB_STATE_UNSPECIFIED)
+    return invalid_argument(fmt::format("job {} has no valid state", job.id()));
+  std::string spec_bytes = job.spec().SerializeAsString();
+  std::string progress_bytes = job.progress().SerializeAsString();
+  auto stored = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+    TF_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.prepare("INSERT INTO jobs (id, spec, state, progress, created_at_us, started_at_us, "
+                                           "finished_at_us, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+                                           "ON CONFLICT DO NOTHING"));
+    stmt.bind(1, job.id());
+    stmt.bind_blob(2, spec_bytes);
+    stmt.bind(3, int64_t{job.state()});
+    stmt.bind_blob(4, progress_bytes);
+    stmt.bind(5, job.created_at_us());
+    stmt.bind(6, job.started_at_us());
+    stmt.bind(7, job.finished_at_us());
+    stmt.bind(8, job.error());
+    TF_RETURN_IF_ERROR(stmt.run());
+    return connection.changes();
+  }).get();
+  TF_RETURN_IF_ERROR(stored.status());
+  return *stored > 0;
+}
+
 StatusOr<v1::Job> RecordStore::update_job_state(std::string_view job_id, v1::JobState state, std::string_view error) {
   if (!v1::JobState_IsValid(state) || state == v1::JOB_STATE_UNSPECIFIED) {
     return invalid_argument(fmt::format("job state {} is not a state a job can be in", static_cast<int>(state)));
   }
   int64_t now = now_us();
   auto updated = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+    TF_RETURN_IF_ERROR(check_fence(connection, fences_.get(), job_id));
     TF_ASSIGN_OR_RETURN(v1::JobState current, state_of(connection, job_id));
     if (has_ended(current)) {
       return failed_precondition(fmt::format("job {} has already ended ({}); its state does not change", job_id,
@@ -119,7 +148,7 @@ StatusOr<v1::Job> RecordStore::update_job_state(std::string_view job_id, v1::Job
                         connection.prepare("UPDATE jobs SET state = ?2, "
                                            "started_at_us = CASE WHEN ?2 = ?5 AND started_at_us = 0 THEN ?3 "
                                            "ELSE started_at_us END, "
-                                           "finished_at_us = CASE WHEN ?6 THEN ?3 ELSE finished_at_us END, "
+                                           "finished_at_us = CASE WHEN ?6 <> 0 THEN ?3 ELSE finished_at_us END, "
                                            "error = ?4 WHERE id = ?1"));
     update.bind(1, job_id);
     update.bind(2, int64_t{state});
@@ -154,6 +183,7 @@ StatusOr<v1::Job> RecordStore::reopen_job(std::string_view job_id) {
 Status RecordStore::update_job_progress(std::string_view job_id, const v1::JobProgress& progress) {
   std::string bytes = progress.SerializeAsString();
   auto updated = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+    TF_RETURN_IF_ERROR(check_fence(connection, fences_.get(), job_id));
     TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("UPDATE jobs SET progress = ?2 WHERE id = ?1"));
     stmt.bind(1, job_id);
     stmt.bind_blob(2, bytes);

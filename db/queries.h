@@ -1,5 +1,6 @@
 // The SQL of the record queries that must stay fast, in one place so that tests can check with
-// EXPLAIN QUERY PLAN that SQLite answers them from an index without sorting.
+// EXPLAIN QUERY PLAN that SQLite answers them from an index without sorting (and PostgreSQL's,
+// with EXPLAIN, that it uses its indexes too).
 #pragma once
 
 #include <string>
@@ -49,6 +50,24 @@ inline std::string config_measurements_sql() {
       "WHERE r.workload_id = (SELECT id FROM workloads WHERE text = ?1) "
       "AND r.target_id = (SELECT id FROM targets WHERE text = ?2) AND r.config = ?3 AND r.device_key = ?4 "
       "AND r.error_code = 0 ORDER BY r.mean_cost_s";
+  return sql;
+}
+
+// Every successful measurement of the configs of the fastest measurements (as best_query_sql()
+// finds them, same parameters), fastest first: what PostgreSQL answers a best query with, in one
+// round trip.
+inline std::string best_candidates_measurements_sql(bool by_device) {
+  std::string sql =
+      "WITH fastest AS (SELECT r.device_key, r.config FROM records r "
+      "WHERE r.workload_id = (SELECT id FROM workloads WHERE text = ?1) "
+      "AND r.target_id = (SELECT id FROM targets WHERE text = ?2) AND r.error_code = 0 ";
+  if (by_device) sql += "AND r.device_key = ?4 ";
+  sql += "ORDER BY r.mean_cost_s, r.id LIMIT ?3), candidates AS (SELECT DISTINCT device_key, config FROM fastest) ";
+  sql += kSelectRecord;
+  sql +=
+      "JOIN candidates c ON c.device_key = r.device_key AND c.config = r.config "
+      "WHERE r.workload_id = (SELECT id FROM workloads WHERE text = ?1) "
+      "AND r.target_id = (SELECT id FROM targets WHERE text = ?2) AND r.error_code = 0 ORDER BY r.mean_cost_s, r.id";
   return sql;
 }
 

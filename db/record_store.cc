@@ -17,6 +17,7 @@
 
 #include "common/figure.h"
 #include "common/wire/wire.h"
+#include "db/lease_fences.h"
 #include "db/queries.h"
 #include "db/record_codec.h"
 #include "db/schema.h"
@@ -104,58 +105,93 @@ StatusOr<std::vector<RecordRow>> to_rows(const std::vector<v1::Record>& records)
 StatusOr<int64_t> intern(Connection& connection, std::string_view table, const std::string& text,
                          std::unordered_map<std::string, int64_t>& ids) {
   if (auto it = ids.find(text); it != ids.end()) return it->second;
-  TF_ASSIGN_OR_RETURN(Statement select, connection.prepare(fmt::format("SELECT id FROM {} WHERE text = ?1", table)));
-  select.bind(1, text);
-  TF_ASSIGN_OR_RETURN(bool found, select.step());
-  int64_t id;
-  if (found) {
-    id = select.column_int(0);
-  } else {
-    TF_ASSIGN_OR_RETURN(Statement insert,
-                        connection.prepare(fmt::format("INSERT INTO {} (text) VALUES (?1) RETURNING id", table)));
+  // Another tunerd sharing the history may add the same text meanwhile: the insert then does
+  // nothing (after waiting for the other's transaction), and the second look finds its row.
+  for (int look = 0; look < 2; ++look) {
+    TF_ASSIGN_OR_RETURN(Statement select, connection.prepare(fmt::format("SELECT id FROM {} WHERE text = ?1", table)));
+    select.bind(1, text);
+    TF_ASSIGN_OR_RETURN(bool found, select.step());
+    if (found) {
+      int64_t id = select.column_int(0);
+      ids.emplace(text, id);
+      return id;
+    }
+    if (look == 1) break;
+    TF_ASSIGN_OR_RETURN(Statement insert, connection.prepare(fmt::format(
+                                              "INSERT INTO {} (text) VALUES (?1) ON CONFLICT DO NOTHING RETURNING id", table)));
     insert.bind(1, text);
-    TF_RETURN_IF_ERROR(insert.step().status());
-    id = insert.column_int(0);
+    TF_ASSIGN_OR_RETURN(bool inserted, insert.step());
+    if (inserted) {
+      int64_t id = insert.column_int(0);
+      ids.emplace(text, id);
+      return id;
+    }
   }
-  ids.emplace(text, id);
-  return id;
+  return internal_error(fmt::format("'{}' is neither in table {} nor could it be added", text, table));
 }
 
-// The writer operation that stores `rows`; answers how many were new.
-Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordRow>> rows) {
-  return [rows](Connection& connection) -> StatusOr<int64_t> {
+constexpr size_t kRecordColumns = 18;
+// Rows per INSERT on PostgreSQL: 18 x 100 parameters, far below its limit of 65535.
+constexpr size_t kRowsPerPostgresInsert = 100;
+
+// The INSERT of `count` records (kRecordColumns parameters each, in the order of its columns);
+// a record already present is skipped.
+std::string insert_records_sql(size_t count) {
+  std::string sql =
+      "INSERT INTO records (workload_id, target_id, device_key, config, config_index, costs, mean_cost_s, gflops, "
+      "error_code, error_msg, build_time_s, started_at_us, finished_at_us, job_id, agent_id, attempts, "
+      "remeasure_round, built_for) VALUES ";
+  for (size_t i = 0; i < count; ++i) {
+    sql += i == 0 ? "(" : ", (";
+    for (size_t c = 1; c <= kRecordColumns; ++c) sql += fmt::format("{}?{}", c == 1 ? "" : ", ", i * kRecordColumns + c);
+    sql += ')';
+  }
+  return sql + " ON CONFLICT DO NOTHING";
+}
+
+// The writer operation that stores `rows`; answers how many were new. Rows of a job whose lease
+// this store held and lost are refused, all of them (`fences` may be null).
+Writer::Operation insert_operation(std::shared_ptr<const std::vector<RecordRow>> rows,
+                                   std::shared_ptr<const LeaseFences> fences) {
+  return [rows, fences](Connection& connection) -> StatusOr<int64_t> {
+    if (fences) {
+      std::set<std::string_view> jobs;
+      for (const RecordRow& row : *rows) jobs.insert(row.job_id);
+      for (std::string_view job : jobs) TF_RETURN_IF_ERROR(check_fence(connection, fences.get(), job));
+    }
     std::unordered_map<std::string, int64_t> workload_ids;
     std::unordered_map<std::string, int64_t> target_ids;
     int64_t inserted = 0;
-    TF_ASSIGN_OR_RETURN(Statement stmt,
-                        connection.prepare(
-                            "INSERT INTO records (workload_id, target_id, device_key, config, config_index, "
-                            "costs, mean_cost_s, gflops, error_code, error_msg, build_time_s, started_at_us, "
-                            "finished_at_us, job_id, agent_id, attempts, remeasure_round, built_for) VALUES "
-                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) "
-                            "ON CONFLICT DO NOTHING"));
-    for (const RecordRow& row : *rows) {
-      TF_ASSIGN_OR_RETURN(int64_t workload_id, intern(connection, "workloads", row.workload, workload_ids));
-      TF_ASSIGN_OR_RETURN(int64_t target_id, intern(connection, "targets", row.target, target_ids));
-      stmt.reset();
-      stmt.bind(1, workload_id);
-      stmt.bind(2, target_id);
-      stmt.bind(3, row.device_key);
-      stmt.bind(4, row.config);
-      stmt.bind(5, row.config_index);
-      stmt.bind(6, row.costs);
-      stmt.bind(7, row.mean_cost_s);
-      stmt.bind(8, row.gflops);
-      stmt.bind(9, int64_t{row.error_code});
-      stmt.bind(10, row.error_msg);
-      stmt.bind(11, row.build_time_s);
-      stmt.bind(12, row.started_at_us);
-      stmt.bind(13, row.finished_at_us);
-      stmt.bind(14, row.job_id);
-      stmt.bind(15, row.agent_id);
-      stmt.bind(16, row.attempts);
-      stmt.bind(17, row.remeasure_round);
-      stmt.bind(18, row.built_for);
+    // SQLite inserts a row per statement in-process; PostgreSQL takes many rows per statement, one
+    // round trip for all of them.
+    const size_t per_statement = connection.dialect() == Dialect::kPostgres ? kRowsPerPostgresInsert : 1;
+    for (size_t first = 0; first < rows->size(); first += per_statement) {
+      size_t count = std::min(per_statement, rows->size() - first);
+      TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(insert_records_sql(count)));
+      for (size_t i = 0; i < count; ++i) {
+        const RecordRow& row = (*rows)[first + i];
+        TF_ASSIGN_OR_RETURN(int64_t workload_id, intern(connection, "workloads", row.workload, workload_ids));
+        TF_ASSIGN_OR_RETURN(int64_t target_id, intern(connection, "targets", row.target, target_ids));
+        int at = static_cast<int>(i * kRecordColumns);
+        stmt.bind(at + 1, workload_id);
+        stmt.bind(at + 2, target_id);
+        stmt.bind(at + 3, row.device_key);
+        stmt.bind(at + 4, row.config);
+        stmt.bind(at + 5, row.config_index);
+        stmt.bind(at + 6, row.costs);
+        stmt.bind(at + 7, row.mean_cost_s);
+        stmt.bind(at + 8, row.gflops);
+        stmt.bind(at + 9, int64_t{row.error_code});
+        stmt.bind(at + 10, row.error_msg);
+        stmt.bind(at + 11, row.build_time_s);
+        stmt.bind(at + 12, row.started_at_us);
+        stmt.bind(at + 13, row.finished_at_us);
+        stmt.bind(at + 14, row.job_id);
+        stmt.bind(at + 15, row.agent_id);
+        stmt.bind(at + 16, row.attempts);
+        stmt.bind(at + 17, row.remeasure_round);
+        stmt.bind(at + 18, row.built_for);
+      }
       TF_RETURN_IF_ERROR(stmt.run());
       inserted += connection.changes();
     }
@@ -247,8 +283,17 @@ RecordStore::RecordStore(std::string path, RecordStoreOptions options, std::uniq
 RecordStore::~RecordStore() = default;
 
 StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path, RecordStoreOptions options) {
-  TF_RETURN_IF_ERROR(check_file_header(path));
   auto busy_timeout = std::min(options.busy_budget, kCallBusyTimeout);
+  if (is_postgres_url(path)) {
+    TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
+    TF_RETURN_IF_ERROR(
+        retry_while_busy([&] { return migrate(*connection, postgres_migrations()); }, options.busy_budget, path));
+    auto writer = std::make_unique<Writer>(std::move(connection), options.busy_budget, 50000, options.on_commit);
+    std::unique_ptr<RecordStore> store(new RecordStore(path, options, std::move(writer)));
+    store->fences_ = std::make_shared<LeaseFences>();
+    return store;
+  }
+  TF_RETURN_IF_ERROR(check_file_header(path));
   TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
   TF_RETURN_IF_ERROR(check_pages(*connection, path, options.check));
   Status status = retry_while_busy(
@@ -290,12 +335,17 @@ Status RecordStore::with_reader(const std::function<Status(Connection&)>& read) 
     auto opened = Connection::open(path_, Connection::Mode::kReadOnly, std::min(options_.busy_budget, kCallBusyTimeout));
     if (!opened.ok()) return opened.status();
     connection = std::move(opened).value();
-    if (Status s = connection->exec(kReaderCache); !s.ok()) return s;
+    if (connection->dialect() == Dialect::kSqlite) {
+      if (Status s = connection->exec(kReaderCache); !s.ok()) return s;
+    }
   }
+  // One read transaction: every statement of `read` sees the same snapshot (in PostgreSQL's
+  // default isolation each statement would see its own).
+  std::string_view begin =
+      connection->dialect() == Dialect::kPostgres ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN";
   Status status = retry_while_busy(
       [&]() -> Status {
-        // One read transaction: every statement of `read` sees the same snapshot.
-        TF_RETURN_IF_ERROR(connection->exec("BEGIN"));
+        TF_RETURN_IF_ERROR(connection->exec(begin));
         Status s = read(*connection);
         if (s.ok()) s = connection->exec("COMMIT");
         if (!s.ok()) (void)connection->exec("ROLLBACK");
@@ -311,7 +361,7 @@ Status RecordStore::add(const std::vector<v1::Record>& records) {
   TF_ASSIGN_OR_RETURN(auto rows, to_rows(records));
   if (rows.empty()) return Status();
   auto weight = static_cast<int64_t>(rows.size());
-  writer_->submit_detached(insert_operation(std::make_shared<const std::vector<RecordRow>>(std::move(rows))), weight);
+  writer_->submit_detached(insert_operation(std::make_shared<const std::vector<RecordRow>>(std::move(rows)), fences_), weight);
   return Status();
 }
 
@@ -323,7 +373,7 @@ StatusOr<int64_t> RecordStore::insert(const std::vector<v1::Record>& records) {
   TF_ASSIGN_OR_RETURN(auto rows, to_rows(records));
   if (rows.empty()) return int64_t{0};
   auto weight = static_cast<int64_t>(rows.size());
-  return writer_->submit(insert_operation(std::make_shared<const std::vector<RecordRow>>(std::move(rows))), weight)
+  return writer_->submit(insert_operation(std::make_shared<const std::vector<RecordRow>>(std::move(rows)), fences_), weight)
       .get();
 }
 
@@ -347,8 +397,47 @@ StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& worklo
     v1::Record record;
   };
   std::vector<Figure> figures;
+  // One config's successful measurements, fastest first, become its figure's record.
+  auto add_figure = [&](std::vector<Figure>& measured) {
+    std::vector<double> costs;
+    for (const Figure& m : measured) costs.push_back(m.cost);
+    double figure = figure_cost(costs);
+    auto it = std::find_if(measured.begin(), measured.end(), [&](const Figure& m) { return m.cost == figure; });
+    if (it != measured.end()) figures.push_back(std::move(*it));
+  };
+  // A measurement of a row; nothing for a damaged row, which says so in listings while a best
+  // answer comes from the intact ones.
+  auto read_measurement = [](const Statement& stmt) -> StatusOr<std::optional<Figure>> {
+    auto record = read_record(stmt);
+    if (!record.ok() && record.status().code() == StatusCode::kDataLoss) {
+      spdlog::warn("best configs: leaving out {}", record.status().message());
+      return std::optional<Figure>();
+    }
+    TF_RETURN_IF_ERROR(record.status());
+    return std::optional<Figure>(Figure{record->mean_cost_s(), stmt.column_int(0), std::move(record).value()});
+  };
   TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
     figures.clear();
+    if (connection.dialect() == Dialect::kPostgres) {
+      // One round trip: over a network, a query per candidate config would cost a round trip each.
+      TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(best_candidates_measurements_sql(!device_key.empty())));
+      stmt.bind(1, workload_text);
+      stmt.bind(2, target_text);
+      stmt.bind(3, candidates);
+      if (!device_key.empty()) stmt.bind(4, device_key);
+      std::map<std::pair<std::string, std::string>, std::vector<Figure>> by_config;  // Rows come fastest first.
+      for (;;) {
+        TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+        if (!row) break;
+        TF_ASSIGN_OR_RETURN(std::optional<Figure> measured, read_measurement(stmt));
+        if (measured) {
+          std::pair<std::string, std::string> key(stmt.column_text(3), stmt.column_text(4));
+          by_config[std::move(key)].push_back(std::move(*measured));
+        }
+      }
+      for (auto& [key, measured] : by_config) add_figure(measured);
+      return Status();
+    }
     std::vector<std::pair<std::string, std::string>> configs;  // (device key, config), fastest first.
     std::set<std::pair<std::string, std::string>> seen;
     {
@@ -375,20 +464,10 @@ StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& worklo
       for (;;) {
         TF_ASSIGN_OR_RETURN(bool row, stmt.step());
         if (!row) break;
-        auto record = read_record(stmt);
-        // A damaged row says so in listings; a best answer comes from the intact ones.
-        if (!record.ok() && record.status().code() == StatusCode::kDataLoss) {
-          spdlog::warn("best configs: leaving out {}", record.status().message());
-          continue;
-        }
-        TF_RETURN_IF_ERROR(record.status());
-        measured.push_back({record->mean_cost_s(), stmt.column_int(0), std::move(record).value()});
+        TF_ASSIGN_OR_RETURN(std::optional<Figure> one, read_measurement(stmt));
+        if (one) measured.push_back(std::move(*one));
       }
-      std::vector<double> costs;
-      for (const Figure& m : measured) costs.push_back(m.cost);
-      double figure = figure_cost(costs);
-      auto it = std::find_if(measured.begin(), measured.end(), [&](const Figure& m) { return m.cost == figure; });
-      if (it != measured.end()) figures.push_back(std::move(*it));
+      add_figure(measured);
     }
     return Status();
   }));
@@ -459,7 +538,7 @@ StatusOr<int64_t> RecordStore::count_measured_configs(std::string_view job_id) {
   int64_t count = 0;
   TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
     TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("SELECT count(*) FROM (SELECT DISTINCT workload_id, "
-                                                           "config FROM records WHERE job_id = ?1)"));
+                                                           "config FROM records WHERE job_id = ?1) AS configs"));
     stmt.bind(1, job_id);
     TF_ASSIGN_OR_RETURN(bool row, stmt.step());
     count = row ? stmt.column_int(0) : 0;
@@ -539,7 +618,7 @@ StatusOr<ImportStats> RecordStore::import_jsonl(std::istream& in, std::string_vi
   auto store = [&]() -> Status {
     if (batch->empty()) return Status();
     auto weight = static_cast<int64_t>(batch->size());
-    TF_ASSIGN_OR_RETURN(int64_t inserted, writer_->submit(insert_operation(std::move(batch)), weight).get());
+    TF_ASSIGN_OR_RETURN(int64_t inserted, writer_->submit(insert_operation(std::move(batch), fences_), weight).get());
     stats.imported += inserted;
     batch = std::make_shared<std::vector<RecordRow>>();
     return Status();

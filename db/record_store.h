@@ -3,8 +3,9 @@
 // listings, which configs a job has already measured (so a restarted job does not measure them
 // again), and JSON-lines export and import so results move between installations.
 //
-// One SQLite file in WAL mode. All writes go through one background writer that batches them
-// into transactions; reads use their own connections and never wait for it. Records added with
+// One SQLite file in WAL mode, or a PostgreSQL database (a postgresql:// URL) that several tunerds
+// share. All writes go through one background writer that batches them into transactions; reads
+// use their own connections and never wait for it. Records added with
 // add() become visible to queries once flush() returns. Every error is a Status with a message
 // for people: a busy database is waited out, a damaged one is reported as such, never a crash.
 // Every method may be called from any thread.
@@ -66,6 +67,17 @@ struct RecordPage {
   int64_t next_offset = 0;
 };
 
+// A job's lease as renew_leases() finds it.
+struct LeaseRenewal {
+  std::string job_id;
+  bool held = false;              // False: another tunerd took it over, or the job ended.
+  bool cancel_requested = false;  // A tunerd was asked to cancel the job (request_cancel()).
+};
+
+// The generations of the leases this store holds: every write about one of these jobs checks, in
+// its own transaction, that the job's lease is still at that generation.
+struct LeaseFences;
+
 struct ImportStats {
   int64_t imported = 0;
   int64_t skipped = 0;  // Already present.
@@ -73,9 +85,10 @@ struct ImportStats {
 
 class RecordStore {
  public:
-  // Opens the history at `path`, creating it when absent and migrating an older schema. Fails
-  // with a clear error when the file is damaged, truncated, belongs to another program or was
-  // written by a newer tunefarm.
+  // Opens the history at `path` (a SQLite file, or a PostgreSQL URL without a password: see
+  // db/postgres.h), creating it when absent and migrating an older schema. Fails with a clear error
+  // when the file is damaged, truncated, belongs to another program or was written by a newer
+  // tunefarm, or when the PostgreSQL server cannot be reached.
   static StatusOr<std::unique_ptr<RecordStore>> open(const std::string& path, RecordStoreOptions options = {});
   // Commits everything queued.
   ~RecordStore();
@@ -146,6 +159,36 @@ class RecordStore {
   StatusOr<std::vector<v1::Job>> list_jobs(const std::vector<v1::JobState>& states, int limit = 0);
   // How many jobs are in each state, over the whole history.
   StatusOr<std::map<v1::JobState, int64_t>> count_jobs_by_state();
+  // Stores `job` as it is (id, state, times, progress), when no job has its id: how a history
+  // moves to another database. Answers whether it was stored.
+  StatusOr<bool> put_job(const v1::Job& job);
+
+  // --- Leases: the jobs of a history that several tunerds share (PostgreSQL) ----------------
+  // A queued or running job is run by the tunerd that holds its lease: an owner, an expiry on the
+  // database server's clock, and a generation that grows with every new holder. While this store
+  // holds a lease, each of its writes about that job (records, state, progress) is fenced: it
+  // commits only if the lease is still at the generation taken, and otherwise fails with
+  // FAILED_PRECONDITION, so that a tunerd whose lease was taken over can never write for the job.
+  // On SQLite (one tunerd owns the file) shared() is false and jobs need no leases.
+  bool shared() const;
+  // Takes the lease of a QUEUED or RUNNING job whose lease is free or expired, for `owner`, for
+  // `duration`; answers its generation, or nothing when another holds it or the job has ended.
+  StatusOr<std::optional<int64_t>> acquire_lease(std::string_view job_id, std::string_view owner,
+                                                 std::chrono::milliseconds duration);
+  // Extends every lease this store holds by `duration` from now, answering for each whether it is
+  // still held and whether a cancel was requested. A lease no longer held stops being fenced
+  // (every write about its job fails) until forget_lease().
+  StatusOr<std::vector<LeaseRenewal>> renew_leases(std::string_view owner, std::chrono::milliseconds duration);
+  // Gives the lease up so that another tunerd may take the job at once (the job keeps its state).
+  Status release_lease(std::string_view job_id);
+  // Stops fencing writes about `job_id` without touching the database (after its lease was lost).
+  void forget_lease(std::string_view job_id);
+  // QUEUED and RUNNING jobs whose lease is free or expired, oldest first: jobs to take over.
+  StatusOr<std::vector<std::string>> unleased_jobs(int limit);
+  // Cancels a job for any tunerd: one that nobody runs (no live lease) becomes CANCELLED at once;
+  // one that a tunerd runs is marked, and that tunerd cancels it when it renews its lease.
+  // FAILED_PRECONDITION for a job that has ended.
+  StatusOr<v1::Job> request_cancel(std::string_view job_id);
 
  private:
   RecordStore(std::string path, RecordStoreOptions options, std::unique_ptr<Writer> writer);
@@ -156,6 +199,7 @@ class RecordStore {
 
   std::string path_;
   RecordStoreOptions options_;
+  std::shared_ptr<LeaseFences> fences_;
   std::unique_ptr<Writer> writer_;
   std::mutex readers_mutex_;
   std::vector<std::unique_ptr<Connection>> idle_readers_;

@@ -109,7 +109,7 @@ void Writer::run() {
       // Every failed try leaves its frames in the WAL, and readers' snapshots keep the automatic
       // checkpoint from reusing it: folding it into the database and truncating it while paused
       // keeps the pause from filling the disk again (it fails harmlessly while the disk is full).
-      (void)connection_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+      if (connection_->dialect() == Dialect::kSqlite) (void)connection_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
       continue;
     }
     std::lock_guard lock(mutex_);
@@ -164,8 +164,9 @@ std::vector<StatusOr<int64_t>> Writer::commit(std::vector<Item>& batch, Status& 
 
 Status Writer::try_commit(std::vector<Item>& batch, std::vector<StatusOr<int64_t>>& results) {
   results.clear();
-  // IMMEDIATE takes the write lock up front, so a busy database shows here and not half-way.
-  TF_RETURN_IF_ERROR(connection_->exec("BEGIN IMMEDIATE"));
+  // IMMEDIATE takes SQLite's write lock up front, so a busy database shows here and not half-way
+  // (PostgreSQL's writers lock rows, not the database).
+  TF_RETURN_IF_ERROR(connection_->exec(connection_->dialect() == Dialect::kSqlite ? "BEGIN IMMEDIATE" : "BEGIN"));
   auto fail = [&](Status status) {
     (void)connection_->exec("ROLLBACK");
     return status;

@@ -12,6 +12,9 @@ PACKAGES=(
   llvm-16-dev lld-16 liblld-16-dev libzstd-dev zlib1g-dev
   # cost model, history, logging, command lines, config files, JSON
   libxgboost-dev libsqlite3-dev libspdlog-dev libfmt-dev
+  # a history shared by several tunerds: PostgreSQL's client library, and the server the tests
+  # start (initdb, postgres) in a temporary directory
+  libpq-dev postgresql-15
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   # ONNX models: the importer's library, and the package the model scripts write them with; the
   # virtual environment for ONNX Runtime (below)

@@ -12,6 +12,8 @@
 #include "common/http/http_server.h"
 #include "common/http/metrics.h"
 #include "common/temp_dir.h"
+#include "db/copy_history.h"
+#include "db/postgres.h"
 #include "db/salvage.h"
 #include "tuner/compiler_task.h"
 #include "tuner/dashboard.h"
@@ -32,6 +34,16 @@ void add_tunerd_flags(CLI::App& app, TunerdFlags& f) {
   app.add_option("--tracker", f.tracker, "The tracker's address")->capture_default_str();
   app.add_option("--data-dir", f.data_dir, "Directory of the history database (created if missing)")
       ->capture_default_str();
+  app.add_option("--history", f.history,
+                 "A PostgreSQL history shared by several tunerds, as a postgresql:// URL without a password (libpq "
+                 "reads it from ~/.pgpass, PGPASSFILE or PGPASSWORD); unset: history.db in --data-dir");
+  app.add_option("--lease-s", f.lease_s,
+                 "With --history: how long a job's lease lasts unrenewed, so how soon another tunerd takes over the "
+                 "jobs of one that died (renewed every quarter of it)")
+      ->capture_default_str()->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--copy-history", f.copy_history,
+                 "Copy this SQLite history file (records and jobs) into --history, then exit; copying again skips "
+                 "what is there");
   add_secret_option(app, "tracker-token", f.tracker_token, "TUNEFARM_TRACKER_TOKEN",
                     "Token to present to the tracker with each batch");
   add_secret_option(app, "client-token", f.tokens.client, "TUNEFARM_CLIENT_TOKEN",
@@ -96,8 +108,8 @@ StatusOr<History> open_history(const TunerdFlags& f, const std::shared_ptr<Tuner
   options.on_commit = [metrics](double seconds, size_t writes, bool committed) {
     metrics->history_write(seconds, writes, committed);
   };
-  TF_ASSIGN_OR_RETURN(history.store,
-                      db::RecordStore::open((std::filesystem::path(f.data_dir) / "history.db").string(), options));
+  std::string location = f.history.empty() ? (std::filesystem::path(f.data_dir) / "history.db").string() : f.history;
+  TF_ASSIGN_OR_RETURN(history.store, db::RecordStore::open(location, options));
   return history;
 }
 
@@ -147,10 +159,31 @@ DaemonExit salvage(const TunerdFlags& f) {
   return DaemonExit::ok();
 }
 
+DaemonExit copy_history(const TunerdFlags& f) {
+  if (f.history.empty())
+    return DaemonExit::configuration(invalid_argument("--copy-history copies into --history: give its postgresql:// URL"));
+  auto from = db::RecordStore::open(f.copy_history);
+  if (!from.ok()) return DaemonExit::environment(from.status().with_context("--copy-history"));
+  auto to = db::RecordStore::open(f.history);
+  if (!to.ok()) return DaemonExit::environment(to.status().with_context("--history"));
+  auto report = db::copy_history(**from, **to);
+  if (!report.ok()) return DaemonExit::of(report.status().with_context("--copy-history"));
+  fmt::print("copied {} records ({} were there) and {} jobs ({} were there) into {}\n", report->records,
+             report->records_skipped, report->jobs, report->jobs_skipped, f.history);
+  return DaemonExit::ok();
+}
+
 }  // namespace
 
 DaemonExit run_tunerd(TunerdFlags f) {
   if (!f.salvage.empty()) return salvage(f);
+  if (!f.history.empty()) {
+    if (!db::is_postgres_url(f.history))
+      return DaemonExit::configuration(invalid_argument(fmt::format(
+          "--history {}: give a postgresql:// URL; a SQLite history lives in --data-dir", f.history)));
+    if (Status s = db::check_postgres_url(f.history); !s.ok()) return DaemonExit::configuration(s.with_context("--history"));
+  }
+  if (!f.copy_history.empty()) return copy_history(f);
   Exposure exposure{f.listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key", "--client-token-file",
                     "whoever can reach it may submit jobs and read the history"};
   auto credentials = serving_credentials(exposure, f.tls, f.tokens.gate());
@@ -161,6 +194,7 @@ DaemonExit run_tunerd(TunerdFlags f) {
   if (!metrics_listen.ok()) return DaemonExit::configuration(metrics_listen.status());
   f.jobs.model.objective = *parse_objective(f.objective);
   f.jobs.build_mark_dir = f.data_dir;
+  f.jobs.lease = std::chrono::milliseconds(static_cast<int64_t>(f.lease_s * 1000));
   auto registry = std::make_shared<prometheus::Registry>();
   f.jobs.metrics = std::make_shared<TunerMetrics>(*registry);
   auto history = open_history(f, f.jobs.metrics);

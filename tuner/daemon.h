@@ -21,6 +21,9 @@ struct TunerdFlags {
   std::string chart_js;     // Chart.js for the dashboard's charts.
   std::string tracker = "127.0.0.1:9190";
   std::string data_dir = "tunefarm-data";
+  std::string history;  // A postgresql:// URL shared with other tunerds; empty: history.db in data_dir.
+  double lease_s = 30;  // How long a job's lease lasts unrenewed, in a shared history.
+  std::string copy_history;  // A SQLite history to copy into --history, instead of serving.
   std::string tracker_token;
   bool insecure = false;
   AccessTokens tokens;

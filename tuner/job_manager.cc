@@ -1,9 +1,13 @@
 #include "tuner/job_manager.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <future>
 #include <map>
+#include <random>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -36,6 +40,13 @@ int64_t now_us() {
 }
 
 bool ended(v1::JobState s) { return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED; }
+
+// Unique among the tunerds sharing a history, and telling people which one holds a job.
+std::string default_lease_owner() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return fmt::format("{}:{}:{:06x}", host, ::getpid(), std::random_device{}() & 0xffffff);
+}
 
 }  // namespace
 
@@ -92,7 +103,8 @@ JobManager::JobManager(db::RecordStore& store, TaskFactory& tasks, BackendFactor
       tasks_(tasks),
       backends_(std::move(backends)),
       device_check_(std::move(device_check)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      owner_(options_.lease_owner.empty() ? default_lease_owner() : options_.lease_owner) {}
 
 JobManager::~JobManager() { shutdown(); }
 
@@ -142,6 +154,13 @@ Status JobManager::validate(const v1::JobSpec& spec) const {
 }
 
 Status JobManager::start() {
+  if (store_.shared()) {
+    // Other tunerds may be running the queued and running jobs: the heartbeat takes those whose
+    // lease is free or expired.
+    spdlog::info("jobs run under leases of {:.1f} s as {}", options_.lease.count() / 1000.0, owner_);
+    lease_thread_ = std::thread([this] { keep_leases(); });
+    return Status();
+  }
   TF_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_.list_jobs({v1::QUEUED, v1::RUNNING}, 100000));
   std::lock_guard<std::mutex> lock(mu_);
   // Oldest first, as they were submitted.
@@ -215,6 +234,15 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::st
     TF_RETURN_IF_ERROR(check_queue_room_locked(client));
   }
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.create_job(spec));
+  if (store_.shared()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      updates_[job.id()] = JobUpdate{job, "queued", 1, false};
+    }
+    // Run here when there is room; otherwise the first tunerd with room takes it.
+    take_job(job.id(), client);
+    return job;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return unavailable("the tuning service is shutting down");
   updates_[job.id()] = JobUpdate{job, "queued", 1, false};
@@ -281,6 +309,7 @@ StatusOr<v1::Job> JobManager::cancel(const std::string& job_id) {
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.get_job(job_id));
   if (ended(job.state()))
     return failed_precondition(fmt::format("job {} has already ended ({})", job_id, v1::JobState_Name(job.state())));
+  bool queued_here;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = running_.find(job_id);
@@ -289,9 +318,18 @@ StatusOr<v1::Job> JobManager::cancel(const std::string& job_id) {
       if (it->second->loop) it->second->loop->cancel();
       return job;  // The job's thread records CANCELLED when its batch in flight ends.
     }
-    std::erase_if(queue_, [&](const Queued& q) { return q.job_id == job_id; });
+    queued_here = std::erase_if(queue_, [&](const Queued& q) { return q.job_id == job_id; }) > 0;
+  }
+  if (store_.shared() && !queued_here) {
+    // Queued or run by another tunerd, or by none: the history tells the one that holds it.
+    TF_ASSIGN_OR_RETURN(v1::Job asked, store_.request_cancel(job_id));
+    publish(job_id, asked, ended(asked.state()) ? "cancelled before it started"
+                                                : "cancel requested: the tunerd that runs the job stops it at its "
+                                                  "next heartbeat");
+    return asked;
   }
   TF_ASSIGN_OR_RETURN(v1::Job cancelled, store_.update_job_state(job_id, v1::CANCELLED));
+  if (store_.shared()) (void)store_.release_lease(job_id);
   publish(job_id, cancelled, "cancelled before it started");
   return cancelled;
 }
@@ -304,6 +342,11 @@ StatusOr<v1::Job> JobManager::resume(const std::string& job_id, const std::strin
   }
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.reopen_job(job_id));
   spdlog::info("job {}: resumed on request", job_id);
+  if (store_.shared()) {
+    publish(job_id, job, "queued again: resumes from its records");
+    take_job(job_id, client);
+    return job;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   updates_[job_id] = JobUpdate{job, "queued again: resumes from its records", updates_[job_id].version + 1, false};
   queue_.push_back({job_id, client});
@@ -314,6 +357,14 @@ StatusOr<v1::Job> JobManager::resume(const std::string& job_id, const std::strin
 
 StatusOr<JobUpdate> JobManager::wait_for_update(const std::string& job_id, uint64_t after_version,
                                                 std::chrono::milliseconds timeout) {
+  if (store_.shared()) {
+    bool here;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      here = running_.count(job_id) > 0;
+    }
+    if (!here) return poll_remote(job_id, after_version, timeout);
+  }
   {
     std::unique_lock<std::mutex> lock(mu_);
     changed_.wait_for(lock, timeout, [&] {
@@ -374,6 +425,10 @@ void JobManager::run_job(const std::string& job_id) {
     spdlog::error("job {}: {}", job_id, status.to_string());
     auto failed = store_.update_job_state(job_id, v1::FAILED, status.message());
     if (failed.ok()) publish(job_id, *failed, "failed: " + status.message());
+  }
+  // Ended, stopped or lost: another tunerd may take a job that has not ended at once.
+  if (store_.shared()) {
+    if (Status s = store_.release_lease(job_id); !s.ok()) spdlog::warn("job {}: lease not released: {}", job_id, s.message());
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = running_.find(job_id);
@@ -702,10 +757,12 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
 
 void JobManager::shutdown() {
   std::vector<std::thread> threads;
+  std::vector<Queued> leased;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && running_.empty() && finished_threads_.empty()) return;
+    if (stopping_ && running_.empty() && finished_threads_.empty() && !lease_thread_.joinable()) return;
     stopping_ = true;
+    if (store_.shared()) leased.swap(queue_);
     for (auto& [id, r] : running_) {
       r->shutting_down = true;
       if (r->loop) r->loop->cancel();
@@ -722,6 +779,143 @@ void JobManager::shutdown() {
     changed_.wait_for(lock, std::chrono::milliseconds(50));
   }
   for (auto& t : threads) t.join();
+  if (lease_thread_.joinable()) lease_thread_.join();
+  for (const Queued& q : leased) (void)store_.release_lease(q.job_id);
+}
+
+void JobManager::keep_leases() {
+  const auto lease = options_.lease;
+  const auto heartbeat = std::max(lease / 4, std::chrono::milliseconds(50));
+  // Leaves a third of the lease for the jobs' threads to stop (a batch in flight is abandoned).
+  const auto cutoff = lease * 2 / 3;
+  auto last_renewed = std::chrono::steady_clock::now();
+  bool cut_off = false;
+  auto stop_everything = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> ids;
+    for (const auto& [id, r] : running_) ids.push_back(id);
+    for (const Queued& q : queue_) ids.push_back(q.job_id);
+    for (const std::string& id : ids) drop_job_locked(id, why);
+  };
+  for (;;) {
+    auto sent = std::chrono::steady_clock::now();
+    // Renewing may hang on a dead connection: the cut-off is watched meanwhile.
+    auto renewal = std::async(std::launch::async, [this, lease] { return store_.renew_leases(owner_, lease); });
+    auto check_cutoff = [&] {
+      if (cut_off || std::chrono::steady_clock::now() - last_renewed <= cutoff) return;
+      cut_off = true;
+      std::string why = fmt::format("this tunerd could not renew its leases for {:.1f} s (the history is out of "
+                                    "reach); it stops its jobs before another tunerd takes them over",
+                                    std::chrono::duration<double>(std::chrono::steady_clock::now() - last_renewed).count());
+      spdlog::error("{}", why);
+      stop_everything(why);
+    };
+    while (renewal.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) check_cutoff();
+    auto renewed = renewal.get();
+    if (renewed.ok()) {
+      last_renewed = sent;
+      if (cut_off) spdlog::info("the history answers again: this tunerd takes jobs again");
+      cut_off = false;
+      std::vector<std::string> to_cancel;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const db::LeaseRenewal& r : *renewed) {
+          if (!r.held) drop_job_locked(r.job_id, "another tunerd holds its lease now");
+          else if (r.cancel_requested) to_cancel.push_back(r.job_id);
+        }
+      }
+      for (const std::string& id : to_cancel) {
+        auto cancelled = cancel(id);
+        if (!cancelled.ok()) spdlog::warn("job {}: cancel asked through the history: {}", id, cancelled.status().message());
+      }
+      take_free_jobs();
+    } else {
+      spdlog::warn("renewing leases: {}", renewed.status().message());
+      check_cutoff();
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait_for(lock, heartbeat, [&] { return stopping_; });
+    if (stopping_) return;
+  }
+}
+
+void JobManager::drop_job_locked(const std::string& job_id, const std::string& why) {
+  if (auto it = running_.find(job_id); it != running_.end()) {
+    if (it->second->shutting_down) return;
+    spdlog::warn("job {}: stopped here: {}", job_id, why);
+    // Like a shutdown: the job's state is left to the tunerd that holds it. Its lease stays fenced
+    // until its thread has ended, so nothing it still writes can land.
+    it->second->shutting_down = true;
+    if (it->second->loop) it->second->loop->cancel();
+    return;
+  }
+  if (std::erase_if(queue_, [&](const Queued& q) { return q.job_id == job_id; }) > 0) {
+    spdlog::warn("job {}: no longer queued here: {}", job_id, why);
+    store_.forget_lease(job_id);
+  }
+}
+
+void JobManager::take_free_jobs() {
+  int room;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    room = options_.max_running_jobs - static_cast<int>(running_.size() + queue_.size());
+  }
+  if (room <= 0) return;
+  // A few more than there is room for: another tunerd may take some first.
+  auto free = store_.unleased_jobs(room + 4);
+  if (!free.ok()) return;
+  for (const std::string& id : *free) {
+    if (take_job(id, "") && --room == 0) return;
+  }
+}
+
+bool JobManager::take_job(const std::string& job_id, const std::string& client) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || static_cast<int>(running_.size() + queue_.size()) >= options_.max_running_jobs) return false;
+    if (running_.count(job_id)) return false;
+  }
+  auto generation = store_.acquire_lease(job_id, owner_, options_.lease);
+  if (!generation.ok() || !*generation) return false;
+  auto job = store_.get_job(job_id);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_ || !job.ok()) {
+    lock.unlock();
+    (void)store_.release_lease(job_id);
+    return false;
+  }
+  bool taken_over = **generation > 1 && job->state() == v1::RUNNING;
+  spdlog::info("job {}: {} (lease generation {})", job_id, taken_over ? "taken over" : "taken", **generation);
+  JobUpdate& u = updates_[job_id];
+  u = JobUpdate{*job, taken_over ? "taken over from a tunerd that stopped: resumes from its records" : "queued",
+                u.version + 1, false};
+  queue_.push_back({job_id, client});
+  launch_queued_locked();
+  changed_.notify_all();
+  return true;
+}
+
+StatusOr<JobUpdate> JobManager::poll_remote(const std::string& job_id, uint64_t after_version,
+                                            std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    TF_ASSIGN_OR_RETURN(v1::Job job, store_.get_job(job_id));
+    std::unique_lock<std::mutex> lock(mu_);
+    JobUpdate& u = updates_[job_id];
+    if (u.version == 0 || u.job.SerializeAsString() != job.SerializeAsString()) {
+      u.job = std::move(job);
+      u.message.clear();
+      u.version = std::max(u.version, after_version) + 1;
+      u.ended = ended(u.job.state());
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (u.version > after_version || now >= deadline || stopping_) return u;
+    // The history is asked a few times a second, not more, however many watch.
+    changed_.wait_for(lock, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(250)),
+                      [&] { return stopping_; });
+  }
 }
 
 }  // namespace tunefarm

@@ -4,6 +4,13 @@
 // stopped resume from the records already in the database — their measured configs are never
 // measured again and count towards the budget.
 //
+// In a history that several tunerds share (PostgreSQL: db::RecordStore::shared()), a job runs where
+// its lease is held: a heartbeat renews this tunerd's leases, takes over jobs whose lease expired
+// (their tunerd died) or that nobody took yet, stops a job whose lease another took, and cancels a
+// job that a cancel on another tunerd asked for. A tunerd that cannot renew for two thirds of the
+// lease stops its jobs before the lease can expire; the history's fences refuse whatever it still
+// tries to write. Any tunerd answers for any job: the history has them all.
+//
 // The manager knows neither gRPC nor the compiler: a TaskFactory makes tuning tasks, a
 // BackendFactory makes the measurement backend of a job, and a DeviceKeyCheck says what each agent
 // serving a device key can run (an error when none serves it). tuner/service.cc wires the real ones in.
@@ -53,6 +60,10 @@ struct JobManagerOptions {
   // Where jobs mark that their candidates are being compiled (tuner/build_guard.h), so that a job
   // during whose builds tunerd keeps dying is failed instead of resumed; empty: no marks.
   std::string build_mark_dir;
+  // In a shared history: this tunerd's name on its leases (empty: host, process and a random
+  // number), and how long a lease lasts unrenewed, which is how soon a dead tunerd's jobs move.
+  std::string lease_owner;
+  std::chrono::milliseconds lease{30000};
   ModelOptions model;              // The cost model of xgb-sa jobs (its seed comes from the job).
   v1::MeasureOptions default_measure = default_tuning_measure_options();
   std::shared_ptr<TunerMetrics> metrics;  // Every job's loop counts its trials and builds here; null: none.
@@ -125,6 +136,18 @@ class JobManager {
   // false when tunerd stops meanwhile.
   bool wait_for_history(const std::string& job_id, v1::Job& job, Running& running);
 
+  // --- Leases (a shared history) ---
+  // The heartbeat: renews, stops lost jobs, takes free ones; until shutdown.
+  void keep_leases();
+  // Takes the leases of free jobs while this tunerd has room, and queues them.
+  void take_free_jobs();
+  // Takes `job_id`'s lease and queues it when there is room; false when not taken.
+  bool take_job(const std::string& job_id, const std::string& client);
+  // Stops running (or drops from the queue) a job this tunerd no longer holds, without ending it.
+  void drop_job_locked(const std::string& job_id, const std::string& why);
+  // A job run elsewhere, as the history has it, once it differs from what `after_version` saw.
+  StatusOr<JobUpdate> poll_remote(const std::string& job_id, uint64_t after_version, std::chrono::milliseconds timeout);
+
   db::RecordStore& store_;
   TaskFactory& tasks_;
   BackendFactory backends_;
@@ -142,6 +165,8 @@ class JobManager {
   std::map<std::string, std::unique_ptr<Running>> running_;
   std::map<std::string, JobUpdate> updates_;               // Latest state of jobs seen by this process.
   std::vector<std::thread> finished_threads_;
+  std::string owner_;          // On leases, in a shared history.
+  std::thread lease_thread_;   // keep_leases(), in a shared history.
 };
 
 }  // namespace tunefarm

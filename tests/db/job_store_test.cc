@@ -1,13 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "db/record_store.h"
-#include "db_test_util.h"
+#include "history_test.h"
 
 namespace tunefarm {
 namespace {
 
 using testing::same;
-using testing::TempDir;
 
 v1::JobSpec spec(int trials = 64) {
   v1::JobSpec spec;
@@ -22,14 +21,19 @@ v1::JobSpec spec(int trials = 64) {
   return spec;
 }
 
-class JobStoreTest : public ::testing::Test {
+class JobStoreTest : public testing::HistoryTest {
  protected:
-  void SetUp() override { store_ = db::RecordStore::open(dir_.file("history.db")).value(); }
-  TempDir dir_;
+  void SetUp() override {
+    HistoryTest::SetUp();
+    if (IsSkipped()) return;
+    store_ = db::RecordStore::open(location()).value();
+  }
   std::unique_ptr<db::RecordStore> store_;
 };
 
-TEST_F(JobStoreTest, CreatedJobIsQueuedWithItsSpec) {
+TUNEFARM_ON_BOTH_BACKENDS(JobStoreTest);
+
+TEST_P(JobStoreTest, CreatedJobIsQueuedWithItsSpec) {
   auto job = store_->create_job(spec());
   ASSERT_TRUE(job.ok()) << job.status().to_string();
   EXPECT_FALSE(job->id().empty());
@@ -43,7 +47,7 @@ TEST_F(JobStoreTest, CreatedJobIsQueuedWithItsSpec) {
   EXPECT_NE(store_->create_job(spec())->id(), job->id());
 }
 
-TEST_F(JobStoreTest, StatesMoveForwardAndStampTimes) {
+TEST_P(JobStoreTest, StatesMoveForwardAndStampTimes) {
   std::string id = store_->create_job(spec())->id();
   auto running = store_->update_job_state(id, v1::RUNNING);
   ASSERT_TRUE(running.ok()) << running.status().to_string();
@@ -64,7 +68,7 @@ TEST_F(JobStoreTest, StatesMoveForwardAndStampTimes) {
   EXPECT_EQ(store_->get_job(id)->state(), v1::FAILED);
 }
 
-TEST_F(JobStoreTest, UnknownJobsAndStatesAreClearErrors) {
+TEST_P(JobStoreTest, UnknownJobsAndStatesAreClearErrors) {
   EXPECT_EQ(store_->get_job("job-nope").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->update_job_state("job-nope", v1::RUNNING).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->update_job_progress("job-nope", {}).code(), StatusCode::kNotFound);
@@ -72,7 +76,7 @@ TEST_F(JobStoreTest, UnknownJobsAndStatesAreClearErrors) {
   EXPECT_EQ(store_->update_job_state(id, v1::JOB_STATE_UNSPECIFIED).status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST_F(JobStoreTest, ProgressIsKept) {
+TEST_P(JobStoreTest, ProgressIsKept) {
   std::string id = store_->create_job(spec())->id();
   v1::JobProgress progress;
   progress.set_trials_done(32);
@@ -83,7 +87,7 @@ TEST_F(JobStoreTest, ProgressIsKept) {
   EXPECT_TRUE(same(store_->get_job(id)->progress(), progress));
 }
 
-TEST_F(JobStoreTest, ListsByStateNewestFirst) {
+TEST_P(JobStoreTest, ListsByStateNewestFirst) {
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(store_->create_job(spec())->id());
   ASSERT_TRUE(store_->update_job_state(ids[1], v1::RUNNING).ok());
@@ -103,7 +107,7 @@ TEST_F(JobStoreTest, ListsByStateNewestFirst) {
   EXPECT_EQ(store_->list_jobs({static_cast<v1::JobState>(42)}).status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST_F(JobStoreTest, InvalidSpecsAreRefused) {
+TEST_P(JobStoreTest, InvalidSpecsAreRefused) {
   v1::JobSpec no_tasks = spec();
   no_tasks.clear_tasks();
   EXPECT_NE(store_->create_job(no_tasks).status().message().find("no tasks"), std::string::npos);
@@ -120,11 +124,11 @@ TEST_F(JobStoreTest, InvalidSpecsAreRefused) {
   EXPECT_TRUE(store_->list_jobs({})->empty());
 }
 
-TEST_F(JobStoreTest, JobsSurviveReopening) {
+TEST_P(JobStoreTest, JobsSurviveReopening) {
   std::string id = store_->create_job(spec())->id();
   ASSERT_TRUE(store_->update_job_state(id, v1::RUNNING).ok());
   store_.reset();
-  store_ = db::RecordStore::open(dir_.file("history.db")).value();
+  store_ = db::RecordStore::open(location()).value();
   auto running = store_->list_jobs({v1::RUNNING});
   ASSERT_EQ(running->size(), 1u);
   EXPECT_EQ((*running)[0].id(), id);

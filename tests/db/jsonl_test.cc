@@ -4,14 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "db/record_store.h"
-#include "db_test_util.h"
+#include "history_test.h"
 
 namespace tunefarm {
 namespace {
 
 using testing::make_record;
 using testing::same;
-using testing::TempDir;
 
 const std::vector<std::string> kWorkloads = {"matmul:M=64,N=64,K=64", "matmul:M=128,N=128,K=128",
                                              "dense:M=1,N=1000,K=2048"};
@@ -41,19 +40,22 @@ std::string export_all(db::RecordStore& store, const db::RecordFilter& filter = 
   return out.str();
 }
 
-class JsonLinesTest : public ::testing::Test {
+class JsonLinesTest : public testing::HistoryTest {
  protected:
   void SetUp() override {
-    source_ = db::RecordStore::open(dir_.file("source.db")).value();
-    destination_ = db::RecordStore::open(dir_.file("destination.db")).value();
+    HistoryTest::SetUp();
+    if (IsSkipped()) return;
+    source_ = db::RecordStore::open(location("source")).value();
+    destination_ = db::RecordStore::open(location("destination")).value();
     ASSERT_EQ(source_->insert(history()).value(), static_cast<int64_t>(history().size()));
   }
-  TempDir dir_;
   std::unique_ptr<db::RecordStore> source_;
   std::unique_ptr<db::RecordStore> destination_;
 };
 
-TEST_F(JsonLinesTest, ExportThenImportGivesIdenticalRecordsAndBestAnswers) {
+TUNEFARM_ON_BOTH_BACKENDS(JsonLinesTest);
+
+TEST_P(JsonLinesTest, ExportThenImportGivesIdenticalRecordsAndBestAnswers) {
   std::string exported = export_all(*source_);
   EXPECT_EQ(std::count(exported.begin(), exported.end(), '\n'), static_cast<long>(history().size()));
   std::istringstream in(exported);
@@ -79,7 +81,7 @@ TEST_F(JsonLinesTest, ExportThenImportGivesIdenticalRecordsAndBestAnswers) {
       }
 }
 
-TEST_F(JsonLinesTest, ImportingTwiceSkipsWhatIsThere) {
+TEST_P(JsonLinesTest, ImportingTwiceSkipsWhatIsThere) {
   std::istringstream first(export_all(*source_));
   ASSERT_TRUE(destination_->import_jsonl(first, "a").ok());
   std::istringstream second(export_all(*source_));
@@ -90,7 +92,7 @@ TEST_F(JsonLinesTest, ImportingTwiceSkipsWhatIsThere) {
   EXPECT_EQ(destination_->list_records({})->total, static_cast<int64_t>(history().size()));
 }
 
-TEST_F(JsonLinesTest, FilteredExportHoldsOnlyMatchingRecords) {
+TEST_P(JsonLinesTest, FilteredExportHoldsOnlyMatchingRecords) {
   db::RecordFilter filter{.workload = testing::workload(kWorkloads[2]), .device_key = "x86-b"};
   std::istringstream in(export_all(*source_, filter));
   auto stats = destination_->import_jsonl(in, "part");
@@ -104,7 +106,7 @@ TEST_F(JsonLinesTest, FilteredExportHoldsOnlyMatchingRecords) {
   }
 }
 
-TEST_F(JsonLinesTest, ImportsFromAFileIgnoringBlankLines) {
+TEST_P(JsonLinesTest, ImportsFromAFileIgnoringBlankLines) {
   std::string path = dir_.file("records.jsonl");
   std::string exported = export_all(*source_);
   {
@@ -117,7 +119,7 @@ TEST_F(JsonLinesTest, ImportsFromAFileIgnoringBlankLines) {
   EXPECT_EQ(stats->imported, static_cast<int64_t>(history().size()));
 }
 
-TEST_F(JsonLinesTest, ExportStopsAtTheSinksError) {
+TEST_P(JsonLinesTest, ExportStopsAtTheSinksError) {
   int seen = 0;
   Status status = source_->export_records({}, [&](const v1::Record&) -> Status {
     return ++seen == 3 ? unavailable("client went away") : Status();

@@ -1,0 +1,195 @@
+// What only the PostgreSQL back end has: URLs and their passwords, migrations raced by several
+// tunerds, histories shared by several stores at once, and a server that goes away and comes back.
+#include "db/postgres.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "db/copy_history.h"
+#include "db/record_store.h"
+#include "db/schema.h"
+#include "history_test.h"
+
+namespace tunefarm {
+namespace {
+
+using testing::make_record;
+using testing::PgServer;
+
+class PostgresTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = PgServer::unavailable()) GTEST_SKIP() << *why;
+  }
+};
+
+TEST(PostgresUrlTest, APasswordInTheUrlIsRefusedSayingWhereItGoes) {
+  for (std::string url : {"postgresql://tunefarm:s3cret@db.example/history",
+                          "postgresql://db.example/history?password=s3cret", "postgres://u:s3cret@h/d"}) {
+    Status status = db::check_postgres_url(url);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << url;
+    EXPECT_NE(status.message().find(".pgpass"), std::string::npos) << status.message();
+    EXPECT_EQ(status.message().find("s3cret"), std::string::npos) << status.message();
+    EXPECT_EQ(db::RecordStore::open(url).status().code(), StatusCode::kInvalidArgument) << url;
+  }
+  EXPECT_TRUE(db::check_postgres_url("postgresql://tunefarm@db.example:5433/history?sslmode=require").ok());
+  EXPECT_EQ(db::check_postgres_url("postgresql://[oops").code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PostgresUrlTest, ParametersBecomeDollarNumbers) {
+  EXPECT_EQ(db::postgres_parameters("SELECT ?2, ?1, '?', ?, \"a?\" WHERE x = ?10"),
+            "SELECT $2, $1, '?', $1, \"a?\" WHERE x = $10");
+}
+
+TEST_F(PostgresTest, TunerdsStartingTogetherMigrateOnce) {
+  std::string url = PgServer::shared().new_database();
+  std::vector<std::thread> starts;
+  std::vector<Status> results(6);
+  for (size_t i = 0; i < results.size(); ++i)
+    starts.emplace_back([&, i] { results[i] = db::RecordStore::open(url).status(); });
+  for (auto& t : starts) t.join();
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.to_string();
+  auto connection = db::Connection::open(url, db::Connection::Mode::kReadOnly, std::chrono::seconds(1)).value();
+  EXPECT_EQ(connection->query_int("SELECT count(*) FROM tunefarm_schema").value(), 1);
+  EXPECT_EQ(connection->query_int("SELECT version FROM tunefarm_schema").value(),
+            db::postgres_migrations().back().version);
+}
+
+TEST_F(PostgresTest, ADatabaseOfAnotherProgramIsLeftAlone) {
+  std::string url = PgServer::shared().new_database();
+  {
+    auto connection = db::Connection::open(url, db::Connection::Mode::kReadWrite, std::chrono::seconds(1)).value();
+    ASSERT_TRUE(connection->exec("CREATE TABLE records (invoice int)").ok());
+  }
+  auto opened = db::RecordStore::open(url);
+  EXPECT_EQ(opened.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(opened.status().message().find("not a tunefarm history"), std::string::npos);
+}
+
+TEST_F(PostgresTest, StoresSharingAHistoryAddTheSameWorkloadsAtOnce) {
+  std::string url = PgServer::shared().new_database();
+  auto a = db::RecordStore::open(url).value();
+  auto b = db::RecordStore::open(url).value();
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&, w] {
+      db::RecordStore& store = w == 0 ? *a : *b;
+      for (int i = 0; i < 20; ++i) {
+        std::string workload = "matmul:M=" + std::to_string(16 + i) + ",N=64,K=64";
+        EXPECT_TRUE(store.insert({make_record({.workload = workload, .config = i, .agent_id = w ? "b" : "a"})}).ok());
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(a->list_records({})->total, 40);
+  EXPECT_EQ(b->list_records({})->total, 40);
+}
+
+TEST_F(PostgresTest, MeasurementsAreHeldWhileTheServerIsDownAndWrittenWhenItIsBack) {
+  PgServer& server = PgServer::shared();
+  std::string url = server.new_database();
+  db::RecordStoreOptions options;
+  options.busy_budget = std::chrono::milliseconds(2000);
+  auto store = db::RecordStore::open(url, options).value();
+  ASSERT_TRUE(store->insert({make_record({.config = 1})}).ok());
+  server.stop();
+  ASSERT_TRUE(store->add({make_record({.config = 2})}).ok());
+  // The writer notices the outage on its first try and holds the record.
+  for (int i = 0; i < 200 && store->write_outage().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(store->write_outage().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(store->list_records({}).ok());
+  server.start();
+  EXPECT_TRUE(store->flush().ok());
+  EXPECT_TRUE(store->write_outage().ok());
+  EXPECT_EQ(store->list_records({})->total, 2);
+}
+
+v1::JobSpec job_spec() {
+  v1::JobSpec spec;
+  *spec.add_tasks()->mutable_workload() = to_proto(testing::workload("matmul:M=64,N=64,K=64"));
+  *spec.mutable_target() = to_proto(testing::target("llvm"));
+  spec.set_device_key("local-cpu");
+  spec.set_trials(8);
+  return spec;
+}
+
+TEST_F(PostgresTest, AnExpiredLeaseIsTakenOverAndTheOldHoldersWritesAreFenced) {
+  std::string url = PgServer::shared().new_database();
+  auto a = db::RecordStore::open(url).value();
+  auto b = db::RecordStore::open(url).value();
+  ASSERT_TRUE(a->shared());
+  std::string id = a->create_job(job_spec())->id();
+  auto lease = std::chrono::milliseconds(300);
+  EXPECT_EQ(a->acquire_lease(id, "a", lease).value(), 1);
+  EXPECT_EQ(b->acquire_lease(id, "b", lease).value(), std::nullopt);  // Held by a.
+  EXPECT_EQ(b->unleased_jobs(10)->size(), 0u);
+  EXPECT_TRUE(a->update_job_state(id, v1::RUNNING).ok());
+  EXPECT_EQ(a->insert({make_record({.config = 1, .job_id = id})}).value(), 1);
+  auto renewed = a->renew_leases("a", lease).value();
+  ASSERT_EQ(renewed.size(), 1u);
+  EXPECT_TRUE(renewed[0].held);
+
+  std::this_thread::sleep_for(lease + std::chrono::milliseconds(100));  // a stops renewing: cut off.
+  EXPECT_EQ(b->unleased_jobs(10).value(), std::vector<std::string>{id});
+  EXPECT_EQ(b->acquire_lease(id, "b", lease).value(), 2);
+  // Every write of a about the job is refused now; b's go through.
+  EXPECT_EQ(a->insert({make_record({.config = 2, .job_id = id})}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a->update_job_progress(id, {}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a->update_job_state(id, v1::SUCCEEDED).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(a->renew_leases("a", lease).value()[0].held);
+  // Records of other jobs (an import) are not a's lease's business.
+  EXPECT_EQ(a->insert({make_record({.config = 3, .job_id = "job-elsewhere"})}).value(), 1);
+  EXPECT_EQ(b->insert({make_record({.config = 2, .job_id = id})}).value(), 1);
+  EXPECT_EQ(b->update_job_state(id, v1::SUCCEEDED)->state(), v1::SUCCEEDED);
+  db::RecordFilter of_job;
+  of_job.job_id = id;
+  EXPECT_EQ(b->list_records(of_job)->total, 2);
+}
+
+TEST_F(PostgresTest, ACancelReachesTheHolderOrEndsAJobNobodyRuns) {
+  std::string url = PgServer::shared().new_database();
+  auto a = db::RecordStore::open(url).value();
+  auto b = db::RecordStore::open(url).value();
+  std::string held = a->create_job(job_spec())->id();
+  std::string idle = a->create_job(job_spec())->id();
+  ASSERT_TRUE(a->acquire_lease(held, "a", std::chrono::seconds(30)).value());
+  EXPECT_EQ(b->request_cancel(held)->state(), v1::QUEUED);
+  auto renewed = a->renew_leases("a", std::chrono::seconds(30)).value();
+  ASSERT_EQ(renewed.size(), 1u);
+  EXPECT_TRUE(renewed[0].cancel_requested);
+  EXPECT_EQ(b->request_cancel(idle)->state(), v1::CANCELLED);
+  EXPECT_EQ(b->request_cancel(idle).status().code(), StatusCode::kFailedPrecondition);
+  // A lease given up is free at once.
+  ASSERT_TRUE(a->release_lease(held).ok());
+  EXPECT_EQ(b->acquire_lease(held, "b", std::chrono::seconds(30)).value(), 2);
+}
+
+TEST_F(PostgresTest, ASqliteHistoryMovesWithItsJobsAndCopyingAgainSkipsWhatIsThere) {
+  testing::TempDir dir;
+  auto sqlite = db::RecordStore::open(dir.file("history.db")).value();
+  v1::Job running = sqlite->create_job(job_spec()).value();
+  running = sqlite->update_job_state(running.id(), v1::RUNNING).value();
+  std::string done = sqlite->create_job(job_spec())->id();
+  ASSERT_TRUE(sqlite->update_job_state(done, v1::SUCCEEDED).ok());
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(sqlite->add({make_record({.config = i, .job_id = running.id()})}).ok());
+  ASSERT_TRUE(sqlite->flush().ok());
+
+  auto postgres = db::RecordStore::open(PgServer::shared().new_database()).value();
+  auto report = db::copy_history(*sqlite, *postgres);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->jobs, 2);
+  EXPECT_EQ(report->records, 7);
+  v1::Job moved = postgres->get_job(running.id()).value();
+  EXPECT_TRUE(testing::same(moved, running));
+  EXPECT_EQ(postgres->get_job(done)->state(), v1::SUCCEEDED);
+  EXPECT_EQ(postgres->count_measured_configs(running.id()).value(), 7);
+  // The running job is one a tunerd of the new history takes and resumes.
+  EXPECT_EQ(postgres->unleased_jobs(10).value(), std::vector<std::string>{running.id()});
+  report = db::copy_history(*sqlite, *postgres);
+  EXPECT_EQ(report->jobs_skipped, 2);
+  EXPECT_EQ(report->records_skipped, 7);
+}
+
+}  // namespace
+}  // namespace tunefarm
