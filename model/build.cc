@@ -70,23 +70,26 @@ std::string header_text(const std::string& name, const Target& target, const Gra
   std::string io;
   for (const auto* list : {&g.inputs, &g.outputs})
     for (const auto& v : *list)
-      io += fmt::format(" *   {} {}: float32{}\n", list == &g.inputs ? "input " : "output", v, shape_string(g.find(v)->shape));
+      io += fmt::format(" *   {} {}: {}{}\n", list == &g.inputs ? "input " : "output", v, g.find(v)->dtype,
+                        shape_string(g.find(v)->shape));
   return c_source::instantiate(library_c::kHeader, name, {{"TARGET", target.to_string()}, {"IO", io}});
 }
 
 std::string io_tables(const std::string& prefix, const Graph& g, const std::vector<std::string>& list) {
-  std::string names, ranks, shapes, pointers;
+  std::string names, dtypes, ranks, shapes, pointers;
   for (size_t i = 0; i < list.size(); ++i) {
     const Value* v = g.find(list[i]);
     names += c_source::string_literal(list[i]) + ", ";
+    dtypes += c_source::string_literal(v->dtype) + ", ";
     ranks += fmt::format("{}, ", std::max<size_t>(1, v->shape.size()));
     shapes += fmt::format("static const int64_t {}_shape_{}[] = {{{}}};\n", prefix, i, shape_array(v->shape));
     pointers += fmt::format("{}_shape_{}, ", prefix, i);
   }
-  if (list.empty()) names = ranks = pointers = "0";
-  return fmt::format("{}static const char* const {}_names[] = {{{}}};\nstatic const int {}_ranks[] = {{{}}};\n"
+  if (list.empty()) names = dtypes = ranks = pointers = "0";
+  return fmt::format("{}static const char* const {}_names[] = {{{}}};\nstatic const char* const {}_dtypes[] = {{{}}};\n"
+                     "static const int {}_ranks[] = {{{}}};\n"
                      "static const int64_t* const {}_shapes[] = {{{}}};\nstatic const int64_t {}_sizes[] = {{{}}};\n",
-                     shapes, prefix, names, prefix, ranks, prefix, pointers, prefix,
+                     shapes, prefix, names, prefix, dtypes, prefix, ranks, prefix, pointers, prefix,
                      [&] {
                        std::string e;
                        for (const auto& n : list) e += fmt::format("{}, ", std::max<int64_t>(1, g.find(n)->elements()));
@@ -212,7 +215,8 @@ StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Tar
   json io = json::object();
   for (const auto* list : {&program.graph.inputs, &program.graph.outputs}) {
     json entries_json = json::array();
-    for (const auto& v : *list) entries_json.push_back({{"name", v}, {"shape", program.graph.find(v)->shape}});
+    for (const auto& v : *list)
+      entries_json.push_back({{"name", v}, {"dtype", program.graph.find(v)->dtype}, {"shape", program.graph.find(v)->shape}});
     io[list == &program.graph.inputs ? "inputs" : "outputs"] = std::move(entries_json);
   }
   json manifest = {{"name", name},

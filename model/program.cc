@@ -254,6 +254,28 @@ class Lowering {
 
 StatusOr<Program> lower_graph(Graph graph) {
   Program p;
+  // An integer input (token ids, an attention mask) is converted to float32 once, by the first
+  // steps, and every node reads the converted value: what is computed from it is held as float32.
+  for (const std::string& in : graph.inputs) {
+    TF_ASSIGN_OR_RETURN(Computed c, input_cast_compute(graph, in));
+    if (c.tensors.empty()) continue;
+    if (std::count(graph.outputs.begin(), graph.outputs.end(), in))
+      return invalid_argument(fmt::format("input '{}' ({}) is also a model output: a built model's outputs are float32", in,
+                                          graph.find(in)->dtype));
+    const std::string& to = c.tensors.back();
+    Value v = *graph.find(in);
+    v.name = to;
+    v.is_float = true;
+    v.dtype = "float32";
+    graph.values[to] = std::move(v);
+    for (Node& node : graph.nodes)
+      for (std::string& name : node.inputs)
+        if (name == in) name = to;
+    p.steps.push_back(Step{in, "Cast", std::nullopt, c.def, c.tensors, true});
+  }
+  // Outputs are written as float32 whatever the file says (an integer output is held so too).
+  for (const std::string& out : graph.outputs)
+    if (Value* v = graph.find(out)) v->dtype = "float32";
   Lowering lowering(graph, p);
   for (const Node& node : graph.nodes) {
     if (node.outputs.empty()) continue;

@@ -63,6 +63,8 @@ int libname_num_inputs(void) { return NUM_INPUTS; }
 int libname_num_outputs(void) { return NUM_OUTPUTS; }
 const char* libname_input_name(int i) { return i >= 0 && i < NUM_INPUTS ? input_names[i] : NULL; }
 const char* libname_output_name(int i) { return i >= 0 && i < NUM_OUTPUTS ? output_names[i] : NULL; }
+const char* libname_input_dtype(int i) { return i >= 0 && i < NUM_INPUTS ? input_dtypes[i] : NULL; }
+const char* libname_output_dtype(int i) { return i >= 0 && i < NUM_OUTPUTS ? output_dtypes[i] : NULL; }
 int libname_input_rank(int i) { return i >= 0 && i < NUM_INPUTS ? input_ranks[i] : -1; }
 int libname_output_rank(int i) { return i >= 0 && i < NUM_OUTPUTS ? output_ranks[i] : -1; }
 const int64_t* libname_input_shape(int i) { return i >= 0 && i < NUM_INPUTS ? input_shapes[i] : NULL; }
@@ -128,7 +130,7 @@ static double now(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int libname_run_profiled(libname_model* m, const float* const* inputs, const int64_t* input_elements, float* const* outputs,
+int libname_run_profiled(libname_model* m, const void* const* inputs, const int64_t* input_elements, float* const* outputs,
                      const int64_t* output_elements, double* step_seconds) {
   if (!m || !inputs || !input_elements || !outputs || !output_elements)
     return fail(LIBNAME_ERROR_NULL_ARGUMENT, "the model, the buffers and their sizes must not be NULL");
@@ -167,7 +169,7 @@ int libname_run_profiled(libname_model* m, const float* const* inputs, const int
   return LIBNAME_OK;
 }
 
-int libname_run(libname_model* m, const float* const* inputs, const int64_t* input_elements, float* const* outputs,
+int libname_run(libname_model* m, const void* const* inputs, const int64_t* input_elements, float* const* outputs,
             const int64_t* output_elements) {
   return libname_run_profiled(m, inputs, input_elements, outputs, output_elements, NULL);
 }
