@@ -52,6 +52,14 @@ Expr gelu_tanh(const Expr& x) {
   return x * sigmoid(f32(2) * z);
 }
 
+// Mish, x tanh(softplus(x)), through exp only (which vectorizes): with n = (1 + e^x)^2,
+// tanh(log(1 + e^x)) = (n - 1) / (n + 1); past x = 20 that is 1 in float32, where n overflows.
+Expr mish(const Expr& x) {
+  Expr e = f32(1) + ir::call(ir::Type::f32(), "exp", {ir::min(x, f32(20))});
+  Expr n = e * e;
+  return ir::select(ir::lt(x, f32(20)), x * (n - f32(1)) / (n + f32(1)), x);
+}
+
 Expr hard_sigmoid(const Expr& x, float alpha, float beta) {
   return ir::min(ir::max(f32(alpha) * x + f32(beta), f32(0)), f32(1));
 }
@@ -131,6 +139,7 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
   };
   if (op == "Relu") return unary([](Expr x) { return ir::max(x, f32(0)); });
   if (op == "Sigmoid") return unary(sigmoid);
+  if (op == "Mish") return unary(mish);
   if (op == "HardSigmoid") {
     float alpha = node.float_attr("alpha", 0.2f), beta = node.float_attr("beta", 0.5f);
     return unary([&](Expr x) { return hard_sigmoid(x, alpha, beta); });

@@ -314,6 +314,13 @@ def silu(b, x):
     return b.node("Mul", [x, b.node("Sigmoid", [x])])
 
 
+def mish(b, x):
+    # Mish is an operator from opset 18; before, exporters write x * Tanh(Softplus(x)).
+    if b.opset >= 18:
+        return b.node("Mish", [x])
+    return b.node("Mul", [x, b.node("Tanh", [b.node("Softplus", [x])])])
+
+
 def chunk_torchscript(b, x, channels):
     """x.chunk(2, dim=1) as the TorchScript exporter writes it: the halves' bounds computed from the
     input's shape (Shape -> Gather -> Add -> Div -> Mul -> Slice)."""
@@ -329,8 +336,8 @@ def convnet_blocks(opset):
     """RegNetY, EfficientNet and ShuffleNetV2 pieces: a grouped 3x3 convolution (groups of 8
     channels) with squeeze-excite through Sigmoid, SiLU, and a ShuffleNet unit: the channels split
     in halves (Split, or the TorchScript exporter's Slices), one half through 1x1/depthwise/1x1
-    convolutions, Concat, and the channel shuffle (Reshape -> Transpose -> Reshape); a Pad, and a
-    MaxPool with ceil_mode as GoogLeNet's."""
+    convolutions, Concat, and the channel shuffle (Reshape -> Transpose -> Reshape); Mish; a Pad,
+    and a MaxPool with ceil_mode as GoogLeNet's."""
     b = Builder(11, opset=opset)
     x = "input"
     y = b.conv_bn(x, 3, 32, 3, stride=2)
@@ -355,7 +362,7 @@ def convnet_blocks(opset):
     y = b.node("Concat", [left, r], axis=1)
     y = b.node("Reshape", [y, b.const(np.array([1, 2, 16, 8, 8], np.int64), "shape")])
     y = b.node("Transpose", [y], perm=[0, 2, 1, 3, 4])
-    y = b.node("Reshape", [y, b.const(np.array([1, 32, 8, 8], np.int64), "shape")])
+    y = mish(b, b.node("Reshape", [y, b.const(np.array([1, 32, 8, 8], np.int64), "shape")]))
     # Swin pads its feature map to whole windows; the TorchScript exporter computes the pads from
     # the shape (Mod), in PyTorch's order, turned into ONNX's by Reshape -> Slice(step -1) ->
     # Transpose -> Reshape.
