@@ -18,7 +18,8 @@ Run it in a virtual environment of its own:
     python3 -m venv build/bench-venv
     build/bench-venv/bin/pip install torch torchvision transformers onnxscript onnx
     build/bench-venv/bin/python bench/export_torch_models.py build/models/torch
-then, for each file, with tunerd running:
+then carry every file through tasks, submit --trials 64, build and model_bench on a farm of its
+own (bench/run_torch_models.py, hours on two cores), or one file by hand, with tunerd running:
     tune-client tasks --model build/models/torch/resnet18.dynamo.onnx
     tune-client submit --model build/models/torch/resnet18.dynamo.onnx --trials 64 --watch
     tune-client build --model build/models/torch/resnet18.dynamo.onnx -o build/out/resnet18
