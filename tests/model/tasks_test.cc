@@ -234,5 +234,23 @@ TEST(ModelTasks, AModelWithOperatorsTheBuildCannotRunIsRefusedNamingEachNode) {
   EXPECT_THAT(table.status().message(), ::testing::HasSubstr("node 'wave' (Sin)"));
 }
 
+// Token ids and a mask come in as the file types them; a type the build does not take is refused
+// before anything is tuned, naming the input.
+TEST(ModelTasks, IntegerInputsAreTakenAndOtherTypesRefusedByName) {
+  auto graph = import_onnx_file(test_model("token_encoder_small.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  EXPECT_EQ(graph->find("input_ids")->dtype, "int64");
+  EXPECT_EQ(graph->find("attention_mask")->dtype, "int64");
+  Graph bytes = *graph;
+  auto table = extract_tasks(*graph);
+  ASSERT_TRUE(table.ok()) << table.status().to_string();
+  EXPECT_FALSE(table->tasks.empty());
+  bytes.find("attention_mask")->dtype = "UINT8";
+  auto refused = extract_tasks(bytes);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("input 'attention_mask' is UINT8: a built model takes float32, int64 or int32 inputs"));
+}
+
 }  // namespace
 }  // namespace tunefarm::model
