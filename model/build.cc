@@ -105,22 +105,26 @@ std::string tables(const Program& p, const MemoryPlan& plan, const Tensors& weig
   auto where = [&](const std::string& value) -> std::string {
     const std::string& root = p.storage(value);
     for (size_t i = 0; i < g.inputs.size(); ++i)
-      if (g.inputs[i] == root) return fmt::format("{{IN_INPUT, {}}}", i);
+      if (g.inputs[i] == root) return fmt::format("IN_INPUT, {}", i);
     for (size_t i = 0; i < g.outputs.size(); ++i)
-      if (g.outputs[i] == root) return fmt::format("{{IN_OUTPUT, {}}}", i);
+      if (g.outputs[i] == root) return fmt::format("IN_OUTPUT, {}", i);
     if (auto it = weights.weight_offsets.find(root); it != weights.weight_offsets.end())
-      return fmt::format("{{IN_WEIGHTS, {}}}", it->second);
-    return fmt::format("{{IN_ARENA, {}}}", plan.offsets.at(root));
+      return fmt::format("IN_WEIGHTS, {}", it->second);
+    return fmt::format("IN_ARENA, {}", plan.offsets.at(root));
   };
-  std::string step_names, kernels, args, first_arg = "0";
+  std::string step_names, kernels, args, repeats, first_arg = "0";
   size_t max_args = 1, arg_count = 0;
   for (size_t s = 0; s < p.steps.size(); ++s) {
     const Step& step = p.steps[s];
     step_names += "  " + c_source::string_literal(fmt::format("{} ({})", step.node, step.op)) + ",\n";
     kernels += fmt::format("  {},\n", entries[s]);
     args += "  ";
-    for (const auto& t : step.tensors) args += where(t) + ", ";
+    // Every value is float32 in the arena and the weights (an integer input is read once, by the
+    // step that converts it, which does not repeat).
+    for (size_t t = 0; t < step.tensors.size(); ++t)
+      args += fmt::format("{{{}, {}}}, ", where(step.tensors[t]), step.strides.empty() ? 0 : step.strides[t] * 4);
     args += "\n";
+    repeats += fmt::format("{}, ", step.repeat);
     arg_count += step.tensors.size();
     max_args = std::max(max_args, step.tensors.size());
     first_arg += fmt::format(", {}", arg_count);
@@ -138,7 +142,8 @@ std::string tables(const Program& p, const MemoryPlan& plan, const Tensors& weig
     out += fmt::format("int32_t {}(void* const* args);\n", entry);
   out += fmt::format("static int32_t (*const step_kernels[])(void* const*) = {{\n{}}};\n", kernels);
   out += fmt::format("static const struct step_arg step_args[] = {{\n{}}};\n", args);
-  out += fmt::format("static const int step_first_arg[] = {{{}}};", first_arg);
+  out += fmt::format("static const int step_first_arg[] = {{{}}};\n", first_arg);
+  out += fmt::format("static const int64_t step_repeat[] = {{{}}};", repeats.empty() ? "1" : repeats);
   return out;
 }
 

@@ -138,7 +138,7 @@ class Lowering {
     }
     const std::string& raw = call.tensors.back();
     if (raw != out) add_value(raw, graph_.find(out)->shape);
-    p_.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors, false});
+    add_kernel_step(node, call);
     if (raw != out) {
       Node plain_operands = node;
       TF_RETURN_IF_ERROR(plain_epilogue_operands(plain_operands, call.remaining));
@@ -203,7 +203,7 @@ class Lowering {
     if (keep_blocked && call.remaining.empty()) call.tensors.back() = out;
     const std::string raw = call.tensors.back();
     if (raw != out) add_value(raw, graph_.find(out)->shape);
-    p_.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors, false});
+    add_kernel_step(node, call);
     if (keep_blocked) {
       block_[out] = call.output_block;
       if (raw == out) return Status();
@@ -238,6 +238,10 @@ class Lowering {
     v.name = name;
     v.shape = shape;
     graph_.values[name] = std::move(v);
+  }
+
+  void add_kernel_step(const Node& node, const TunedCall& call) {
+    p_.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors, false, call.groups, call.group_strides});
   }
 
   void add_step(const std::string& node, const std::string& op, const Computed& c, bool vectorize) {

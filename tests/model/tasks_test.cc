@@ -208,7 +208,21 @@ TEST(ModelTasks, GroupedConvolutionsAreAConvolutionPerGroup) {
   EXPECT_EQ(t->tasks[0].workload.param("K"), 2);
   EXPECT_EQ(t->tasks[0].count, 2);
   EXPECT_EQ(t->tunable_nodes, 2);
-  EXPECT_EQ(t->tasks[0].nodes, (std::vector<std::string>{"grouped_conv/group0", "grouped_conv/group1"}));
+  // A batch of one stays one node, whose step calls the group's kernel for each group; in a larger
+  // batch a group's channels are not one range: a node per group.
+  EXPECT_EQ(t->tasks[0].nodes, (std::vector<std::string>{"grouped_conv"}));
+  ModelBuilder two;
+  two.input("x", {2, 4, 8, 8});
+  two.weight("w", {4, 2, 3, 3});
+  ModelBuilder::integer(two.node("Conv", {"x", "w"}, "y", "grouped_conv"), "group", 2);
+  two.output("y", {2, 4, 6, 6});
+  auto g2 = import_onnx(two.bytes(), "grouped_batch.onnx");
+  ASSERT_TRUE(g2.ok()) << g2.status().to_string();
+  auto t2 = extract_tasks(*g2);
+  ASSERT_TRUE(t2.ok()) << t2.status().to_string();
+  ASSERT_EQ(t2->tasks.size(), 1u);
+  EXPECT_EQ(t2->tasks[0].count, 2);
+  EXPECT_EQ(t2->tasks[0].nodes, (std::vector<std::string>{"grouped_conv/group0", "grouped_conv/group1"}));
 
   ModelBuilder d;
   d.input("x", {1, 4, 8, 8});
