@@ -11,14 +11,15 @@ DistilBERT and MiniLM encoders (two layers, built from a config), all with rando
   <name>.torchscript.onnx   dynamo=False, opset 17.
 Then prints a table of the files: IR version, opset, operator counts.
 
-The transformers take hidden states (a float tensor) rather than token ids: a built model's inputs
-are float32, and the embedding lookup is not what tunefarm tunes.
+The transformers take what users feed them: int64 token ids (`input_ids`) and an int64
+`attention_mask`, both [1, seq]; the images are `x`, float32.
 
 Run it in a virtual environment of its own:
     python3 -m venv build/bench-venv
     build/bench-venv/bin/pip install torch torchvision transformers onnxscript onnx
     build/bench-venv/bin/python bench/export_torch_models.py build/models/torch
-then, for each file, with tunerd running:
+then carry every file through tasks, submit --trials 64, build and model_bench on a farm of its
+own (bench/run_torch_models.py, hours on two cores), or one file by hand, with tunerd running:
     tune-client tasks --model build/models/torch/resnet18.dynamo.onnx
     tune-client submit --model build/models/torch/resnet18.dynamo.onnx --trials 64 --watch
     tune-client build --model build/models/torch/resnet18.dynamo.onnx -o build/out/resnet18
@@ -52,17 +53,16 @@ def vision_models(size):
     }, torch.randn(1, 3, size, size)
 
 
-class Encoder(torch.nn.Module):
-    """A transformers encoder over hidden states: the layers, without the embedding lookup."""
+class TokenEncoder(torch.nn.Module):
+    """A transformers model as users export it: token ids and the attention mask in, the last
+    hidden state out."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
 
-    def forward(self, hidden_states):
-        encoder = getattr(self.model, "encoder", None) or getattr(self.model, "transformer")
-        out = encoder(hidden_states)
-        return out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
 def text_models(seq):
@@ -71,20 +71,26 @@ def text_models(seq):
     def bert(hidden, heads, ffn):
         config = t.BertConfig(hidden_size=hidden, num_hidden_layers=2, num_attention_heads=heads,
                               intermediate_size=ffn)
-        return Encoder(t.BertModel(config))
+        return TokenEncoder(t.BertModel(config))
 
     def distilbert():
         config = t.DistilBertConfig(n_layers=2)
-        return Encoder(t.DistilBertModel(config))
+        return TokenEncoder(t.DistilBertModel(config))
 
+    # Token ids over the vocabulary (BERT's and DistilBERT's are the same size), and a mask that
+    # pads the last quarter of the sequence, as a batch of one shorter sentence is fed.
+    input_ids = torch.randint(0, t.BertConfig().vocab_size, (1, seq))
+    attention_mask = torch.ones(1, seq, dtype=torch.int64)
+    attention_mask[:, seq - seq // 4:] = 0
     return {
         "bert_base_2l": lambda: bert(768, 12, 3072),
         "minilm_l2": lambda: bert(384, 12, 1536),
         "distilbert_2l": distilbert,
-    }, {"bert_base_2l": 768, "minilm_l2": 384, "distilbert_2l": 768}, seq
+    }, (input_ids, attention_mask)
 
 
 def export(model, example, path, dynamo, opset):
+    names = ["x"] if len(example) == 1 else ["input_ids", "attention_mask"]
     model.eval()
     # Layers initialized to zeros (ViT's classifier) would make the output zero whatever the rest
     # computes: random weights there too, so that comparing outputs means something.
@@ -94,9 +100,10 @@ def export(model, example, path, dynamo, opset):
                 torch.nn.init.normal_(p, std=0.02)
     with torch.no_grad():
         if dynamo:
-            torch.onnx.export(model, (example,), path, dynamo=True, opset_version=opset, external_data=True)
+            torch.onnx.export(model, example, path, dynamo=True, opset_version=opset, external_data=True,
+                              input_names=names)
         else:
-            torch.onnx.export(model, (example,), path, dynamo=False, opset_version=17)
+            torch.onnx.export(model, example, path, dynamo=False, opset_version=17, input_names=names)
 
 
 def describe(path):
@@ -123,10 +130,10 @@ def main():
     jobs = []
     vision, image = vision_models(args.size)
     for name, make in vision.items():
-        jobs.append((name, make, image))
-    text, hidden, seq = text_models(args.seq)
+        jobs.append((name, make, (image,)))
+    text, tokens = text_models(args.seq)
     for name, make in text.items():
-        jobs.append((name, make, torch.randn(1, seq, hidden[name])))
+        jobs.append((name, make, tokens))
     failed = 0
     for name, make, example in jobs:
         if args.only and name not in args.only:

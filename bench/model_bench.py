@@ -73,6 +73,39 @@ def relative_difference(ours, theirs):
     return worst
 
 
+def integer_bounds(model):
+    """{input name: the rows of the table a Gather looks it up in} for the integer inputs that are
+    indices (token ids); other integer inputs (a mask) take 0 and 1."""
+    import onnx
+
+    m = onnx.load(model, load_external_data=False)
+    shapes = {t.name: list(t.dims) for t in m.graph.initializer}
+    bounds = {}
+    for n in m.graph.node:
+        if n.op_type == "Gather" and len(n.input) > 1 and n.input[0] in shapes:
+            axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+            bounds[n.input[1]] = shapes[n.input[0]][axis]
+    return bounds
+
+
+def feeds_for(model, inputs, rng):
+    """Deterministic inputs: floats in [-1, 1); token ids over their table; masks of ones with the
+    last quarter zero (padding), as a batch of one short sentence is fed."""
+    bounds = integer_bounds(model) if any(i.dtype.kind == "i" for i in inputs) else {}
+    feeds = {}
+    for i in inputs:
+        if i.dtype.kind == "f":
+            feeds[i.name] = rng.uniform(-1, 1, i.shape).astype(i.dtype)
+        elif i.name in bounds:
+            feeds[i.name] = rng.integers(0, bounds[i.name], i.shape).astype(i.dtype)
+        else:
+            mask = np.ones(i.shape, dtype=i.dtype)
+            if mask.ndim:
+                mask[..., mask.shape[-1] - mask.shape[-1] // 4:] = 0
+            feeds[i.name] = mask
+    return feeds
+
+
 def timed(fn, runs):
     samples = []
     for _ in range(runs):
@@ -102,7 +135,7 @@ def main():
         print(f"model_bench: {e}", file=sys.stderr)
         return 1
     rng = np.random.default_rng(7)
-    feeds = {i.name: rng.uniform(-1, 1, i.shape).astype(np.float32) for i in ours.inputs}
+    feeds = feeds_for(args.model, ours.inputs, rng)
     theirs = session.run(None, feeds)
     difference = relative_difference(ours.run(feeds), theirs)
     result = {"model": os.path.basename(args.model), "threads": args.threads, "max_relative_difference": difference}

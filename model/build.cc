@@ -70,23 +70,26 @@ std::string header_text(const std::string& name, const Target& target, const Gra
   std::string io;
   for (const auto* list : {&g.inputs, &g.outputs})
     for (const auto& v : *list)
-      io += fmt::format(" *   {} {}: float32{}\n", list == &g.inputs ? "input " : "output", v, shape_string(g.find(v)->shape));
+      io += fmt::format(" *   {} {}: {}{}\n", list == &g.inputs ? "input " : "output", v, g.find(v)->dtype,
+                        shape_string(g.find(v)->shape));
   return c_source::instantiate(library_c::kHeader, name, {{"TARGET", target.to_string()}, {"IO", io}});
 }
 
 std::string io_tables(const std::string& prefix, const Graph& g, const std::vector<std::string>& list) {
-  std::string names, ranks, shapes, pointers;
+  std::string names, dtypes, ranks, shapes, pointers;
   for (size_t i = 0; i < list.size(); ++i) {
     const Value* v = g.find(list[i]);
     names += c_source::string_literal(list[i]) + ", ";
+    dtypes += c_source::string_literal(v->dtype) + ", ";
     ranks += fmt::format("{}, ", std::max<size_t>(1, v->shape.size()));
     shapes += fmt::format("static const int64_t {}_shape_{}[] = {{{}}};\n", prefix, i, shape_array(v->shape));
     pointers += fmt::format("{}_shape_{}, ", prefix, i);
   }
-  if (list.empty()) names = ranks = pointers = "0";
-  return fmt::format("{}static const char* const {}_names[] = {{{}}};\nstatic const int {}_ranks[] = {{{}}};\n"
+  if (list.empty()) names = dtypes = ranks = pointers = "0";
+  return fmt::format("{}static const char* const {}_names[] = {{{}}};\nstatic const char* const {}_dtypes[] = {{{}}};\n"
+                     "static const int {}_ranks[] = {{{}}};\n"
                      "static const int64_t* const {}_shapes[] = {{{}}};\nstatic const int64_t {}_sizes[] = {{{}}};\n",
-                     shapes, prefix, names, prefix, ranks, prefix, pointers, prefix,
+                     shapes, prefix, names, prefix, dtypes, prefix, ranks, prefix, pointers, prefix,
                      [&] {
                        std::string e;
                        for (const auto& n : list) e += fmt::format("{}, ", std::max<int64_t>(1, g.find(n)->elements()));
@@ -102,22 +105,26 @@ std::string tables(const Program& p, const MemoryPlan& plan, const Tensors& weig
   auto where = [&](const std::string& value) -> std::string {
     const std::string& root = p.storage(value);
     for (size_t i = 0; i < g.inputs.size(); ++i)
-      if (g.inputs[i] == root) return fmt::format("{{IN_INPUT, {}}}", i);
+      if (g.inputs[i] == root) return fmt::format("IN_INPUT, {}", i);
     for (size_t i = 0; i < g.outputs.size(); ++i)
-      if (g.outputs[i] == root) return fmt::format("{{IN_OUTPUT, {}}}", i);
+      if (g.outputs[i] == root) return fmt::format("IN_OUTPUT, {}", i);
     if (auto it = weights.weight_offsets.find(root); it != weights.weight_offsets.end())
-      return fmt::format("{{IN_WEIGHTS, {}}}", it->second);
-    return fmt::format("{{IN_ARENA, {}}}", plan.offsets.at(root));
+      return fmt::format("IN_WEIGHTS, {}", it->second);
+    return fmt::format("IN_ARENA, {}", plan.offsets.at(root));
   };
-  std::string step_names, kernels, args, first_arg = "0";
+  std::string step_names, kernels, args, repeats, first_arg = "0";
   size_t max_args = 1, arg_count = 0;
   for (size_t s = 0; s < p.steps.size(); ++s) {
     const Step& step = p.steps[s];
     step_names += "  " + c_source::string_literal(fmt::format("{} ({})", step.node, step.op)) + ",\n";
     kernels += fmt::format("  {},\n", entries[s]);
     args += "  ";
-    for (const auto& t : step.tensors) args += where(t) + ", ";
+    // Every value is float32 in the arena and the weights (an integer input is read once, by the
+    // step that converts it, which does not repeat).
+    for (size_t t = 0; t < step.tensors.size(); ++t)
+      args += fmt::format("{{{}, {}}}, ", where(step.tensors[t]), step.strides.empty() ? 0 : step.strides[t] * 4);
     args += "\n";
+    repeats += fmt::format("{}, ", step.repeat);
     arg_count += step.tensors.size();
     max_args = std::max(max_args, step.tensors.size());
     first_arg += fmt::format(", {}", arg_count);
@@ -135,7 +142,8 @@ std::string tables(const Program& p, const MemoryPlan& plan, const Tensors& weig
     out += fmt::format("int32_t {}(void* const* args);\n", entry);
   out += fmt::format("static int32_t (*const step_kernels[])(void* const*) = {{\n{}}};\n", kernels);
   out += fmt::format("static const struct step_arg step_args[] = {{\n{}}};\n", args);
-  out += fmt::format("static const int step_first_arg[] = {{{}}};", first_arg);
+  out += fmt::format("static const int step_first_arg[] = {{{}}};\n", first_arg);
+  out += fmt::format("static const int64_t step_repeat[] = {{{}}};", repeats.empty() ? "1" : repeats);
   return out;
 }
 
@@ -212,7 +220,8 @@ StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Tar
   json io = json::object();
   for (const auto* list : {&program.graph.inputs, &program.graph.outputs}) {
     json entries_json = json::array();
-    for (const auto& v : *list) entries_json.push_back({{"name", v}, {"shape", program.graph.find(v)->shape}});
+    for (const auto& v : *list)
+      entries_json.push_back({{"name", v}, {"dtype", program.graph.find(v)->dtype}, {"shape", program.graph.find(v)->shape}});
     io[list == &program.graph.inputs ? "inputs" : "outputs"] = std::move(entries_json);
   }
   json manifest = {{"name", name},

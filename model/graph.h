@@ -18,6 +18,9 @@ struct Value {
   std::string name;
   std::vector<int64_t> shape;  // Static; a scalar has none.
   bool is_float = true;        // Float32, or an integer type (shapes, indices).
+  // A model input's element type as the caller passes it: "float32", "int64" or "int32" (token
+  // ids, masks); another name for a type a built model does not take.
+  std::string dtype = "float32";
   // Constant data (initializers, Constant nodes, folded values); empty for computed values.
   bool constant = false;
   std::vector<float> floats;

@@ -160,7 +160,12 @@ StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, con
     std::vector<int64_t> dims;
     if (!static_shape(info, dims)) return;  // Unknown: a node that needs it says so.
     v.shape = std::move(dims);
-    v.is_float = info.type().tensor_type().elem_type() == onnx::TensorProto::FLOAT;
+    int type = info.type().tensor_type().elem_type();
+    v.is_float = type == onnx::TensorProto::FLOAT;
+    v.dtype = type == onnx::TensorProto::FLOAT   ? "float32"
+              : type == onnx::TensorProto::INT64 ? "int64"
+              : type == onnx::TensorProto::INT32 ? "int32"
+                                                 : onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(type));
     graph.values[v.name] = std::move(v);
   };
   for (const auto& info : g.input()) {

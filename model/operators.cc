@@ -53,6 +53,14 @@ Expr gelu_tanh(const Expr& x) {
   return x * sigmoid(f32(2) * z);
 }
 
+// Mish, x tanh(softplus(x)), through exp only (which vectorizes): with n = (1 + e^x)^2,
+// tanh(log(1 + e^x)) = (n - 1) / (n + 1); past x = 20 that is 1 in float32, where n overflows.
+Expr mish(const Expr& x) {
+  Expr e = f32(1) + ir::call(ir::Type::f32(), "exp", {ir::min(x, f32(20))});
+  Expr n = e * e;
+  return ir::select(ir::lt(x, f32(20)), x * (n - f32(1)) / (n + f32(1)), x);
+}
+
 Expr hard_sigmoid(const Expr& x, float alpha, float beta) {
   return ir::min(ir::max(f32(alpha) * x + f32(beta), f32(0)), f32(1));
 }
@@ -79,8 +87,8 @@ StatusOr<std::vector<te::Tensor>> inputs_of(const Graph& graph, const Node& node
   for (size_t i = 0; i < node.inputs.size() && (count < 0 || static_cast<int>(i) < count); ++i) {
     if (node.inputs[i].empty()) continue;
     TF_ASSIGN_OR_RETURN(const Value* v, graph.value_of(node, node.inputs[i]));
-    // Integer constants (a mask, an index) are stored as float32 with the weights.
-    if (!v->is_float && !v->constant) return unsupported(node, fmt::format("input '{}' is not float32", v->name));
+    // Integer constants (a mask, an index) are stored as float32 with the weights, and integers
+    // computed at run time (from token ids, a mask: see input_cast_compute) are held as float32.
     in.push_back(te::placeholder(fmt::format("in{}", i), dims_of(*v)));
     names.push_back(v->name);
   }
@@ -131,8 +139,33 @@ te::Tensor row_statistic(const std::string& name, const std::vector<int64_t>& ro
   });
 }
 
-StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>& in, const std::vector<int64_t>& out) {
+// 1 where `c` holds, else 0: a comparison's or a logical operator's boolean, held as float32.
+Expr as_float(const Expr& c) { return ir::select(c, f32(1), f32(0)); }
+
+Expr is_true(const Expr& x) { return ir::compare(ir::CompareOp::kNE, x, f32(0)); }
+
+StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>& in, const std::vector<int64_t>& out,
+                                 bool integer_out) {
   const std::string& op = node.op;
+  // Integer division truncates, which float32 does not; the exporters' integer divisions are of
+  // shapes, folded before.
+  if ((op == "Div" || op == "Mod") && integer_out) return unsupported(node, "integer division at run time is not supported");
+  static const std::map<std::string, ir::CompareOp> kCompare = {
+      {"Equal", ir::CompareOp::kEQ}, {"Less", ir::CompareOp::kLT}, {"LessOrEqual", ir::CompareOp::kLE},
+      {"Greater", ir::CompareOp::kGT}, {"GreaterOrEqual", ir::CompareOp::kGE}};
+  if (auto c = kCompare.find(op); c != kCompare.end()) {
+    if (in.size() != 2) return unsupported(node, "expects two inputs");
+    return te::compute("out", out, [&](const std::vector<Var>& i) {
+      return as_float(ir::compare(c->second, broadcast_read(in[0], i), broadcast_read(in[1], i)));
+    });
+  }
+  if (op == "And" || op == "Or") {
+    if (in.size() != 2) return unsupported(node, "expects two inputs");
+    return te::compute("out", out, [&](const std::vector<Var>& i) {
+      Expr a = as_float(is_true(broadcast_read(in[0], i))), b = as_float(is_true(broadcast_read(in[1], i)));
+      return op == "And" ? ir::min(a, b) : ir::max(a, b);
+    });
+  }
   static const std::map<std::string, ir::BinaryOp> kBinary = {
       {"Add", ir::BinaryOp::kAdd}, {"Sub", ir::BinaryOp::kSub}, {"Mul", ir::BinaryOp::kMul}, {"Div", ir::BinaryOp::kDiv},
       {"Max", ir::BinaryOp::kMax}, {"Min", ir::BinaryOp::kMin}};
@@ -147,6 +180,7 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
   };
   if (op == "Relu") return unary([](Expr x) { return ir::max(x, f32(0)); });
   if (op == "Sigmoid") return unary(sigmoid);
+  if (op == "Mish") return unary(mish);
   if (op == "HardSigmoid") {
     float alpha = node.float_attr("alpha", 0.2f), beta = node.float_attr("beta", 0.5f);
     return unary([&](Expr x) { return hard_sigmoid(x, alpha, beta); });
@@ -162,12 +196,23 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
   }
   if (op == "Abs") return unary([](Expr x) { return ir::max(x, f32(0) - x); });
   if (op == "Reciprocal") return unary([](Expr x) { return f32(1) / x; });
-  // A float-to-float Cast copies; integer constants are folded before.
-  if ((op == "Cast" && node.int_attr("to", 0) == 1) || op == "Expand") return unary([](Expr x) { return x; });
+  // A value is NaN where it differs from itself.
+  if (op == "IsNaN") return unary([](Expr x) { return as_float(ir::compare(ir::CompareOp::kNE, x, x)); });
+  if (op == "Not") return unary([](Expr x) { return as_float(ir::compare(ir::CompareOp::kEQ, x, f32(0))); });
+  if (op == "Cast") {
+    // Every value is held as float32: a Cast to float copies, one to an integer truncates, one to
+    // bool says whether the value is not zero. (Integer constants are folded before.)
+    int64_t to = node.int_attr("to", 0);
+    if (to == 1) return unary([](Expr x) { return x; });
+    if (to == 9) return unary([](Expr x) { return as_float(is_true(x)); });
+    if (to == 6 || to == 7) return unary([](Expr x) { return ir::cast(ir::Type::f32(), ir::cast(ir::Type::i64(), x)); });
+    return unsupported(node, fmt::format("a Cast to ONNX type {} is not supported", to));
+  }
+  if (op == "Expand") return unary([](Expr x) { return x; });
   if (op == "Where") {
     if (in.size() != 3) return unsupported(node, "expects three inputs");
     return te::compute("out", out, [&](const std::vector<Var>& i) {
-      return ir::select(ir::compare(ir::CompareOp::kNE, broadcast_read(in[0], i), f32(0)), broadcast_read(in[1], i), broadcast_read(in[2], i));
+      return ir::select(is_true(broadcast_read(in[0], i)), broadcast_read(in[1], i), broadcast_read(in[2], i));
     });
   }
   if (op == "Tanh") return unary([](Expr x) { return ir::call(ir::Type::f32(), "tanh", {x}); });
@@ -199,7 +244,12 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
   // Expand's shape are constants that become part of the definition, not tensors it reads.
   static const std::set<std::string> kFirstInputOnly = {"Clip", "Expand", "Slice", "Gather", "Pow", "Pad", "ReduceMean",
                                                         "ReduceSum", "ReduceMax", "ReduceMin"};
-  TF_ASSIGN_OR_RETURN(std::vector<te::Tensor> in, inputs_of(graph, node, kFirstInputOnly.count(node.op) ? 1 : -1, names));
+  // Gather reads its indices as a tensor when they are computed at run time (token ids) or too
+  // many to write into the definition (a position per token).
+  const Value* indices = node.op == "Gather" && node.inputs.size() > 1 ? graph.find(node.inputs[1]) : nullptr;
+  bool runtime_indices = indices && (!indices->constant || indices->elements() > 16);
+  TF_ASSIGN_OR_RETURN(std::vector<te::Tensor> in,
+                      inputs_of(graph, node, kFirstInputOnly.count(node.op) && !runtime_indices ? 1 : -1, names));
   if (in.empty()) return unsupported(node, "has no input");
   const te::Tensor& x = in[0];
   const std::string& op = node.op;
@@ -322,6 +372,49 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
         at.push_back(ir::max(ir::min(p, ir::int_imm(n - 1)), ir::int_imm(0)));
       }
       return ir::select(inside, x(at), f32(fill));
+    });
+  } else if (op == "Gather" && runtime_indices) {
+    size_t rank = x.shape().size();
+    int64_t axis = normalize_axis(node.int_attr("axis", 0), rank);
+    if (axis < 0 || in.size() != 2) return unsupported(node, "an axis out of range");
+    int64_t dim = x.shape()[static_cast<size_t>(axis)];
+    size_t index_rank = indices->shape.size();
+    const te::Tensor& idx = in[1];
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      std::vector<Expr> where;
+      for (size_t d = 0; d < index_rank; ++d) where.push_back(i[static_cast<size_t>(axis) + d]);
+      if (where.empty()) where.push_back(ir::int_imm(0));
+      // A negative index counts from the end; one out of range reads the nearest row instead of
+      // memory outside the table (ONNX Runtime refuses it).
+      Expr k = ir::cast(ir::Type::i64(), idx(where));
+      k = ir::select(ir::lt(k, ir::int_imm(0)), k + dim, k);
+      k = ir::max(ir::min(k, ir::int_imm(dim - 1)), ir::int_imm(0));
+      std::vector<Expr> at;
+      for (size_t d = 0; d < static_cast<size_t>(axis); ++d) at.push_back(i[d]);
+      at.push_back(k);
+      for (size_t d = static_cast<size_t>(axis) + 1; d < rank; ++d) at.push_back(i[d - 1 + index_rank]);
+      return x(at);
+    });
+  } else if (op == "GatherND") {
+    // Each row of the indices' last axis (k long) names a slice of the data's trailing axes.
+    if (in.size() != 2 || node.int_attr("batch_dims", 0) != 0) return unsupported(node, "only batch_dims 0 is supported");
+    const te::Tensor& idx = in[1];
+    size_t rank = x.shape().size(), index_rank = idx.shape().size();
+    int64_t k = idx.shape().back();
+    if (k < 1 || k > static_cast<int64_t>(rank) || out.size() != index_rank - 1 + rank - static_cast<size_t>(k))
+      return unsupported(node, "indices that do not match the data's rank");
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      std::vector<Expr> at;
+      for (int64_t d = 0; d < k; ++d) {
+        std::vector<Expr> row(i.begin(), i.begin() + static_cast<std::ptrdiff_t>(index_rank - 1));
+        row.push_back(ir::int_imm(d));
+        int64_t dim = x.shape()[static_cast<size_t>(d)];
+        Expr v = ir::cast(ir::Type::i64(), idx(row));
+        v = ir::select(ir::lt(v, ir::int_imm(0)), v + dim, v);
+        at.push_back(ir::max(ir::min(v, ir::int_imm(dim - 1)), ir::int_imm(0)));
+      }
+      for (size_t d = index_rank - 1; d < out.size(); ++d) at.push_back(i[d]);
+      return x(at);
     });
   } else if (op == "Gather") {
     size_t rank = x.shape().size();
@@ -457,7 +550,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       return value;
     });
   } else {
-    TF_ASSIGN_OR_RETURN(result, elementwise(node, in, out));
+    TF_ASSIGN_OR_RETURN(result, elementwise(node, in, out, !out_value->is_float));
   }
   names.push_back(node.outputs[0]);
   return Computed{ops::ComputeDef{in, result}, names};
@@ -585,6 +678,18 @@ StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node
                                  i[3] * strides[1] + s->var * dilations[1], i[4]), {r, s});
   });
   return Computed{ops::ComputeDef{{x}, out}, {in, node.outputs[0]}};
+}
+
+StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& input) {
+  const Value* v = graph.find(input);
+  if (!v) return invalid_argument(fmt::format("model input '{}' has no known shape", input));
+  if (v->dtype == "float32") return Computed{};
+  if (v->dtype != "int64" && v->dtype != "int32")
+    return invalid_argument(fmt::format("input '{}' is {}: a built model takes float32, int64 or int32 inputs", input, v->dtype));
+  ir::Type type = v->dtype == "int64" ? ir::Type::i64() : ir::Type{ir::ScalarKind::kInt, 32, 1};
+  te::Tensor in = te::placeholder("in", dims_of(*v), type);
+  te::Tensor out = te::compute("out", dims_of(*v), [&](const std::vector<Var>& i) { return ir::cast(ir::Type::f32(), in(as_exprs(i))); });
+  return Computed{ops::ComputeDef{{in}, out}, {input, input + "/float32"}};
 }
 
 Computed copy_compute(const Value& from, const std::string& to) {

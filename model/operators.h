@@ -47,6 +47,12 @@ StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node
 // window runs over rows and columns, a vector over the block's channels.
 StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
 
+// Model input `input` converted to float32 (value "<input>/float32") when the caller passes it
+// as integers (int64 or int32); no tensors when it is float32 already. Integers are exact in
+// float32 up to 2^24 (token ids, masks, positions). An error for an element type a built model
+// does not take.
+StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& input);
+
 // A copy of value `from` into `to` (a graph output that is a view of another value).
 Computed copy_compute(const Value& from, const std::string& to);
 

@@ -138,7 +138,7 @@ class Lowering {
     }
     const std::string& raw = call.tensors.back();
     if (raw != out) add_value(raw, graph_.find(out)->shape);
-    p_.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors, false});
+    add_kernel_step(node, call);
     if (raw != out) {
       Node plain_operands = node;
       TF_RETURN_IF_ERROR(plain_epilogue_operands(plain_operands, call.remaining));
@@ -204,7 +204,7 @@ class Lowering {
     if (keep_blocked && call.remaining.empty()) call.tensors.back() = out;
     const std::string raw = call.tensors.back();
     if (raw != out) add_value(raw, graph_.find(out)->shape);
-    p_.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors, false});
+    add_kernel_step(node, call);
     if (keep_blocked) {
       block_[out] = call.output_block;
       if (raw == out) return Status();
@@ -241,6 +241,10 @@ class Lowering {
     graph_.values[name] = std::move(v);
   }
 
+  void add_kernel_step(const Node& node, const TunedCall& call) {
+    p_.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors, false, call.groups, call.group_strides});
+  }
+
   void add_step(const std::string& node, const std::string& op, const Computed& c, bool vectorize) {
     p_.steps.push_back(Step{node, op, std::nullopt, c.def, c.tensors, vectorize});
   }
@@ -255,6 +259,28 @@ class Lowering {
 
 StatusOr<Program> lower_graph(Graph graph) {
   Program p;
+  // An integer input (token ids, an attention mask) is converted to float32 once, by the first
+  // steps, and every node reads the converted value: what is computed from it is held as float32.
+  for (const std::string& in : graph.inputs) {
+    TF_ASSIGN_OR_RETURN(Computed c, input_cast_compute(graph, in));
+    if (c.tensors.empty()) continue;
+    if (std::count(graph.outputs.begin(), graph.outputs.end(), in))
+      return invalid_argument(fmt::format("input '{}' ({}) is also a model output: a built model's outputs are float32", in,
+                                          graph.find(in)->dtype));
+    const std::string& to = c.tensors.back();
+    Value v = *graph.find(in);
+    v.name = to;
+    v.is_float = true;
+    v.dtype = "float32";
+    graph.values[to] = std::move(v);
+    for (Node& node : graph.nodes)
+      for (std::string& name : node.inputs)
+        if (name == in) name = to;
+    p.steps.push_back(Step{in, "Cast", std::nullopt, c.def, c.tensors, true});
+  }
+  // Outputs are written as float32 whatever the file says (an integer output is held so too).
+  for (const std::string& out : graph.outputs)
+    if (Value* v = graph.find(out)) v->dtype = "float32";
   Lowering lowering(graph, p);
   for (const Node& node : graph.nodes) {
     if (node.outputs.empty()) continue;

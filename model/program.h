@@ -24,6 +24,10 @@ struct Step {
   ops::ComputeDef compute;            // ... or the definition compiled with a plain schedule.
   std::vector<std::string> tensors;   // Values in argument order, the output last.
   bool vectorize = false;             // The definition's output vectorizes (ops::plain_schedule).
+  // The kernel runs `repeat` times (a grouped convolution's groups), each of `tensors` advanced by
+  // its `strides` elements from one run to the next (empty when repeat is 1).
+  int64_t repeat = 1;
+  std::vector<int64_t> strides;
 };
 
 struct Program {

@@ -97,6 +97,12 @@ StatusOr<Workload> conv_workload(const Graph& graph, const Node& node) {
     return unsupported(node, fmt::format("strides {}, dilations {} and pads {} must be the same in every direction",
                                          shape_string(strides), shape_string(dilations), shape_string(pads)));
   int64_t group = node.int_attr("group", 1);
+  // One group's convolution, which the built model calls once per group.
+  if (int64_t g = grouped_conv_groups(graph, node); g > 1) {
+    c /= g;
+    k /= g;
+    group = 1;
+  }
   std::string params = fmt::format("N={},C={},H={},W={}", n, c, h, wd);
   std::string tail = fmt::format("R={},S={},stride={},pad={}", r, s, strides[0], pads[0]);
   if (dilations[0] != 1) tail += fmt::format(",dilation={}", dilations[0]);
@@ -172,6 +178,18 @@ StatusOr<Workload> matmul_workload(const Graph& graph, const Node& node) {
 
 }  // namespace
 
+int64_t grouped_conv_groups(const Graph& graph, const Node& node) {
+  int64_t group = node.int_attr("group", 1);
+  if (node.op != "Conv" || group <= 1 || node.inputs.size() < 2) return 1;
+  const Value* x = graph.find(node.inputs[0]);
+  const Value* w = graph.find(node.inputs[1]);
+  if (!x || !w || x->shape.size() != 4 || w->shape.size() != 4 || x->shape[0] != 1) return 1;
+  int64_t c = x->shape[1], k = w->shape[0];
+  // One input channel per group is a depthwise convolution, which has its own template.
+  if (c % group != 0 || k % group != 0 || c / group == 1 || w->shape[1] != c / group) return 1;
+  return group;
+}
+
 StatusOr<Workload> workload_of(const Graph& graph, const Node& node) {
   if (node.inputs.size() < 2) return unsupported(node, "has fewer than two inputs");
   for (int i = 0; i < 2; ++i) {
@@ -243,6 +261,20 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
   call.remaining = std::move(epilogues);
   bool own_output = call.remaining.empty() && call.output_block == 0;
   call.tensors.push_back(own_output ? node.outputs[0] : node.outputs[0] + "/pre_epilogue");
+  if (int64_t g = grouped_conv_groups(graph, node); g > 1) {
+    // From one group to the next: its input channels, its filters (in OIHW and packed alike: the
+    // blocks divide a group's channels), its bias, and its output channels (a residual's too).
+    TF_ASSIGN_OR_RETURN(const Value* x, graph.value_of(node, node.inputs[0]));
+    TF_ASSIGN_OR_RETURN(const Value* w, graph.value_of(node, node.inputs[1]));
+    TF_ASSIGN_OR_RETURN(const Value* y, graph.value_of(node, node.outputs[0]));
+    int64_t bias = w->shape[0] / g, output = y->elements() / g;
+    call.groups = g;
+    call.group_strides.assign(call.tensors.size(), bias);
+    call.group_strides[0] = x->elements() / g;
+    call.group_strides[1] = w->elements() / g;
+    call.group_strides.back() = output;
+    if (call.residual_index > 0) call.group_strides[call.residual_index] = output;
+  }
   return call;
 }
 
@@ -251,7 +283,8 @@ StatusOr<TaskTable> extract_tasks(Graph& graph) {
   TF_RETURN_IF_ERROR(run_passes(graph));
   // Counted after the passes, which fold nothing tunable away: a grouped convolution counts as
   // the convolution of each group it runs as.
-  for (const Node& node : graph.nodes) table.tunable_nodes += is_tunable(node.op);
+  for (const Node& node : graph.nodes)
+    if (is_tunable(node.op)) table.tunable_nodes += static_cast<int>(grouped_conv_groups(graph, node));
   // Nothing is tuned for a model that cannot be built.
   TF_RETURN_IF_ERROR(check_buildable(graph));
   std::map<std::string, size_t> index;
@@ -270,7 +303,7 @@ StatusOr<TaskTable> extract_tasks(Graph& graph) {
       table.tasks.push_back(std::move(t));
     }
     Task& t = table.tasks[it->second];
-    t.count++;
+    t.count += static_cast<int>(grouped_conv_groups(graph, node));
     t.nodes.push_back(node.name);
   }
   for (const Task& t : table.tasks) table.total_flops += t.count * t.flops;

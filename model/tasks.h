@@ -31,6 +31,12 @@ struct TaskTable {
 // The workload one tunable node computes, or an error naming the node and what is not supported.
 StatusOr<Workload> workload_of(const Graph& graph, const Node& node);
 
+// The groups of a grouped convolution that runs as one step (RegNet, ResNeXt: several channels per
+// group, a batch of one, so that each group's channels are one range of the input, the weight and
+// the output): its workload is one group's convolution, called once per group. 1 for every other
+// node (a grouped convolution of a larger batch is written as one Conv per group by the passes).
+int64_t grouped_conv_groups(const Graph& graph, const Node& node);
+
 // How a built model calls the kernel of a tunable node: the workload, the values it takes in the
 // workload's argument order (its output last: the node's output, or `pre_epilogue` when epilogues
 // or a layout conversion remain), the epilogues the kernel applies itself (a dense layer's bias and
@@ -51,6 +57,10 @@ struct TunedCall {
   // Where in `tensors` a fused residual add's operand is (it is read in the output's blocks); 0
   // when the kernel adds none.
   size_t residual_index = 0;
+  // A grouped convolution's kernel is called `groups` times, each of `tensors` advanced by its
+  // `group_strides` elements from one group to the next (empty when groups is 1).
+  int64_t groups = 1;
+  std::vector<int64_t> group_strides;
 };
 StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node);
 

@@ -216,6 +216,48 @@ def bert_layer(small, opset=OPSET):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["batch", seq, hidden])])
 
 
+def token_encoder(small=True):
+    """An encoder layer fed as users export transformers: int64 token ids and attention mask in.
+    The embedding is a Gather of the ids, the positions a Gather of constant ids; the mask is
+    applied the ways exporters write it: BERT's additive (1 - mask) * min (Unsqueeze, Cast, Sub,
+    Mul), a Where over Equal(mask, 0), and as the dynamo exporter writes transformers' padding mask
+    for scaled_dot_product_attention (Cast to bool, GatherND, And, Where, then IsNaN over the
+    probabilities)."""
+    b = Builder(36)
+    vocab, seq, hidden, heads = 100, 16, 32, 2
+    head_dim = hidden // heads
+    ids, mask = "input_ids", "attention_mask"
+    words = b.node("Gather", [b.weight((vocab, hidden), 1), ids], axis=0)
+    positions = b.node("Gather", [b.weight((seq, hidden), 1), b.const(np.arange(seq, dtype=np.int64)[None], "position_ids")],
+                       axis=0)
+    x = b.layer_norm(b.node("Add", [words, positions]), hidden)
+    lowest = np.float32(np.finfo(np.float32).min)
+    wide = b.node("Unsqueeze", [mask, b.const(np.array([1, 2], np.int64), "axes")])
+    additive = b.node("Mul", [b.node("Sub", [b.const(np.float32(1), "one"), b.node("Cast", [wide], to=TensorProto.FLOAT)]),
+                              b.const(lowest, "lowest")])
+    padded = b.node("Equal", [wide, b.const(np.int64(0), "zero")])
+    rows = np.stack([np.zeros(seq, np.int64), np.arange(seq, dtype=np.int64)], axis=-1).reshape(1, 1, 1, seq, 2)
+    keep = b.node("GatherND", [b.node("Cast", [mask], to=TensorProto.BOOL), b.const(rows, "kv_index")])
+    keep = b.node("And", [b.const(np.ones((1, 1, seq, 1), bool), "causal"), keep])
+    batch, length = b.dim(x, 0), b.dim(x, 1)
+    q = b.split_heads(b.linear(x, hidden, hidden), batch, length, heads, head_dim)
+    k = b.split_heads(b.linear(x, hidden, hidden), batch, length, heads, head_dim)
+    v = b.split_heads(b.linear(x, hidden, hidden), batch, length, heads, head_dim)
+    scores = b.node("MatMul", [q, b.node("Transpose", [k], perm=[0, 1, 3, 2])])
+    scores = b.node("Add", [b.node("Div", [scores, b.const(np.float32(np.sqrt(head_dim)), "scale")]), additive])
+    scores = b.node("Where", [padded, b.const(lowest, "lowest"), scores])
+    scores = b.node("Where", [keep, scores, b.const(lowest, "lowest")])
+    probs = b.node("Softmax", [scores], axis=-1)
+    probs = b.node("Where", [b.node("IsNaN", [probs]), b.const(np.float32(0), "zero"), probs])
+    context = b.node("Transpose", [b.node("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    context = b.node("Reshape", [context, b.node("Concat", [batch, length, b.const(np.array([hidden], np.int64), "hidden")],
+                                                 axis=0)])
+    out = b.layer_norm(b.node("Add", [b.linear(context, hidden, hidden), x]), hidden)
+    return b.model("token_encoder_small", [helper.make_tensor_value_info(ids, TensorProto.INT64, [1, seq]),
+                                           helper.make_tensor_value_info(mask, TensorProto.INT64, [1, seq])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, seq, hidden])])
+
+
 def unbuildable(small=True):
     """A model that imports but that a build cannot run: CumSum and Sin after a convolution."""
     b = Builder(7)
@@ -272,6 +314,13 @@ def silu(b, x):
     return b.node("Mul", [x, b.node("Sigmoid", [x])])
 
 
+def mish(b, x):
+    # Mish is an operator from opset 18; before, exporters write x * Tanh(Softplus(x)).
+    if b.opset >= 18:
+        return b.node("Mish", [x])
+    return b.node("Mul", [x, b.node("Tanh", [b.node("Softplus", [x])])])
+
+
 def chunk_torchscript(b, x, channels):
     """x.chunk(2, dim=1) as the TorchScript exporter writes it: the halves' bounds computed from the
     input's shape (Shape -> Gather -> Add -> Div -> Mul -> Slice)."""
@@ -287,8 +336,8 @@ def convnet_blocks(opset):
     """RegNetY, EfficientNet and ShuffleNetV2 pieces: a grouped 3x3 convolution (groups of 8
     channels) with squeeze-excite through Sigmoid, SiLU, and a ShuffleNet unit: the channels split
     in halves (Split, or the TorchScript exporter's Slices), one half through 1x1/depthwise/1x1
-    convolutions, Concat, and the channel shuffle (Reshape -> Transpose -> Reshape); a Pad, and a
-    MaxPool with ceil_mode as GoogLeNet's."""
+    convolutions, Concat, and the channel shuffle (Reshape -> Transpose -> Reshape); Mish; a Pad,
+    and a MaxPool with ceil_mode as GoogLeNet's."""
     b = Builder(11, opset=opset)
     x = "input"
     y = b.conv_bn(x, 3, 32, 3, stride=2)
@@ -313,7 +362,7 @@ def convnet_blocks(opset):
     y = b.node("Concat", [left, r], axis=1)
     y = b.node("Reshape", [y, b.const(np.array([1, 2, 16, 8, 8], np.int64), "shape")])
     y = b.node("Transpose", [y], perm=[0, 2, 1, 3, 4])
-    y = b.node("Reshape", [y, b.const(np.array([1, 32, 8, 8], np.int64), "shape")])
+    y = mish(b, b.node("Reshape", [y, b.const(np.array([1, 32, 8, 8], np.int64), "shape")]))
     # Swin pads its feature map to whole windows; the TorchScript exporter computes the pads from
     # the shape (Mod), in PyTorch's order, turned into ONNX's by Reshape -> Slice(step -1) ->
     # Transpose -> Reshape.
@@ -449,6 +498,8 @@ def main():
         return exporter_patterns(args.out_dir)
     if args.only in (None, "unbuildable_small"):
         onnx.save(unbuildable(), os.path.join(args.out_dir, "unbuildable_small.onnx"))
+    if args.only in (None, "token_encoder_small"):
+        onnx.save(token_encoder(), os.path.join(args.out_dir, "token_encoder_small.onnx"))
     for name, make in MODELS.items():
         for small in ([True] if args.small_only else [True, False]):
             path = os.path.join(args.out_dir, name + ("_small" if small else "") + ".onnx")

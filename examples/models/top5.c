@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   if (!input || !scores) return 1;
   /* A deterministic image: a smooth pattern in [-1, 1]. */
   for (int64_t i = 0; i < in_n; ++i) input[i] = (float)sin(0.001 * (double)i);
-  const float* inputs[] = {input};
+  const void* inputs[] = {input};
   float* outputs[] = {scores};
   if (MODEL(run)(model, inputs, &in_n, outputs, &out_n) != 0) {
     fprintf(stderr, "run: %s\n", MODEL(last_error)());

@@ -11,17 +11,19 @@
 #include "compiler/runtime/kernel_runtime.h"
 
 /* Where a step's argument lives: the caller's input or output `at`, or `at` bytes into the
- * weights or the arena. */
+ * weights or the arena; `stride` bytes further for each repeat of the step (a grouped
+ * convolution's next group). */
 enum where { IN_INPUT, IN_OUTPUT, IN_WEIGHTS, IN_ARENA };
 struct step_arg {
   enum where in;
   int64_t at;
+  int64_t stride;
 };
 
 /* The model's tables: NUM_INPUTS, NUM_OUTPUTS, NUM_STEPS, MAX_STEP_ARGS, the weights file's
  * WEIGHTS_HEADER_BYTES, WEIGHTS_VERSION and kFingerprint, kWeightsBytes, kArenaBytes; the inputs'
- * and outputs' names, ranks, shapes and sizes; each step's name, kernel, and its arguments
- * step_args[step_first_arg[s] .. step_first_arg[s + 1] - 1]. */
+ * and outputs' names, types, ranks, shapes and sizes; each step's name, kernel, how often it runs
+ * (step_repeat), and its arguments step_args[step_first_arg[s] .. step_first_arg[s + 1] - 1]. */
 /* {{TABLES}} */
 
 struct libname_model {
@@ -63,6 +65,8 @@ int libname_num_inputs(void) { return NUM_INPUTS; }
 int libname_num_outputs(void) { return NUM_OUTPUTS; }
 const char* libname_input_name(int i) { return i >= 0 && i < NUM_INPUTS ? input_names[i] : NULL; }
 const char* libname_output_name(int i) { return i >= 0 && i < NUM_OUTPUTS ? output_names[i] : NULL; }
+const char* libname_input_dtype(int i) { return i >= 0 && i < NUM_INPUTS ? input_dtypes[i] : NULL; }
+const char* libname_output_dtype(int i) { return i >= 0 && i < NUM_OUTPUTS ? output_dtypes[i] : NULL; }
 int libname_input_rank(int i) { return i >= 0 && i < NUM_INPUTS ? input_ranks[i] : -1; }
 int libname_output_rank(int i) { return i >= 0 && i < NUM_OUTPUTS ? output_ranks[i] : -1; }
 const int64_t* libname_input_shape(int i) { return i >= 0 && i < NUM_INPUTS ? input_shapes[i] : NULL; }
@@ -128,7 +132,7 @@ static double now(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int libname_run_profiled(libname_model* m, const float* const* inputs, const int64_t* input_elements, float* const* outputs,
+int libname_run_profiled(libname_model* m, const void* const* inputs, const int64_t* input_elements, float* const* outputs,
                      const int64_t* output_elements, double* step_seconds) {
   if (!m || !inputs || !input_elements || !outputs || !output_elements)
     return fail(LIBNAME_ERROR_NULL_ARGUMENT, "the model, the buffers and their sizes must not be NULL");
@@ -146,18 +150,20 @@ int libname_run_profiled(libname_model* m, const float* const* inputs, const int
   }
   double start = step_seconds ? now() : 0;
   for (int s = 0; s < NUM_STEPS; ++s) {
-    /* Where each argument lives: the caller's buffers, the weights or the arena. */
-    void* args[MAX_STEP_ARGS];
-    for (int k = step_first_arg[s]; k < step_first_arg[s + 1]; ++k) {
-      const struct step_arg* arg = &step_args[k];
-      void* p = arg->in == IN_INPUT    ? (void*)inputs[arg->at]
-                : arg->in == IN_OUTPUT ? (void*)outputs[arg->at]
-                : arg->in == IN_WEIGHTS ? (void*)(m->weights + arg->at)
-                                        : (void*)(m->arena + arg->at);
-      args[k - step_first_arg[s]] = p;
+    for (int64_t r = 0; r < step_repeat[s]; ++r) {
+      /* Where each argument lives: the caller's buffers, the weights or the arena. */
+      void* args[MAX_STEP_ARGS];
+      for (int k = step_first_arg[s]; k < step_first_arg[s + 1]; ++k) {
+        const struct step_arg* arg = &step_args[k];
+        char* p = arg->in == IN_INPUT    ? (char*)inputs[arg->at]
+                  : arg->in == IN_OUTPUT ? (char*)outputs[arg->at]
+                  : arg->in == IN_WEIGHTS ? (char*)(m->weights + arg->at)
+                                          : (char*)(m->arena + arg->at);
+        args[k - step_first_arg[s]] = p + r * arg->stride;
+      }
+      if (step_kernels[s](args) != 0)
+        return fail(LIBNAME_ERROR_OUT_OF_MEMORY, "step %d (%s) ran out of scratch memory", s, step_names[s]);
     }
-    if (step_kernels[s](args) != 0)
-      return fail(LIBNAME_ERROR_OUT_OF_MEMORY, "step %d (%s) ran out of scratch memory", s, step_names[s]);
     if (step_seconds) {
       double t = now();
       step_seconds[s] += t - start;
@@ -167,7 +173,7 @@ int libname_run_profiled(libname_model* m, const float* const* inputs, const int
   return LIBNAME_OK;
 }
 
-int libname_run(libname_model* m, const float* const* inputs, const int64_t* input_elements, float* const* outputs,
+int libname_run(libname_model* m, const void* const* inputs, const int64_t* input_elements, float* const* outputs,
             const int64_t* output_elements) {
   return libname_run_profiled(m, inputs, input_elements, outputs, output_elements, NULL);
 }

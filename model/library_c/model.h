@@ -3,7 +3,8 @@
 {{IO}} *
  * Link with liblibname.so (or liblibname.a plus -lstdc++ -lpthread -lm). Create an instance from the
  * weights file built with the library (libname.weights), run it as often as needed, destroy it.
- * Tensors are dense float32 arrays, row-major, in the model's shapes. Every function that can
+ * Tensors are dense arrays, row-major, in the model's shapes: outputs float32, each input of the
+ * element type above (float32, or int64 / int32 for token ids and masks). Every function that can
  * fail returns LIBNAME_OK (0) or an error code; libname_last_error() says what went wrong on this thread.
  * One instance runs one inference at a time; use one instance per thread to run several.
  */
@@ -28,12 +29,13 @@ typedef struct libname_model libname_model;
 int libname_create(const char* weights_path, libname_model** out);
 void libname_destroy(libname_model* model);
 
-/* Runs the model: inputs[i] and outputs[i] hold input_elements[i] and output_elements[i] floats,
- * which must be the model's sizes (see the shapes above and the functions below). */
-int libname_run(libname_model* model, const float* const* inputs, const int64_t* input_elements, float* const* outputs,
+/* Runs the model: inputs[i] holds input_elements[i] elements of the input's type (see
+ * libname_input_dtype) and outputs[i] output_elements[i] floats, which must be the model's sizes
+ * (see the shapes above and the functions below). */
+int libname_run(libname_model* model, const void* const* inputs, const int64_t* input_elements, float* const* outputs,
             const int64_t* output_elements);
 /* The same, adding each step's seconds to step_seconds[0 .. libname_num_steps() - 1]. */
-int libname_run_profiled(libname_model* model, const float* const* inputs, const int64_t* input_elements,
+int libname_run_profiled(libname_model* model, const void* const* inputs, const int64_t* input_elements,
                      float* const* outputs, const int64_t* output_elements, double* step_seconds);
 
 /* Threads the kernels use, the calling thread included; 0 restores the default
@@ -47,6 +49,8 @@ int libname_num_inputs(void);
 int libname_num_outputs(void);
 const char* libname_input_name(int i);
 const char* libname_output_name(int i);
+const char* libname_input_dtype(int i);   /* "float32", "int64" or "int32" */
+const char* libname_output_dtype(int i);  /* "float32" */
 int libname_input_rank(int i);
 int libname_output_rank(int i);
 const int64_t* libname_input_shape(int i);

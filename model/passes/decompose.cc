@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "model/tasks.h"
+
 namespace tunefarm::model {
 namespace {
 
@@ -79,7 +81,8 @@ class Decomposer {
 
   StatusOr<std::vector<Node>> grouped_conv(const Node& node) {
     int64_t groups = node.int_attr("group", 1);
-    if (groups <= 1 || node.inputs.size() < 2) return std::vector<Node>{};
+    // A batch of one runs as one step over its groups (model/tasks.h grouped_conv_groups).
+    if (groups <= 1 || node.inputs.size() < 2 || grouped_conv_groups(graph_, node) > 1) return std::vector<Node>{};
     TF_ASSIGN_OR_RETURN(const Value* x, graph_.value_of(node, node.inputs[0]));
     TF_ASSIGN_OR_RETURN(const Value* w, graph_.value_of(node, node.inputs[1]));
     TF_ASSIGN_OR_RETURN(const Value* y, graph_.value_of(node, node.outputs.at(0)));

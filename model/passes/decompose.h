@@ -1,9 +1,11 @@
 // Writes operators a built model runs as several ones as those ones, so that the rest of the
 // pipeline (tasks, lowering) knows one form each:
 //   Split            becomes one Slice per output (ShuffleNet's channel split, Swin's chunks);
-//   grouped Conv     (RegNet, ResNeXt: groups of several channels) becomes one Conv per group over
-//                    a Slice of its channels, then a Concat: each group is an ordinary convolution
-//                    tuned once for all of them (depthwise convolutions keep their own template);
+//   grouped Conv     (RegNet, ResNeXt: groups of several channels) over a batch larger than one
+//                    becomes one Conv per group over a Slice of its channels, then a Concat: each
+//                    group is an ordinary convolution tuned once for all of them (a batch of one
+//                    stays one node whose step calls that kernel per group; depthwise convolutions
+//                    keep their own template);
 //   Einsum           in the forms attention and linear layers use (one contracted index, one of
 //                    each operand's own, any shared batch indices) becomes Transpose + MatMul.
 #pragma once

@@ -116,7 +116,11 @@ void for_each_index(const std::vector<int64_t>& shape, const std::function<void(
 // built model reads their result as a weight. Small tensors only.
 bool evaluate(const Graph& g, const Node& node, Value& out) {
   static const std::set<std::string> kOps = {"ConstantOfShape", "Slice", "ScatterND", "Where", "Equal", "Not", "Sub",
-                                             "Add", "Mul", "Div", "Mod", "Neg", "Expand", "Concat", "Gather", "Range"};
+                                             "Add", "Mul", "Div", "Mod", "Neg", "Expand", "Concat", "Gather", "Range",
+                                             "GatherElements", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+                                             "And", "Or"};
+  static const std::set<std::string> kBinary = {"Where", "Equal", "Sub", "Add", "Mul", "Div", "Mod", "Less",
+                                                "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or"};
   if (!kOps.count(node.op) || node.outputs.size() != 1) return false;
   std::vector<const Value*> in;
   for (const auto& name : node.inputs) {
@@ -144,7 +148,7 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
     for (size_t i = 0; i < data.size(); ++i) data[i] = op == "Not" ? element(*in[0], static_cast<int64_t>(i)) == 0 : -element(*in[0], static_cast<int64_t>(i));
   } else if (op == "Expand" && broadcasts(*in[0], out.shape)) {
     for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) { data[flat] = element(*in[0], broadcast_index(*in[0], out.shape, i)); });
-  } else if (op == "Where" || op == "Equal" || op == "Sub" || op == "Add" || op == "Mul" || op == "Div" || op == "Mod") {
+  } else if (kBinary.count(op)) {
     if (in.size() < 2 || (op == "Where" && in.size() != 3)) return false;
     for (const Value* v : in)
       if (!v || !broadcasts(*v, out.shape)) return false;
@@ -152,11 +156,36 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
       auto at = [&](size_t k) { return element(*in[k], broadcast_index(*in[k], out.shape, i)); };
       double a = at(0), b = at(1);
       data[flat] = op == "Where" ? (a != 0 ? b : at(2)) : op == "Equal" ? a == b : op == "Sub" ? a - b : op == "Add" ? a + b
-                 : op == "Mul" ? a * b : b != 0 ? a / b : 0;
+                 : op == "Mul" ? a * b : op == "Less" ? a < b : op == "LessOrEqual" ? a <= b : op == "Greater" ? a > b
+                 : op == "GreaterOrEqual" ? a >= b : op == "And" ? (a != 0 && b != 0) : op == "Or" ? (a != 0 || b != 0)
+                 : b != 0 ? a / b : 0;
       if (op == "Div" && !out.is_float && b != 0) data[flat] = std::trunc(a / b);
       // Mod of integers takes the divisor's sign (fmod=0), as Python's %.
       if (op == "Mod") data[flat] = b == 0 ? 0 : node.int_attr("fmod", 0) ? std::fmod(a, b) : a - std::floor(a / b) * b;
     });
+  } else if (op == "GatherElements") {
+    // The data at each index, the axis' position taken from the indices (shaped as the output).
+    if (in.size() != 2) return false;
+    const Value &x = *in[0], &idx = *in[1];
+    int64_t axis = node.int_attr("axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(x.shape.size());
+    if (idx.is_float || idx.shape != out.shape || x.shape.size() != out.shape.size() || axis < 0 ||
+        axis >= static_cast<int64_t>(x.shape.size()))
+      return false;
+    size_t a = static_cast<size_t>(axis);
+    bool inside = true;
+    for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
+      std::vector<int64_t> at = i;
+      int64_t k = idx.ints[static_cast<size_t>(flat)];
+      at[a] = k < 0 ? k + x.shape[a] : k;
+      int64_t f = 0;
+      for (size_t d = 0; d < at.size(); ++d) {
+        if (at[d] < 0 || at[d] >= x.shape[d]) inside = false;
+        f = f * x.shape[d] + std::clamp<int64_t>(at[d], 0, x.shape[d] - 1);
+      }
+      data[flat] = element(x, f);
+    });
+    if (!inside) return false;
   } else if (op == "Slice" || op == "Gather" || op == "Concat") {
     // Each output position reads one input position: out index -> (input, input index).
     const Value& x = *in[0];

@@ -51,6 +51,18 @@ bool match_gelu(const Graph& g, int erf, std::vector<int>& chain, std::string& i
   return true;
 }
 
+// Mish as exporters before opset 18 write it: Softplus(x) -> Tanh -> Mul(x).
+bool match_mish(const Graph& g, int softplus, std::vector<int>& chain, std::string& input, std::string& output) {
+  input = g.nodes[softplus].inputs.at(0);
+  int tanh = next(g, g.nodes[softplus].outputs[0], "Tanh");
+  if (tanh < 0) return false;
+  int mul = next(g, g.nodes[tanh].outputs[0], "Mul");
+  if (mul < 0 || other_input(g.nodes[mul], g.nodes[tanh].outputs[0]) != input) return false;
+  chain = {softplus, tanh, mul};
+  output = g.nodes[mul].outputs[0];
+  return true;
+}
+
 bool match_layer_norm(const Graph& g, int mean, std::vector<int>& chain, std::string& input, std::string& output,
                       std::vector<std::string>& affine, float& eps) {
   const Node& m = g.nodes[mean];
@@ -113,6 +125,9 @@ StatusOr<int> fuse_patterns(Graph& graph) {
       Node replacement;
       if (graph.nodes[i].op == "Erf" && match_gelu(graph, static_cast<int>(i), chain, input, output)) {
         replacement.op = "Gelu";
+        replacement.inputs = {input};
+      } else if (graph.nodes[i].op == "Softplus" && match_mish(graph, static_cast<int>(i), chain, input, output)) {
+        replacement.op = "Mish";
         replacement.inputs = {input};
       } else if (graph.nodes[i].op == "ReduceMean") {
         std::vector<std::string> affine;

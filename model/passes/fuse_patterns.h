@@ -2,7 +2,8 @@
 // pipeline sees (and a built model runs) one operator:
 //   LayerNorm:  ReduceMean -> Sub -> Pow(2) -> ReduceMean -> Add(eps) -> Sqrt -> Div [-> Mul(gamma) -> Add(beta)]
 //               (PyTorch's exporter before opset 17) becomes a "LayerNormalization" node;
-//   GELU:       Div(sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5) becomes a "Gelu" node.
+//   GELU:       Div(sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5) becomes a "Gelu" node;
+//   Mish:       Softplus -> Tanh -> Mul(x) (before opset 18) becomes a "Mish" node.
 // Only chains whose intermediate values nothing else reads are fused.
 #pragma once
 

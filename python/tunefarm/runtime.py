@@ -5,8 +5,10 @@
     outputs = model.run({"data": image})        # always a list, in the manifest's order
 
 The built directory holds the library (lib<name>.so, whose C API its <name>.h describes), its
-weights file and manifest.json, which names the inputs and outputs with their shapes. Tensors are
-float32, row-major, in exactly those shapes; anything else raises before the library is called.
+weights file and manifest.json, which names the inputs and outputs with their shapes and element
+types. Tensors are row-major, in exactly those shapes; outputs are float32, inputs of the type the
+manifest gives (float32, or int64 / int32 for token ids and masks); anything else raises before the
+library is called.
 """
 import ctypes
 import json
@@ -18,16 +20,21 @@ import numpy as np
 from tunefarm.errors import TunefarmError
 
 class TensorInfo:
-    """An input or output of a built model: its name and shape (float32)."""
+    """An input or output of a built model: its name, shape and element type."""
 
-    def __init__(self, name, shape):
+    # The element types a built model takes (a manifest from before they were written: float32).
+    DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32}
+
+    def __init__(self, name, shape, dtype="float32"):
+        if dtype not in self.DTYPES:
+            raise TunefarmError(f"{name} is of type {dtype!r}, which this tunefarm package cannot pass")
         self.name = name
         self.shape = tuple(int(d) for d in shape)
-        self.dtype = np.dtype(np.float32)
+        self.dtype = np.dtype(self.DTYPES[dtype])
         self.size = int(np.prod(self.shape)) if self.shape else 1
 
     def __repr__(self):
-        return f"TensorInfo({self.name!r}, shape={self.shape}, dtype=float32)"
+        return f"TensorInfo({self.name!r}, shape={self.shape}, dtype={self.dtype.name})"
 
 
 class Model:
@@ -49,7 +56,7 @@ class Model:
             raise TunefarmError(f"{path} is not a model's manifest (no {', '.join(missing)}); "
                                 "a kernel library has no model to run")
         self.name = self.manifest["name"]
-        self.inputs = [TensorInfo(t["name"], t["shape"]) for t in self.manifest["inputs"]]
+        self.inputs = [TensorInfo(t["name"], t["shape"], t.get("dtype", "float32")) for t in self.manifest["inputs"]]
         self.outputs = [TensorInfo(t["name"], t["shape"]) for t in self.manifest["outputs"]]
         try:
             self._lib = ctypes.CDLL(os.path.join(self.dir, self.manifest["shared_library"]))
@@ -103,11 +110,11 @@ class Model:
 
     def _input_array(self, info, value):
         array = np.asarray(value)
-        if array.dtype != np.float32:
+        if array.dtype != info.dtype:
             if array.dtype.kind not in "fiub":
-                raise TypeError(f"input '{info.name}' is {array.dtype}; the model takes float32 numbers")
-            raise TypeError(f"input '{info.name}' is {array.dtype}; the model takes float32 "
-                            f"(convert with .astype(numpy.float32))")
+                raise TypeError(f"input '{info.name}' is {array.dtype}; the model takes {info.dtype.name} numbers")
+            raise TypeError(f"input '{info.name}' is {array.dtype}; the model takes {info.dtype.name} "
+                            f"(convert with .astype(numpy.{info.dtype.name}))")
         if array.shape != info.shape:
             raise ValueError(f"input '{info.name}' has shape {array.shape}; the model takes {info.shape}")
         return np.ascontiguousarray(array)
@@ -123,7 +130,7 @@ class Model:
         return [self._input_array(i, feeds[i.name]) for i in self.inputs]
 
     def run(self, feeds, *, step_seconds=None):
-        """Runs the model on {input name: float32 array}; answers the outputs, a list of arrays in
+        """Runs the model on {input name: array of the input's dtype}; answers the outputs, a list of arrays in
         the manifest's order (as ONNX Runtime's session.run(None, feeds)). step_seconds: a float64
         array of len(step_names) that each step's time is added to, for profiling."""
         if self._handle is None:

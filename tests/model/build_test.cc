@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "common/helper_program.h"
 #include "compiler/build.h"
@@ -70,7 +71,7 @@ Built build(const std::string& file, const std::string& name, const ImportOption
 }
 
 using Create = int (*)(const char*, void**);
-using Run = int (*)(void*, const float* const*, const int64_t*, float* const*, const int64_t*);
+using Run = int (*)(void*, const void* const*, const int64_t*, float* const*, const int64_t*);
 using Destroy = void (*)(void*);
 using LastError = const char* (*)();
 
@@ -114,7 +115,7 @@ void runs_and_refuses_bad_input(const std::string& file, const std::string& name
   int64_t in_n = elements(input_shape(0), input_rank(0)), out_n = elements(output_shape(0), output_rank(0));
   std::vector<float> in(static_cast<size_t>(in_n)), out(static_cast<size_t>(out_n), NAN);
   for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(0.1f * static_cast<float>(i));
-  const float* ins[] = {in.data()};
+  const void* ins[] = {in.data()};
   float* outs[] = {out.data()};
   ASSERT_EQ(run(m, ins, &in_n, outs, &out_n), 0) << last_error();
   for (float v : out) ASSERT_TRUE(std::isfinite(v));
@@ -148,6 +149,26 @@ TEST(ModelBuild, SmallBertLayerRunsAndRefusesBadInput) {
   ImportOptions options;
   options.input_shapes["hidden_states"] = {1, 16, 64};
   runs_and_refuses_bad_input("bert_layer_small.onnx", "bert_small", options);
+}
+
+// A transformer fed as users export one: int64 token ids and attention mask. The library takes
+// them as int64 (its header and manifest say so), looks the ids up in the embedding, applies the
+// mask as BERT (Cast, Sub, Mul) and scaled_dot_product_attention (Equal, Where) write it, and
+// matches ONNX Runtime on ids over the whole vocabulary and a padded mask.
+TEST(ModelBuild, TokenIdInputsMatchOnnxRuntime) {
+  Built b = build("token_encoder_small.onnx", "tokens");
+  ASSERT_FALSE(b.model.files.empty());
+  matches_onnxruntime("token_encoder_small.onnx", b.dir, "1e-4");
+  Loaded lib(b.dir, "tokens");
+  auto input_dtype = lib.fn<const char* (*)(int)>("input_dtype");
+  ASSERT_TRUE(input_dtype);
+  EXPECT_STREQ(input_dtype(0), "int64");
+  EXPECT_STREQ(input_dtype(1), "int64");
+  EXPECT_EQ(input_dtype(2), nullptr);
+  auto manifest = nlohmann::json::parse(std::ifstream(b.dir + "/manifest.json"));
+  EXPECT_EQ(manifest["inputs"][0]["name"], "input_ids");
+  EXPECT_EQ(manifest["inputs"][0]["dtype"], "int64");
+  EXPECT_EQ(manifest["outputs"][0]["dtype"], "float32");
 }
 
 // The operators of today's exporters, in small models the current onnx package writes (its IR

@@ -117,6 +117,29 @@ TEST(FusePatterns, AChainThatOnlyLooksLikeGeluStays) {
   EXPECT_EQ(b.g.nodes.size(), 5u);
 }
 
+// x * Tanh(Softplus(x)), as exporters write Mish before opset 18; times another value it is not.
+TEST(FusePatterns, ASoftplusTanhChainTimesItsInputBecomesOneMishNode) {
+  for (const char* other : {"x", "z"}) {
+    GraphBuilder b;
+    for (const char* v : {"x", "z", "p", "t", "y"}) b.value(v, {4});
+    b.node("Softplus", {"x"}, "p");
+    b.node("Tanh", {"p"}, "t");
+    b.node("Mul", {other, "t"}, "y");
+    b.g.inputs = {"x", "z"};
+    b.g.outputs = {"y"};
+    auto fused = fuse_patterns(b.g);
+    ASSERT_TRUE(fused.ok());
+    if (std::string(other) == "z") {
+      EXPECT_EQ(*fused, 0);
+      continue;
+    }
+    EXPECT_EQ(*fused, 1);
+    ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Mish"}));
+    EXPECT_EQ(b.g.nodes[0].inputs, (std::vector<std::string>{"x"}));
+    EXPECT_EQ(b.g.nodes[0].outputs, (std::vector<std::string>{"y"}));
+  }
+}
+
 TEST(FusePatterns, TheReduceMeanChainWithItsScaleAndShiftBecomesOneLayerNorm) {
   GraphBuilder b;
   b.value("x", {2, 8});

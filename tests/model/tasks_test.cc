@@ -208,7 +208,21 @@ TEST(ModelTasks, GroupedConvolutionsAreAConvolutionPerGroup) {
   EXPECT_EQ(t->tasks[0].workload.param("K"), 2);
   EXPECT_EQ(t->tasks[0].count, 2);
   EXPECT_EQ(t->tunable_nodes, 2);
-  EXPECT_EQ(t->tasks[0].nodes, (std::vector<std::string>{"grouped_conv/group0", "grouped_conv/group1"}));
+  // A batch of one stays one node, whose step calls the group's kernel for each group; in a larger
+  // batch a group's channels are not one range: a node per group.
+  EXPECT_EQ(t->tasks[0].nodes, (std::vector<std::string>{"grouped_conv"}));
+  ModelBuilder two;
+  two.input("x", {2, 4, 8, 8});
+  two.weight("w", {4, 2, 3, 3});
+  ModelBuilder::integer(two.node("Conv", {"x", "w"}, "y", "grouped_conv"), "group", 2);
+  two.output("y", {2, 4, 6, 6});
+  auto g2 = import_onnx(two.bytes(), "grouped_batch.onnx");
+  ASSERT_TRUE(g2.ok()) << g2.status().to_string();
+  auto t2 = extract_tasks(*g2);
+  ASSERT_TRUE(t2.ok()) << t2.status().to_string();
+  ASSERT_EQ(t2->tasks.size(), 1u);
+  EXPECT_EQ(t2->tasks[0].count, 2);
+  EXPECT_EQ(t2->tasks[0].nodes, (std::vector<std::string>{"grouped_conv/group0", "grouped_conv/group1"}));
 
   ModelBuilder d;
   d.input("x", {1, 4, 8, 8});
@@ -232,6 +246,24 @@ TEST(ModelTasks, AModelWithOperatorsTheBuildCannotRunIsRefusedNamingEachNode) {
   EXPECT_THAT(table.status().message(), ::testing::HasSubstr("2 nodes cannot be built"));
   EXPECT_THAT(table.status().message(), ::testing::HasSubstr("node 'running_sum' (CumSum)"));
   EXPECT_THAT(table.status().message(), ::testing::HasSubstr("node 'wave' (Sin)"));
+}
+
+// Token ids and a mask come in as the file types them; a type the build does not take is refused
+// before anything is tuned, naming the input.
+TEST(ModelTasks, IntegerInputsAreTakenAndOtherTypesRefusedByName) {
+  auto graph = import_onnx_file(test_model("token_encoder_small.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  EXPECT_EQ(graph->find("input_ids")->dtype, "int64");
+  EXPECT_EQ(graph->find("attention_mask")->dtype, "int64");
+  Graph bytes = *graph;
+  auto table = extract_tasks(*graph);
+  ASSERT_TRUE(table.ok()) << table.status().to_string();
+  EXPECT_FALSE(table->tasks.empty());
+  bytes.find("attention_mask")->dtype = "UINT8";
+  auto refused = extract_tasks(bytes);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("input 'attention_mask' is UINT8: a built model takes float32, int64 or int32 inputs"));
 }
 
 }  // namespace

@@ -94,3 +94,36 @@ def test_load_refuses_what_is_not_a_model(tmp_path, built):
             tunefarm.load(built)
     finally:
         weights.write_bytes(saved)
+
+
+def test_integer_inputs_are_passed_as_their_type(client, tmp_path):
+    """Token ids (int64) and a mask (int32) as a transformer exported by PyTorch takes them: the
+    manifest's types are what load checks and what the library reads."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = numpy_helper.from_array(np.arange(30, dtype=np.float32).reshape(10, 3), "table")
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["rows"], name="embedding"),
+        helper.make_node("Cast", ["mask"], ["m"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["m", "last"], ["m3"], name="unsqueeze"),
+        helper.make_node("Mul", ["rows", "m3"], ["y"], name="masked"),
+    ]
+    graph = helper.make_graph(nodes, "tokens", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 4]),
+                                                helper.make_tensor_value_info("mask", TensorProto.INT32, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 3])],
+                              initializer=[table, numpy_helper.from_array(np.array([-1], np.int64), "last")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = str(tmp_path / "tokens.onnx")
+    onnx.save(model, path)
+    built = tunefarm.load(client.build_model(path, tmp_path / "built", name="tokens").dir)
+    assert [(i.name, i.dtype) for i in built.inputs] == [("ids", np.int64), ("mask", np.int32)]
+    ids, mask = np.array([[9, 0, -1, 4]], np.int64), np.array([[1, 1, 1, 0]], np.int32)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"ids": ids, "mask": mask})[0]
+    np.testing.assert_array_equal(built(ids, mask), expected)
+    with pytest.raises(TypeError, match=r"input 'ids' is float32; the model takes int64 \(convert with .astype\(numpy.int64\)\)"):
+        built(ids.astype(np.float32), mask)
+    with pytest.raises(TypeError, match="input 'mask' is int64; the model takes int32"):
+        built(ids, mask.astype(np.int64))
