@@ -5,6 +5,8 @@
 // the password of HTTP basic authentication (browsers ask for it), else 401. "/" is exact.
 //
 // Handlers return a response and never throw; one that does answers 500 and the server goes on.
+// One request per connection, each connection (its TLS handshake included) under one deadline and
+// at most max_connections served at once, so that slow clients cannot keep the others waiting.
 // cpp-httplib's (heavy) header stays inside http_server.cc.
 #pragma once
 

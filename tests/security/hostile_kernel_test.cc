@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -72,6 +73,9 @@ class HostileKernelTest : public ::testing::TestWithParam<bool> {
     options.set_min_repeat_ms(5);
     return measure("matmul", options);
   }
+  // What an honest kernel costs: the faster of two measurements, since one on a loaded machine
+  // can come out ten times slow, which would let a forged timing pass for honest.
+  double honest_cost() { return std::min(mean_cost(measure_honest()), mean_cost(measure_honest())); }
   static double mean_cost(const v1::MeasureResult& r) {
     double sum = 0;
     for (double c : r.costs()) sum += c;
@@ -90,7 +94,7 @@ class HostileKernelTest : public ::testing::TestWithParam<bool> {
 };
 
 TEST_P(HostileKernelTest, ForgedFramesReachNoOtherResult) {
-  double honest = mean_cost(measure_honest());
+  double honest = honest_cost();
   ASSERT_GT(honest, 0);
   v1::MeasureResult forger = measure_hostile("forge_frames");
   if (forger.error() == v1::OK) {
@@ -100,14 +104,14 @@ TEST_P(HostileKernelTest, ForgedFramesReachNoOtherResult) {
 }
 
 TEST_P(HostileKernelTest, ACostThatIsNotAFinitePositiveNumberIsNeverRecorded) {
-  double honest = mean_cost(measure_honest());
+  double honest = honest_cost();
   v1::MeasureResult forger = measure_hostile("bad_cost");
   for (double c : forger.costs()) EXPECT_TRUE(std::isfinite(c) && c > 0) << c;
   expect_honest_results_after(honest);
 }
 
 TEST_P(HostileKernelTest, AnImplantedClockFalsifiesNoTiming) {
-  double honest = mean_cost(measure_honest());
+  double honest = honest_cost();
   v1::MeasureResult implant = measure_hostile("patch_clock");
   ASSERT_EQ(implant.error(), v1::OK) << implant.error_msg();
   // It sleeps 2 ms per call: a slowed clock would say 2 us.
