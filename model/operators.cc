@@ -376,9 +376,10 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
   } else if (op == "Gather" && runtime_indices) {
     size_t rank = x.shape().size();
     int64_t axis = normalize_axis(node.int_attr("axis", 0), rank);
-    if (axis < 0 || in.size() != 2) return unsupported(node, "an axis out of range");
-    int64_t dim = x.shape()[static_cast<size_t>(axis)];
     size_t index_rank = indices->shape.size();
+    if (axis < 0 || in.size() != 2 || out.size() != std::max<size_t>(rank - 1 + index_rank, 1))
+      return unsupported(node, "an axis out of range, or an output shape that does not follow from the inputs'");
+    int64_t dim = x.shape()[static_cast<size_t>(axis)];
     const te::Tensor& idx = in[1];
     result = te::compute("out", out, [&](const std::vector<Var>& i) {
       std::vector<Expr> where;

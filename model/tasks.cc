@@ -120,7 +120,7 @@ StatusOr<Workload> conv_workload(const Graph& graph, const Node& node) {
     return make_workload(node, fmt::format("depthwise_conv2d_nchw:{},{}", params, tail));
   }
   return unsupported(node, fmt::format("a grouped convolution with {} groups of {} channels is not supported (only "
-                                       "groups=1 and depthwise, one filter per channel)",
+                                       "groups of several channels, and depthwise with one filter per channel)",
                                        group, c / std::max<int64_t>(group, 1)));
 }
 

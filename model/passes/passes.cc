@@ -14,8 +14,9 @@ Status run_passes(Graph& graph) {
   TF_RETURN_IF_ERROR(fold_constants(graph).status());
   // 2. A BatchNormalization after a Conv becomes the Conv's scaled weight and bias.
   TF_RETURN_IF_ERROR(fold_batch_norm(graph).status());
-  // 3. What the build runs as simpler operators becomes them: Split as Slices, a grouped Conv as
-  //    one Conv per group, Einsum in attention's forms as Transpose and MatMul.
+  // 3. What the build runs as simpler operators becomes them: Split as Slices, a grouped Conv over
+  //    a batch larger than one as one Conv per group, Einsum in attention's forms as Transpose and
+  //    MatMul.
   TF_RETURN_IF_ERROR(decompose(graph).status());
   // 4. The node chains exporters spell LayerNorm and GELU with become one node each.
   TF_RETURN_IF_ERROR(fuse_patterns(graph).status());

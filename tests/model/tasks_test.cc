@@ -190,8 +190,8 @@ TEST(ModelTasks, BatchNormalizationFoldsIntoTheConvolutionWeights) {
   }
 }
 
-// A grouped convolution (RegNet, ResNeXt) runs as one convolution per group: one task, counted
-// once per group. A depthwise convolution with several filters per channel is refused by name.
+// A grouped convolution (RegNet, ResNeXt) runs as one group's convolution per group: one task,
+// counted once per group. A depthwise convolution with several filters per channel is refused by name.
 TEST(ModelTasks, GroupedConvolutionsAreAConvolutionPerGroup) {
   ModelBuilder m;
   m.input("x", {1, 4, 8, 8});
