@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
   fmt::print("{:<44} {:>14.3f} {:>10}\n", "best query top 10, one device: p50, ms", top10.p50_ms, "");
   fmt::print("{:<44} {:>14.3f} {:>10}\n", "best query top 10, one device: p99, ms", top10.p99_ms, "");
   fmt::print("{:<44} {:>14.3f} {:>10}\n", "best query max (top 1), ms", best.max_ms, "");
-  fmt::print("{:<44} {:>14.1f} {:>10}\n", "database file, MiB", db_bytes / 1048576.0, "");
+  if (history.empty()) fmt::print("{:<44} {:>14.1f} {:>10}\n", "database file, MiB", db_bytes / 1048576.0, "");
   fmt::print("{:<44} {:>14} {:>10}\n", "queries timed", queries, "");
   fmt::print("{{\"records\":{},\"best_query_p99_ms\":{:.4f},\"insert_per_s\":{:.0f}}}\n", records + kTunerRecords,
              best.p99_ms, insert_per_s);

@@ -162,6 +162,9 @@ DaemonExit salvage(const TunerdFlags& f) {
 DaemonExit copy_history(const TunerdFlags& f) {
   if (f.history.empty())
     return DaemonExit::configuration(invalid_argument("--copy-history copies into --history: give its postgresql:// URL"));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(f.copy_history, ec))
+    return DaemonExit::configuration(not_found(fmt::format("--copy-history {}: no such history file", f.copy_history)));
   auto from = db::RecordStore::open(f.copy_history);
   if (!from.ok()) return DaemonExit::environment(from.status().with_context("--copy-history"));
   auto to = db::RecordStore::open(f.history);

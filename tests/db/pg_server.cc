@@ -29,9 +29,10 @@ namespace fs = std::filesystem;
 
 // TUNEFARM_PG_BIN, or the newest Debian server (postgresql-NN puts its programs there).
 std::string find_bin() {
-  if (const char* bin = std::getenv("TUNEFARM_PG_BIN"); bin && *bin) return bin;
-  std::string best;
   std::error_code ec;
+  if (const char* bin = std::getenv("TUNEFARM_PG_BIN"); bin && *bin)
+    return fs::exists(std::string(bin) + "/initdb", ec) && fs::exists(std::string(bin) + "/postgres", ec) ? bin : "";
+  std::string best;
   for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", ec)) {
     std::string bin = (entry.path() / "bin").string();
     if (fs::exists(bin + "/initdb", ec) && fs::exists(bin + "/postgres", ec) && bin > best) best = bin;
@@ -103,8 +104,8 @@ int wait_exit(pid_t pid) {
 
 std::optional<std::string> PgServer::unavailable() {
   if (!find_bin().empty()) return std::nullopt;
-  return std::string("PostgreSQL server binaries not found (no /usr/lib/postgresql/*/bin/initdb, TUNEFARM_PG_BIN "
-                     "unset): deploy/install-deps.sh installs postgresql-15");
+  return std::string("PostgreSQL server binaries not found (no initdb and postgres in /usr/lib/postgresql/*/bin, or "
+                     "in TUNEFARM_PG_BIN when set): deploy/install-deps.sh installs postgresql-15");
 }
 
 PgServer& PgServer::shared() {
