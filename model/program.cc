@@ -246,7 +246,7 @@ class Lowering {
   }
 
   void add_step(const std::string& node, const std::string& op, const Computed& c, bool vectorize) {
-    p_.steps.push_back(Step{node, op, std::nullopt, c.def, c.tensors, vectorize});
+    p_.steps.push_back(Step{node, op, std::nullopt, c.def, c.tensors, vectorize, 1, {}});
   }
 
   Graph& graph_;
@@ -276,7 +276,7 @@ StatusOr<Program> lower_graph(Graph graph) {
     for (Node& node : graph.nodes)
       for (std::string& name : node.inputs)
         if (name == in) name = to;
-    p.steps.push_back(Step{in, "Cast", std::nullopt, c.def, c.tensors, true});
+    p.steps.push_back(Step{in, "Cast", std::nullopt, c.def, c.tensors, true, 1, {}});
   }
   // Outputs are written as float32 whatever the file says (an integer output is held so too).
   for (const std::string& out : graph.outputs)
@@ -299,7 +299,7 @@ StatusOr<Program> lower_graph(Graph graph) {
     const Value* v = graph.find(from);
     if (!v) return invalid_argument(fmt::format("model output '{}' has no value", out));
     Computed c = copy_compute(*v, out);
-    p.steps.push_back(Step{out, "copy", std::nullopt, c.def, c.tensors, true});
+    p.steps.push_back(Step{out, "copy", std::nullopt, c.def, c.tensors, true, 1, {}});
   }
   p.graph = std::move(graph);
   return p;
