@@ -5,10 +5,11 @@
 # (the same model from the templates' default configs); then it stops what it started.
 #
 # The model is one BERT-base encoder layer (128 tokens): its GEMMs take milliseconds, where the
-# templates' defaults leave room that 160 trials find, so the tuned build is faster than the
-# untuned one inside the model too. On a model of microsecond kernels (DEMO_MODEL=resnet50_small
-# DEMO_INPUT_SHAPE=) the defaults are about as fast as anything the search finds, and the demo
-# showed no gain.
+# templates' defaults leave room that 160 trials find on the agent. How much of that the built
+# model keeps depends on how like the model's conditions the agent's timing is, so the demo
+# prints what the model got, gain or loss. On a model of microsecond kernels
+# (DEMO_MODEL=resnet50_small DEMO_INPUT_SHAPE=) the defaults are about as fast as anything the
+# search finds.
 set -euo pipefail
 
 BUILD_DIR=${BUILD_DIR:-build}

@@ -48,8 +48,14 @@ def from_rpc(error, address, what):
     reason alone without `what`), with an unreachable service named as such."""
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     details = (error.details() if hasattr(error, "details") else None) or str(error)
-    if code == grpc.StatusCode.UNAVAILABLE:
+    # UNAVAILABLE in the service's own words (tunerd cannot reach the tracker, its history cannot be
+    # written) is about what it could not reach, not about this channel.
+    this_channel = details.startswith(("failed to connect", "Socket closed", "Connection reset", "DNS resolution failed")) \
+        or "handshake" in details
+    if code == grpc.StatusCode.UNAVAILABLE and this_channel:
         reason, kind = f"cannot reach {address} ({details})", Unreachable
+    elif code == grpc.StatusCode.UNAVAILABLE:
+        reason, kind = details, ServiceError
     else:
         reason, kind = details, ServiceNotFound if code == grpc.StatusCode.NOT_FOUND else ServiceError
     return kind(f"{what}: {reason}" if what else reason, code.name, details)

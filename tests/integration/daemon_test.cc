@@ -215,12 +215,14 @@ TEST(Daemons, AnAgentPointedAtTunerdSaysItIsNotATracker) {
   EXPECT_NE(agent.log().find(listen + " is not a tracker"), std::string::npos) << agent.log();
 }
 
-// An agent whose sandbox cannot run kernels (here: a memory limit too small for the worker) used
-// to join as a free agent and fail every candidate sent to it; it says so at start and stops.
+// An agent whose sandbox cannot run kernels (here: a worker launcher that fails; a memory limit
+// too small for the worker is refused before, as a flag) used to join as a free agent and fail
+// every candidate sent to it; it says so at start and stops.
 TEST(Daemons, AnAgentThatCannotRunKernelsSaysSoAtStart) {
   Farm farm;
   std::string dir = temp_dir("misconfigured");
-  Process agent(bin_path("device-agent"), {"--tracker", farm.address(), "--key", "local-cpu", "--memory-limit-mb", "8"},
+  Process agent(bin_path("device-agent"),
+                {"--tracker", farm.address(), "--key", "local-cpu", "--worker-launcher", "/bin/false"},
                 dir + "/agent.log");
   EXPECT_GT(exit_code(agent), 0) << agent.log();
   EXPECT_NE(agent.log().find("this agent cannot run kernels"), std::string::npos) << agent.log();

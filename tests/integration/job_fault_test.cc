@@ -303,7 +303,7 @@ TEST_F(JobFaultTest, AResumedJobsElapsedTimeGoesOnFromWhereItWas) {
   s.set_strategy(v1::RANDOM);
   // Slow measurements: the job runs long enough for its clock to mean something.
   s.mutable_measure()->set_repeat(1);
-  s.mutable_measure()->set_min_repeat_ms(100);
+  s.mutable_measure()->set_min_repeat_ms(150);
   v1::Job job = submit(tunerd, s);
   v1::Job before;
   for (int i = 0; i < 600; ++i) {

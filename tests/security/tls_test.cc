@@ -173,6 +173,37 @@ TEST_F(SecurityTlsTest, TunerdServesTlsDialsTheTrackerOverTlsAndTuneClientFollow
   EXPECT_EQ(submit.first, 0) << submit.second << tunerd.log();
 }
 
+// Dialing a TLS tracker in plaintext: the agent and tunerd say which flag is missing, and
+// tune-client, whose tunerd answered, does not say that it cannot reach tunerd.
+TEST_F(SecurityTlsTest, ATrackerDialedWithoutItsCaIsNamedWithTheFlagThatIsMissing) {
+  ASSERT_TRUE(queue_status(tls(true), 20).ok()) << tracker_->log();
+  Process agent(bin_path("device-agent"),
+                {"--tracker", tracker_address_, "--key", "tls-cpu", "--token-file", secret_file("a-secret")},
+                *dir_ + "/plain-agent.log");
+  std::string address = fmt::format("127.0.0.1:{}", free_port());
+  Process tunerd(bin_path("tunerd"),
+                 {"--listen", address, "--tracker", tracker_address_, "--data-dir", *dir_ + "/plain-tunerd-data",
+                  "--tracker-token-file", secret_file("t-secret"), "--build-threads", "1"},
+                 *dir_ + "/plain-tunerd.log");
+  std::string out;
+  for (int i = 0; i < 100; ++i) {
+    std::string command = fmt::format("{} --server {} submit --workload matmul:M=32,N=32,K=32 --device tls-cpu "
+                                      "--trials 4 2>&1", bin_path("tune-client"), address);
+    FILE* pipe = popen(command.c_str(), "r");
+    out.clear();
+    char buffer[512];
+    while (pipe && fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    if (pipe) pclose(pipe);
+    if (out.find("tracker") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_NE(out.find("give tunerd --tracker-ca"), std::string::npos) << out;
+  EXPECT_EQ(out.find("cannot reach " + address), std::string::npos) << out;
+  for (int i = 0; i < 100 && agent.log().find("session ended") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_NE(agent.log().find("one that serves TLS needs --tls-ca"), std::string::npos) << agent.log();
+}
+
 // Metrics beyond loopback: served over TLS with the daemon's certificate, and only to a token.
 TEST_F(SecurityTlsTest, MetricsBeyondLoopbackAreServedOverTlsToATokenOnly) {
   int port = free_port();
