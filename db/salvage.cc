@@ -48,28 +48,6 @@ Status for_each_row(Connection& source, int64_t file_size, std::string_view tabl
   return Status();
 }
 
-// Writes `jobs` into the history at `out` as they were: ids, specs, states, progress and times, so
-// that tunerd on the new history lists them and resumes the ones that were queued or running.
-Status write_jobs(const std::string& out, const std::vector<v1::Job>& jobs) {
-  TF_ASSIGN_OR_RETURN(auto connection, Connection::open(out, Connection::Mode::kReadWrite, std::chrono::seconds(5)));
-  TF_RETURN_IF_ERROR(connection->exec("BEGIN IMMEDIATE"));
-  for (const v1::Job& job : jobs) {
-    TF_ASSIGN_OR_RETURN(Statement insert,
-                        connection->prepare("INSERT OR IGNORE INTO jobs (id, spec, state, progress, created_at_us, "
-                                            "started_at_us, finished_at_us, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
-    insert.bind(1, job.id());
-    insert.bind_blob(2, job.spec().SerializeAsString());
-    insert.bind(3, int64_t{job.state()});
-    insert.bind_blob(4, job.progress().SerializeAsString());
-    insert.bind(5, job.created_at_us());
-    insert.bind(6, job.started_at_us());
-    insert.bind(7, job.finished_at_us());
-    insert.bind(8, job.error());
-    TF_RETURN_IF_ERROR(insert.run());
-  }
-  return connection->exec("COMMIT");
-}
-
 }  // namespace
 
 StatusOr<SalvageReport> salvage_history(const std::string& damaged, const std::string& out) {
@@ -112,10 +90,17 @@ StatusOr<SalvageReport> salvage_history(const std::string& damaged, const std::s
       },
       report.unreadable));
   TF_RETURN_IF_ERROR(flush());
+  // Jobs keep their ids, specs, states, progress and times, so that tunerd on the new history lists
+  // them and resumes the ones that were queued or running; a job whose spec no longer passes the
+  // checks is as unreadable as a row that did not parse.
+  for (const v1::Job& job : jobs) {
+    auto stored = store->put_job(job);
+    if (stored.ok())
+      report.jobs += *stored ? 1 : 0;
+    else
+      ++report.unreadable;
+  }
   TF_RETURN_IF_ERROR(store->flush());
-  store.reset();
-  TF_RETURN_IF_ERROR(write_jobs(out, jobs));
-  report.jobs = static_cast<int64_t>(jobs.size());
   return report;
 }
 
