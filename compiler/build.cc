@@ -61,9 +61,10 @@ bool parallel_pays(double flops, double bytes) {
   // time, for 2-10 us of work (an AMD EPYC 2-vCPU guest at load ~7, the pool's workers spinning
   // between launches; where the other core is busy it costs up to a time slice). A step is worth
   // splitting where its single-thread time is at least 20 us, about 8 fork/joins: a step of 1
-  // MFLOP at ~50 GFLOP/s, or 200 KB streamed at ~10 GB/s, the speeds a small model's kernels reach
-  // on one thread. The small models' steps (a few microseconds each) then run on one thread.
-  constexpr double kFlopsPerUs = 50e3, kBytesPerUs = 10e3, kMinWorkUs = 20;
+  // MFLOP at ~50 GFLOP/s, or 800 KB at ~40 GB/s, the speeds of a model's steps on one thread (a
+  // step reads what the one before wrote, from the cache: MobileNetV2-small's steps of ~200 KB,
+  // split, made the model 0.050 -> 0.062-0.072 ms on 2 threads).
+  constexpr double kFlopsPerUs = 50e3, kBytesPerUs = 40e3, kMinWorkUs = 20;
   return std::max(flops / kFlopsPerUs, bytes / kBytesPerUs) >= kMinWorkUs;
 }
 

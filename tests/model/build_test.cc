@@ -151,8 +151,8 @@ TEST(ModelBuild, SmallBertLayerRunsAndRefusesBadInput) {
 }
 
 // A step runs on the runtime's threads where its work repays the fork/join: of a 16 x 64 input's
-// projection to 64 (131 kFLOP), to 4096 (8.4 MFLOP) and the softmax of that (512 KB), the first
-// runs on one thread, the others split. On two threads the model gives what it gives on one, bit
+// projection to 64 (131 kFLOP) and to 4096 (8.4 MFLOP), the first runs on one thread, the second
+// splits (its 16 rows are one block: the blocks of columns too). On two threads the model gives what it gives on one, bit
 // for bit (a step's share of a parallel loop computes what the loop on one thread computes, in the
 // same order).
 TEST(ModelBuild, TwoThreadsGiveWhatOneThreadGives) {
