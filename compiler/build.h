@@ -56,9 +56,9 @@ StatusOr<std::vector<float>> candidate_features(const Workload& workload, const 
 // schedule, as a position-independent object whose entry (the kernel ABI) is named `entry`.
 StatusOr<std::string> build_kernel_object(const Workload& workload, const Target& target, const Config& config,
                                           const std::string& entry);
-// `vectorize` as in ops::plain_schedule.
+// `vectorize` and `parallel` as in ops::plain_schedule.
 StatusOr<std::string> build_compute_object(const ops::ComputeDef& def, const Target& target, const std::string& entry,
-                                           bool vectorize = false);
+                                           bool vectorize = false, bool parallel = true);
 
 // A candidate compiled into this process (host targets only): quick checks without a linker.
 StatusOr<std::unique_ptr<codegen::JitKernel>> jit_kernel(const Workload& workload, const Config& config);
@@ -73,6 +73,17 @@ StatusOr<Config> default_config(const Workload& workload, const Target& target);
 // `parallel` knob: records are measured on one thread, where "none" and "outer" run alike, and a
 // program that runs the kernel decides the thread count (with one, the loop runs inline).
 Config with_outer_parallelism(Config config);
+// The same with the knob "outer" where `parallel`, else "none" (the loop runs on the calling thread).
+Config with_parallelism(Config config, bool parallel);
+// Whether a step of a program (a model's) repays running its loop on the kernel runtime's threads:
+// whether its work, `flops` operations or `bytes` of its arguments read and written, is large
+// beside the cost of a fork/join. A step below it runs on one thread whatever the thread count.
+bool parallel_pays(double flops, double bytes);
+// The same for a workload's kernel (its FLOPs, its arguments' bytes) and for a compute
+// definition, which counts its arguments' bytes only (the steps outside the templates stream
+// their data: elementwise, pooling, normalization).
+bool parallel_pays(const Workload& workload);
+bool parallel_pays(const ops::ComputeDef& def);
 StatusOr<double> workload_flops(const Workload& workload);
 StatusOr<std::vector<ops::TensorArg>> kernel_args(const Workload& workload);
 // Runs the naive C++ reference: inputs in argument order, output sized for the last argument.

@@ -179,7 +179,7 @@ StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Tar
         continue;
       }
       TF_ASSIGN_OR_RETURN(ChosenKernel chosen, choose(*step.workload));
-      Config config = with_outer_parallelism(chosen.config);
+      Config config = with_parallelism(chosen.config, parallel_pays(*step.workload));
       auto object = build_kernel_object(*step.workload, target, config, entry);
       if (!object.ok()) return object.status().with_context(fmt::format("node '{}' ({})", step.node, key));
       parts.objects.push_back(std::move(*object));
@@ -197,7 +197,7 @@ StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Tar
       kernels.push_back(std::move(k));
       entry_of_workload[key] = entry;
     } else {
-      auto object = build_compute_object(step.compute, target, entry, step.vectorize);
+      auto object = build_compute_object(step.compute, target, entry, step.vectorize, parallel_pays(step.compute));
       if (!object.ok()) return object.status().with_context(fmt::format("node '{}' ({})", step.node, step.op));
       parts.objects.push_back(std::move(*object));
     }

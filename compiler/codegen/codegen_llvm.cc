@@ -372,21 +372,28 @@ class CodeGen {
 
   // e^x for float32 scalars or vectors, as arithmetic: x = n ln2 + r with |r| <= ln2/2 (ln2 in two
   // parts, so that n ln2 is exact), e^r by Cephes' degree-7 polynomial (relative error ~1e-7), and
-  // 2^n put into the exponent field. x is clamped to where e^x is a normal float or its limit.
+  // 2^n as 2^m, m = n clamped to a normal float's exponents and put into the exponent field, times
+  // 1 + n - m: 2 where n = 128 (e^x near FLT_MAX, or past it, where the product overflows to +inf)
+  // and 0 where n = -127 (e^x below FLT_MIN, flushed to 0). x is clamped to [-88, 89], whose n are
+  // [-127, 128], so that e^+inf = +inf and e^-inf = 0; a NaN, which the clamp drops, is selected
+  // back (softmax's row of -inf is NaN, as ONNX Runtime gives). Every step stays in vector lanes.
   llvm::Value* emit_exp_arith(llvm::Value* x) {
     llvm::Type* t = x->getType();
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
-    x = b_.CreateMinNum(b_.CreateMaxNum(x, c(-87.3)), c(88.3));
-    llvm::Value* n = unary_intrinsic(llvm::Intrinsic::floor, b_.CreateFAdd(b_.CreateFMul(x, c(1.44269504088896341)), c(0.5)));
-    llvm::Value* r = b_.CreateFSub(b_.CreateFSub(x, b_.CreateFMul(n, c(0.693359375))), b_.CreateFMul(n, c(-2.12194440e-4)));
+    auto clamp = [&](llvm::Value* v, double lo, double hi) { return b_.CreateMinNum(b_.CreateMaxNum(v, c(lo)), c(hi)); };
+    llvm::Value* xc = clamp(x, -88.0, 89.0);
+    llvm::Value* n = unary_intrinsic(llvm::Intrinsic::floor, b_.CreateFAdd(b_.CreateFMul(xc, c(1.44269504088896341)), c(0.5)));
+    llvm::Value* r = b_.CreateFSub(b_.CreateFSub(xc, b_.CreateFMul(n, c(0.693359375))), b_.CreateFMul(n, c(-2.12194440e-4)));
     llvm::Value* p = c(1.9875691500e-4);
     for (double k : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1})
       p = b_.CreateFAdd(b_.CreateFMul(p, r), c(k));
     p = b_.CreateFAdd(b_.CreateFAdd(b_.CreateFMul(p, b_.CreateFMul(r, r)), r), c(1.0));
+    llvm::Value* m = clamp(n, -126.0, 127.0);
     llvm::Type* it = t->isVectorTy() ? llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(t)->getElementCount())
                                      : static_cast<llvm::Type*>(b_.getInt32Ty());
-    llvm::Value* bits = b_.CreateShl(b_.CreateAdd(b_.CreateFPToSI(n, it), llvm::ConstantInt::get(it, 127)), 23);
-    return b_.CreateFMul(p, b_.CreateBitCast(bits, t));
+    llvm::Value* bits = b_.CreateShl(b_.CreateAdd(b_.CreateFPToSI(m, it), llvm::ConstantInt::get(it, 127)), 23);
+    llvm::Value* y = b_.CreateFMul(b_.CreateFMul(p, b_.CreateBitCast(bits, t)), b_.CreateFAdd(b_.CreateFSub(n, m), c(1.0)));
+    return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, y);
   }
 
   // erf(x) by Abramowitz and Stegun's 7.1.26: 1 - t(a1 + t(a2 + ... a5 t)) e^(-x^2) with
@@ -404,7 +411,8 @@ class CodeGen {
   }
 
   // tanh(x) = sign(x) (1 - 2 / (e^(2|x|) + 1)), through the arithmetic exponential (absolute error
-  // ~1e-7; at 2|x| > 88 the exponential saturates and the quotient is 0, so tanh is exactly +-1).
+  // ~1e-7; past 2|x| = 88.73 the exponential is +inf and the quotient 0, so tanh is exactly +-1; NaN
+  // stays NaN through the exponential).
   llvm::Value* emit_tanh(llvm::Value* x) {
     llvm::Type* t = x->getType();
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };

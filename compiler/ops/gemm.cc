@@ -268,7 +268,16 @@ StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
   out.reorder(leaf_order);
   out.unroll(ii);
   out.vectorize(ji);
-  if (par) out.parallel(leaf_order[0]);
+  if (par) {
+    // The outermost tile loop, fused with the next where it has too few iterations to share
+    // evenly among threads: a BERT layer's 128 rows in blocks of 48 are 3, two threads' shares
+    // 2 and 1; with the 3 blocks of columns inside them, 9.
+    constexpr int64_t kEnoughIterations = 8;
+    const int64_t extents[] = {(g.M + mb * mr - 1) / (mb * mr), (g.N + nb * nr - 1) / (nb * nr), mb, nb};
+    te::IterVar outer = leaf_order[0];
+    if (!g.batched && extents[order[0]] < kEnoughIterations) outer = out.fuse(leaf_order[0], leaf_order[1]);
+    out.parallel(outer);
+  }
 
   auto& a = s[acc];
   a.compute_at(out, leaf_order[off + 3]);

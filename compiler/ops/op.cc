@@ -94,17 +94,30 @@ bool is_row_wise(const schedule::Schedule& s, const te::Tensor& output) {
 
 }  // namespace
 
-Scheduled plain_schedule(const ComputeDef& def, bool vectorize) {
+Scheduled plain_schedule(const ComputeDef& def, bool vectorize, bool parallel) {
   auto s = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{def.output});
   auto& st = (*s)[def.output];
   const auto& shape = def.output.shape();
   size_t last = shape.size() - 1;
-  // The first axis longer than one: the ones outside it run once (a batch of 1, say).
-  for (size_t d = 0; d < last; ++d)
-    if (shape[d] > 1) {
-      st.parallel(st.axis(d));
-      break;
+  te::IterVar row = last > 0 ? st.axis(last - 1) : te::IterVar();
+  // In parallel: the first axis longer than one (the ones outside it run once: a batch of 1), fused
+  // with the axes inside it, short of the innermost, until there are enough iterations to share
+  // among threads (a softmax over 2 heads would otherwise run on 2 threads at most, a step of 3
+  // channels unevenly on 2; its 2 x 384 rows do not).
+  constexpr int64_t kEnoughIterations = 16;
+  size_t first = 0;
+  while (first < last && shape[first] <= 1) ++first;
+  if (parallel && first < last) {
+    te::IterVar outer = st.axis(first);
+    int64_t iterations = shape[first];
+    for (size_t d = first + 1; d < last && iterations < kEnoughIterations; ++d) {
+      bool is_row = st.axis(d) == row;
+      outer = st.fuse(outer, st.axis(d));
+      iterations *= shape[d];
+      if (is_row) row = outer;
     }
+    st.parallel(outer);
+  }
   // A row-wise step computes each row's statistics beside the row, inside the output's loop over
   // rows: one pass per row over data in the L1 cache, and the rows in parallel.
   bool rows = is_row_wise(*s, def.output);
@@ -112,7 +125,7 @@ Scheduled plain_schedule(const ComputeDef& def, bool vectorize) {
     const auto& op = stage->op();
     if (op == def.output.op || op->kind != te::OperationNode::Kind::kCompute) continue;
     bool row_shaped = op->buffer->shape.size() == shape.size();
-    if (rows) stage->compute_at(st, st.axis(last - 1));
+    if (rows) stage->compute_at(st, row);
     if (!vectorize) continue;
     // Stages before the output without a reduction (a padded copy of the input) vectorize the same
     // way; in a row-wise step only the row-shaped ones (with a reduction: its partial statistics

@@ -82,13 +82,13 @@ const Template* default_template(const OpDef& op, const Target& target, const Wo
 Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind);
 
 // The schedule of an operator nobody tunes (a model's elementwise, pooling or normalization step):
-// every stage at the root, in order; the output's outermost axis longer than one runs in parallel,
-// so that such steps use the threads the tuned kernels use. A row-wise step (every other stage
-// of the output's rows: softmax, layer normalization) computes them inside the output's loop over
-// rows instead. With `vectorize`, the output's innermost axis runs in vectors of 16, inside the
+// every stage at the root, in order; with `parallel`, the output's outermost axis longer than one
+// runs in parallel (fused with the next ones where it is short), so that such steps use the threads
+// the tuned kernels use. A row-wise step (every other stage of the output's rows: softmax, layer
+// normalization) computes them inside the output's loop over rows instead. With `vectorize`, the output's innermost axis runs in vectors of 16, inside the
 // output's reduction if it has one, and so do the other stages' (a row-wise step's statistics,
 // one value per row, excepted; the caller knows the body vectorizes).
-Scheduled plain_schedule(const ComputeDef& def, bool vectorize = false);
+Scheduled plain_schedule(const ComputeDef& def, bool vectorize = false, bool parallel = true);
 
 // The per-family definitions, collected by op_library().
 std::vector<OpDef> gemm_ops();

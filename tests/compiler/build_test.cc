@@ -2,7 +2,9 @@
 // input (invalid workloads, unsupported dtype, configs for another template or target, knobs
 // unknown, repeated or out of their choices, points the template rejects), and configs recorded
 // before a knob existed.
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <regex>
 #include <thread>
 
@@ -10,6 +12,10 @@
 #include <gtest/gtest.h>
 
 #include "compiler/build.h"
+#include "compiler/codegen/codegen.h"
+#include "compiler/ir/printer.h"
+#include "compiler/lower/lower.h"
+#include "compiler/runtime/kernel_runtime.h"
 
 namespace tunefarm {
 namespace {
@@ -261,6 +267,74 @@ TEST(CompilerBuildApi, RegisterTilesBecomeValuesAndTensorsCarryAliasScopes) {
     EXPECT_FALSE(std::regex_search(*ir, std::regex(R"(\.local[0-9]* = alloca)"))) << *ir;
     EXPECT_NE(ir->find(".local"), std::string::npos) << "the schedule has no register tile any more";
   }
+}
+
+// A program's step runs its loop on the runtime's threads only where its work is large beside a
+// fork/join (FLOPs, or bytes for the streaming steps outside the templates); below, its config's
+// parallel knob is "none" and a plain step has no parallel loop.
+TEST(CompilerBuildApi, AStepRunsOnThreadsWhereItsWorkRepaysTheForkJoin) {
+  EXPECT_FALSE(parallel_pays(matmul(16, 64, 64)));
+  EXPECT_TRUE(parallel_pays(matmul(128, 768, 768)));
+  EXPECT_FALSE(parallel_pays(0, 32 * 1024));
+  EXPECT_TRUE(parallel_pays(0, 4 * 1024 * 1024));
+  auto knob = [](const Config& c) {
+    for (const auto& [name, value] : c.knobs)
+      if (name == "parallel") return std::get<std::string>(value);
+    return std::string("(none)");
+  };
+  Config c = *default_config(matmul(128, 768, 768), Target{});
+  EXPECT_EQ(knob(with_parallelism(c, true)), "outer");
+  EXPECT_EQ(knob(with_parallelism(with_outer_parallelism(c), false)), "none");
+
+  auto elementwise = [](int64_t rows) {
+    te::Tensor x = te::placeholder("x", {1, rows, 256});
+    return ops::ComputeDef{{x}, te::compute("y", {1, rows, 256}, [&](const std::vector<ir::Var>& i) { return x(i[0], i[1], i[2]) * 2.0f; })};
+  };
+  EXPECT_FALSE(parallel_pays(elementwise(4)));
+  EXPECT_TRUE(parallel_pays(elementwise(1024)));
+}
+
+// A plain step whose outermost axis is shorter than the threads could use (two heads of a
+// row-wise step) runs its heads and rows as one parallel loop, with each row's statistic computed
+// inside it; on two threads it gives what it gives on one, bit for bit.
+TEST(CompilerBuildApi, APlainStepsFewHeadsFuseWithTheirRowsForThreads) {
+  const int64_t H = 2, R = 32, C = 40;
+  te::Tensor x = te::placeholder("x", {1, H, R, C});
+  te::IterVar k = te::reduce_axis(C, "k");
+  te::Tensor m = te::compute("row_max", {1, H, R}, [&](const std::vector<ir::Var>& i) {
+    return te::max_reduce(x(i[0], i[1], i[2], k->var), {k});
+  });
+  te::Tensor y = te::compute("y", {1, H, R, C}, [&](const std::vector<ir::Var>& i) {
+    return x(i[0], i[1], i[2], i[3]) - m(i[0], i[1], i[2]);
+  });
+  ops::ComputeDef def{{x}, y};
+  std::vector<float> in(H * R * C);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(0.37f * static_cast<float>(i));
+  std::vector<float> outs[2];
+  for (bool parallel : {false, true}) {
+    SCOPED_TRACE(parallel ? "parallel" : "one thread");
+    ops::Scheduled scheduled = ops::plain_schedule(def, true, parallel);
+    auto f = lower::lower(*scheduled.schedule, scheduled.args, "step");
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    std::string text = ir::to_string(*f);
+    if (parallel) EXPECT_TRUE(std::regex_search(text, std::regex(R"(, 0, 64\) parallel)"))) << text;
+    else EXPECT_EQ(text.find("parallel"), std::string::npos) << text;
+    auto obj = codegen::compile_object(*f, Target{}, "step");
+    ASSERT_TRUE(obj.ok()) << obj.status().to_string();
+    auto jit = codegen::JitKernel::create(*obj, "step");
+    ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+    tunefarm_runtime_set_num_threads(parallel ? 2 : 1);
+    std::vector<float>& out = outs[parallel ? 1 : 0];
+    out.assign(in.size(), NAN);
+    void* args[] = {in.data(), out.data()};
+    ASSERT_EQ((*jit)->run(args), 0);
+    for (int64_t r = 0; r < H * R; ++r) {
+      float mx = *std::max_element(in.begin() + r * C, in.begin() + (r + 1) * C);
+      for (int64_t c = 0; c < C; ++c) ASSERT_EQ(out[r * C + c], in[r * C + c] - mx) << "row " << r << ", column " << c;
+    }
+  }
+  tunefarm_runtime_set_num_threads(0);
+  EXPECT_EQ(outs[0], outs[1]);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <random>
 
@@ -189,12 +190,12 @@ TEST(EndToEnd, MaxReductionWithFusedParallelLoops) {
   EXPECT_EQ(out, want) << ir_text;
 }
 
-// `name` applied to N points over [lo, hi] by a kernel vectorized in 16s (the last points are the
-// scalar tail past the vector width): each within `tolerance` of `reference`, relative to
-// max(1, |reference|) where `relative`, else absolute.
-void expect_math_function(const std::string& name, float lo, float hi, float (*reference)(float), double tolerance,
-                          bool relative) {
-  const int64_t N = 12001 + 7;
+// `name` applied to `in` by a kernel vectorized in 16s (points past the last multiple of 16 are the
+// scalar tail): each within `tolerance` of `reference`, relative to max(1, |reference|) where
+// `relative`, else absolute; where the reference is NaN or infinite, the same.
+void expect_math_function(const std::string& name, const std::vector<float>& in, float (*reference)(float),
+                          double tolerance, bool relative) {
+  const auto N = static_cast<int64_t>(in.size());
   te::Tensor x = te::placeholder("x", {N});
   te::Tensor y = te::compute("y", {N}, [&](const std::vector<Var>& i) { return ir::call(ir::Type::f32(), name, {x(i[0])}); },
                              {"i"});
@@ -205,30 +206,61 @@ void expect_math_function(const std::string& name, float lo, float hi, float (*r
   std::string ir_text;
   auto jit = jit_kernel(s, {x, y}, &ir_text);
   ASSERT_NE(jit, nullptr);
-  std::vector<float> in(N), out(N, 7.0f);
-  for (int64_t i = 0; i < N; ++i) in[i] = lo + (hi - lo) * static_cast<float>(i) / 12000.0f;
-  void* args[] = {in.data(), out.data()};
+  std::vector<float> out(in.size(), 7.0f);
+  void* args[] = {const_cast<float*>(in.data()), out.data()};
   ASSERT_EQ(jit->run(args), 0);
   for (int64_t i = 0; i < N; ++i) {
     double want = reference(in[i]);
-    double scale = relative ? std::max(1.0, std::abs(want)) : 1.0;
-    ASSERT_NEAR(out[i], want, tolerance * scale) << name << "(" << in[i] << ")\n" << ir_text;
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(out[i])) << name << "(" << in[i] << ") = " << out[i] << " at " << i;
+    } else if (std::isinf(want)) {
+      ASSERT_EQ(out[i], want) << name << "(" << in[i] << ") at " << i;
+    } else {
+      double scale = relative ? std::max(1.0, std::abs(want)) : 1.0;
+      ASSERT_NEAR(out[i], want, tolerance * scale) << name << "(" << in[i] << ") at " << i << "\n" << ir_text;
+    }
   }
+}
+
+// 12001 points over [lo, hi] and 7 past hi in the same steps, which fall in the scalar tail.
+std::vector<float> spaced(float lo, float hi) {
+  std::vector<float> in(12001 + 7);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = lo + (hi - lo) * static_cast<float>(i) / 12000.0f;
+  return in;
+}
+
+// NaN, the infinities and the edges of float's range (e^x overflows past 88.7228, is below FLT_MIN
+// under -87.34): once among 16 vector lanes and once more in the scalar tail.
+std::vector<float> special_inputs() {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, 88.72f, 88.8f, 89.5f, 1e30f,
+                                      -87.0f, -88.0f, -100.0f, -1e30f, 0.0f, -0.0f, 20.0f, -20.0f};
+  std::vector<float> in = special;
+  in.resize(16, 1.0f);
+  in.insert(in.end(), special.begin(), special.end());
+  return in;
 }
 
 // erf, exp and tanh are arithmetic in the generated code, in vector and scalar form (GELU's and
 // softmax's steps vectorize them; the C library's functions would be a call per lane): erf and
-// tanh within 5e-7, exp within 4e-7 of its value, of the C library's.
-TEST(EndToEnd, VectorizedErfMatchesTheCLibrary) { expect_math_function("erf", -6, 6, std::erf, 5e-7, false); }
+// tanh within 5e-7, exp within 4e-7 of its value, of the C library's, and NaN, +-inf and the ends
+// of float's range as it gives them (exp's results below FLT_MIN within 4e-7 absolute: flushed to 0).
+TEST(EndToEnd, VectorizedErfMatchesTheCLibrary) {
+  expect_math_function("erf", spaced(-6, 6), std::erf, 5e-7, false);
+  expect_math_function("erf", special_inputs(), std::erf, 5e-7, false);
+}
 
 TEST(EndToEnd, VectorizedExpMatchesTheCLibrary) {
-  expect_math_function("exp", -80, 80, std::exp, 4e-7, true);
-  expect_math_function("exp", -1, 1, std::exp, 4e-7, true);
+  expect_math_function("exp", spaced(-80, 80), std::exp, 4e-7, true);
+  expect_math_function("exp", spaced(-1, 1), std::exp, 4e-7, true);
+  expect_math_function("exp", spaced(85, 88.72f), std::exp, 4e-7, true);
+  expect_math_function("exp", special_inputs(), std::exp, 4e-7, true);
 }
 
 TEST(EndToEnd, VectorizedTanhMatchesTheCLibrary) {
-  expect_math_function("tanh", -10, 10, std::tanh, 5e-7, false);
-  expect_math_function("tanh", -0.5f, 0.5f, std::tanh, 5e-7, false);
+  expect_math_function("tanh", spaced(-10, 10), std::tanh, 5e-7, false);
+  expect_math_function("tanh", spaced(-0.5f, 0.5f), std::tanh, 5e-7, false);
+  expect_math_function("tanh", special_inputs(), std::tanh, 5e-7, false);
 }
 
 }  // namespace
