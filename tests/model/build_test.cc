@@ -169,6 +169,7 @@ TEST(ModelBuild, TokenIdInputsMatchOnnxRuntime) {
   EXPECT_EQ(manifest["inputs"][0]["name"], "input_ids");
   EXPECT_EQ(manifest["inputs"][0]["dtype"], "int64");
   EXPECT_EQ(manifest["outputs"][0]["dtype"], "float32");
+}
 
 // A step runs on the runtime's threads where its work repays the fork/join: of a 16 x 64 input's
 // projection to 64 (131 kFLOP) and to 4096 (8.4 MFLOP), the first runs on one thread, the second
