@@ -74,7 +74,9 @@ TEST(Writer, AFullDiskHoldsDetachedWritesUntilItTakesThemAgain) {
   // Waiting callers get one try, then the error (the held write fails again in the same batch).
   auto waited = writer.submit(insert_value(2));
   StatusOr<int64_t> answer = waited.get();
-  if (!answer.ok()) EXPECT_EQ(answer.status().code(), StatusCode::kResourceExhausted);
+  if (!answer.ok()) {
+    EXPECT_EQ(answer.status().code(), StatusCode::kResourceExhausted);
+  }
   EXPECT_TRUE(writer.flush().ok());
   EXPECT_TRUE(writer.outage().ok());
   EXPECT_EQ(count(path, "WHERE x = 1"), 1);
