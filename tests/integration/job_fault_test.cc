@@ -48,13 +48,9 @@ class JobFaultTest : public ::testing::Test {
     return spec;
   }
   static v1::Job submit(const Tunerd& tunerd, const v1::JobSpec& spec) {
-    v1::SubmitJobRequest request;
-    *request.mutable_spec() = spec;
-    grpc::ClientContext context;
-    v1::SubmitJobResponse response;
-    grpc::Status s = tunerd.stub()->SubmitJob(&context, request, &response);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return response.job();
+    auto job = tunerd.submit(spec);
+    EXPECT_TRUE(job.ok()) << job.status().to_string();
+    return job.ok() ? *job : v1::Job();
   }
   static bool ended(const v1::Job& job) {
     return job.state() == v1::SUCCEEDED || job.state() == v1::FAILED || job.state() == v1::CANCELLED;

@@ -148,13 +148,9 @@ class SharedHistoryTest : public ::testing::Test {
     return spec;
   }
   static v1::Job submit(const Tunerd& tunerd, const v1::JobSpec& spec) {
-    v1::SubmitJobRequest request;
-    *request.mutable_spec() = spec;
-    grpc::ClientContext context;
-    v1::SubmitJobResponse response;
-    grpc::Status s = tunerd.stub()->SubmitJob(&context, request, &response);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return response.job();
+    auto job = tunerd.submit(spec);
+    EXPECT_TRUE(job.ok()) << job.status().to_string();
+    return job.ok() ? *job : v1::Job();
   }
   // Which tunerd process holds the job's lease (its owner name holds the process id); 0: none.
   pid_t holder(const std::string& job_id) const {

@@ -56,12 +56,18 @@ class Tunerd {
   std::string log() const { return process_->log(); }
 
   StatusOr<v1::Job> submit(const std::string& workload, int trials, int batch = 16) const {
+    v1::JobSpec spec;
+    *spec.add_tasks()->mutable_workload() = to_proto(*parse_workload(workload));
+    *spec.mutable_target() = to_proto(*parse_target("llvm"));
+    spec.set_device_key("local-cpu");
+    spec.set_trials(trials);
+    spec.set_batch_size(batch);
+    return submit(spec);
+  }
+
+  StatusOr<v1::Job> submit(const v1::JobSpec& spec) const {
     v1::SubmitJobRequest request;
-    *request.mutable_spec()->add_tasks()->mutable_workload() = to_proto(*parse_workload(workload));
-    *request.mutable_spec()->mutable_target() = to_proto(*parse_target("llvm"));
-    request.mutable_spec()->set_device_key("local-cpu");
-    request.mutable_spec()->set_trials(trials);
-    request.mutable_spec()->set_batch_size(batch);
+    *request.mutable_spec() = spec;
     grpc::ClientContext context;
     v1::SubmitJobResponse response;
     grpc::Status s = stub()->SubmitJob(&context, request, &response);
