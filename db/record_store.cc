@@ -8,6 +8,7 @@
 #include <fstream>
 #include <istream>
 #include <ostream>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -107,25 +108,20 @@ StatusOr<int64_t> intern(Connection& connection, std::string_view table, const s
   if (auto it = ids.find(text); it != ids.end()) return it->second;
   // Another tunerd sharing the history may add the same text meanwhile: the insert then does
   // nothing (after waiting for the other's transaction), and the second look finds its row.
-  for (int look = 0; look < 2; ++look) {
-    TF_ASSIGN_OR_RETURN(Statement select, connection.prepare(fmt::format("SELECT id FROM {} WHERE text = ?1", table)));
-    select.bind(1, text);
-    TF_ASSIGN_OR_RETURN(bool found, select.step());
-    if (found) {
-      int64_t id = select.column_int(0);
-      ids.emplace(text, id);
-      return id;
-    }
-    if (look == 1) break;
-    TF_ASSIGN_OR_RETURN(Statement insert, connection.prepare(fmt::format(
-                                              "INSERT INTO {} (text) VALUES (?1) ON CONFLICT DO NOTHING RETURNING id", table)));
-    insert.bind(1, text);
-    TF_ASSIGN_OR_RETURN(bool inserted, insert.step());
-    if (inserted) {
-      int64_t id = insert.column_int(0);
-      ids.emplace(text, id);
-      return id;
-    }
+  // Each statement answers the text's id in its first column when it has a row.
+  auto id_from = [&](const std::string& sql) -> StatusOr<std::optional<int64_t>> {
+    TF_ASSIGN_OR_RETURN(Statement statement, connection.prepare(fmt::format(fmt::runtime(sql), table)));
+    statement.bind(1, text);
+    TF_ASSIGN_OR_RETURN(bool found, statement.step());
+    if (!found) return std::optional<int64_t>();
+    int64_t id = statement.column_int(0);
+    ids.emplace(text, id);
+    return std::optional<int64_t>(id);
+  };
+  const std::string look = "SELECT id FROM {} WHERE text = ?1";
+  for (const std::string& sql : {look, std::string("INSERT INTO {} (text) VALUES (?1) ON CONFLICT DO NOTHING RETURNING id"), look}) {
+    TF_ASSIGN_OR_RETURN(std::optional<int64_t> id, id_from(sql));
+    if (id) return *id;
   }
   return internal_error(fmt::format("'{}' is neither in table {} nor could it be added", text, table));
 }
