@@ -693,6 +693,86 @@ StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& inp
   return Computed{ops::ComputeDef{{in}, out}, {input, input + "/float32"}};
 }
 
+namespace {
+
+// A 4-D NCHW shape in NCHW[block]c.
+std::vector<int64_t> blocked_shape(const std::vector<int64_t>& d, int64_t block) {
+  return {d[0], d[1] / block, d[2], d[3], block};
+}
+
+}  // namespace
+
+bool is_blockable_elementwise(const std::string& op) {
+  static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "Sigmoid", "HardSigmoid",
+                                             "HardSwish", "Swish", "LeakyRelu", "Mish", "Tanh", "Neg", "Abs", "Clip"};
+  return kOps.count(op) > 0;
+}
+
+StatusOr<Computed> blocked_elementwise_compute(const Graph& graph, const Node& node, const std::vector<std::string>& inputs,
+                                               int64_t block) {
+  TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
+  std::vector<int64_t> d = dims_of(*out_value);
+  if (d.size() != 4 || d[1] % block != 0)
+    return unsupported(node, fmt::format("output {} is not NCHW in blocks of {}", shape_string(d), block));
+  std::vector<te::Tensor> in;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TF_ASSIGN_OR_RETURN(const Value* v, graph.value_of(node, node.inputs[i]));
+    std::vector<int64_t> shape = dims_of(*v);
+    if (v->elements() == 1) {
+      shape = {1};
+    } else if (shape.size() != 4 || shape[1] != d[1]) {
+      return unsupported(node, fmt::format("input {} does not broadcast over NCHW {} in channel blocks", shape_string(shape),
+                                           shape_string(d)));
+    } else {
+      shape = blocked_shape(shape, block);
+    }
+    in.push_back(te::placeholder(fmt::format("in{}", i), shape));
+    names.push_back(inputs[i]);
+  }
+  if (in.empty()) return unsupported(node, "has no input");
+  std::vector<int64_t> out = blocked_shape(d, block);
+  te::Tensor result;
+  if (node.op == "Clip") {
+    float lo, hi;
+    if (!clip_bounds(graph, node, lo, hi)) return unsupported(node, "bounds that are not constants");
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      return ir::min(ir::max(broadcast_read(in[0], i), f32(lo)), f32(hi));
+    });
+  } else {
+    TF_ASSIGN_OR_RETURN(result, elementwise(node, in, out, false));
+  }
+  names.push_back(node.outputs[0]);
+  return Computed{ops::ComputeDef{in, result}, names};
+}
+
+StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block) {
+  TF_ASSIGN_OR_RETURN(const Value* x_value, graph.value_of(node, node.inputs.at(0)));
+  TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
+  std::vector<int64_t> xd = dims_of(*x_value), od = dims_of(*out_value);
+  bool spatial = node.op == "GlobalAveragePool";
+  if (node.op == "ReduceMean") {
+    std::vector<int64_t> axes = node.ints_attr("axes");
+    for (int64_t& a : axes) a = normalize_axis(a, xd.size());
+    std::sort(axes.begin(), axes.end());
+    spatial = axes == std::vector<int64_t>{2, 3} && node.int_attr("keepdims", 1) != 0;
+  }
+  if (!spatial || xd.size() != 4 || xd[1] % block != 0 || od != std::vector<int64_t>{xd[0], xd[1], 1, 1})
+    return unsupported(node, "not an average over the rows and columns of an NCHW tensor in channel blocks");
+  int64_t h = xd[2], w = xd[3];
+  te::Tensor x = te::placeholder("in", blocked_shape(xd, block));
+  auto r = te::reduce_axis(h, "r");
+  auto s = te::reduce_axis(w, "s");
+  // The sum in lanes of the block (each lane one channel), then one multiplication.
+  te::Tensor total = te::compute("total", blocked_shape(od, block), [&](const std::vector<Var>& i) {
+    return te::sum(x(i[0], i[1], r->var, s->var, i[4]), {r, s});
+  });
+  te::Tensor out = te::compute("out", blocked_shape(od, block), [&](const std::vector<Var>& i) {
+    return total(as_exprs(i)) * f32(1.0 / double(h * w));
+  });
+  return Computed{ops::ComputeDef{{x}, out}, {in, node.outputs[0]}};
+}
+
 Computed copy_compute(const Value& from, const std::string& to) {
   te::Tensor in = te::placeholder("in", dims_of(from));
   te::Tensor out = te::compute("out", dims_of(from), [&](const std::vector<Var>& i) { return in(as_exprs(i)); });

@@ -47,6 +47,21 @@ StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node
 // window runs over rows and columns, a vector over the block's channels.
 StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
 
+// The elementwise operators a step can run over NCHW[b]c values as they are (arithmetic with
+// broadcasting, activations, Clip): a convolution's output feeds them without leaving its blocks.
+bool is_blockable_elementwise(const std::string& op);
+
+// Elementwise `node` over NCHW[block]c: `inputs` names the values the step reads for the node's
+// operands (Clip: the first only), each blocked as [N, C/b, H, W, b] — a per-channel tensor
+// [N, C, 1, 1] broadcasts over rows and columns — or of one element (a scalar). The output is
+// written in the same blocks. An error where an operand does not broadcast so.
+StatusOr<Computed> blocked_elementwise_compute(const Graph& graph, const Node& node, const std::vector<std::string>& inputs,
+                                               int64_t block);
+
+// GlobalAveragePool, or ReduceMean over the rows and columns keeping them, of `in` kept in
+// NCHW[block]c, written as [N, C/b, 1, 1, b]: the window sums in the lanes of the block.
+StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
+
 // Model input `input` converted to float32 (value "<input>/float32") when the caller passes it
 // as integers (int64 or int32); no tensors when it is float32 already. Integers are exact in
 // float32 up to 2^24 (token ids, masks, positions). An error for an element type a built model

@@ -161,6 +161,10 @@ class Lowering {
   }
 
   Status other(const Node& node) {
+    if (!outputs_.count(node.outputs[0])) {
+      TF_ASSIGN_OR_RETURN(bool done, stay_blocked(node));
+      if (done) return Status();
+    }
     // Max pooling between blocked convolutions stays in their blocks (ResNet's first layers).
     if (node.op == "MaxPool") {
       auto it = block_.find(p_.storage(node.inputs.at(0)));
@@ -223,6 +227,62 @@ class Lowering {
     TF_ASSIGN_OR_RETURN(Computed e, epilogue_compute(graph_, plain_operands, raw, call.remaining, call.output_block));
     add_step(node.name, "epilogue", e, true);
     return Status();
+  }
+
+  // The block a value is kept in, 0 when NCHW; only for a value shaped as its storage (a view of
+  // another shape reads NCHW).
+  int64_t block_of(const std::string& name) const {
+    const std::string& root = p_.storage(name);
+    auto it = block_.find(root);
+    if (it == block_.end()) return 0;
+    const Value* v = graph_.find(name);
+    const Value* r = graph_.find(root);
+    return v && r && v->shape == r->shape ? it->second : 0;
+  }
+
+  // Elementwise steps and spatial averages over blocked values stay in the blocks (a network's
+  // activations, squeeze-and-excitation's pooling, gate and channel scaling between convolutions),
+  // instead of a conversion to NCHW and back around each. False where the node is not such a step.
+  StatusOr<bool> stay_blocked(const Node& node) {
+    if (node.inputs.empty() || node.inputs[0].empty()) return false;
+    if (node.op == "GlobalAveragePool" || node.op == "ReduceMean") {
+      int64_t b = block_of(node.inputs[0]);
+      if (b == 0) return false;
+      auto c = blocked_average_pool_compute(graph_, node, p_.storage(node.inputs[0]), b);
+      if (!c.ok()) return false;
+      add_step(node.name, node.op, *c, true);
+      block_[node.outputs[0]] = b;
+      return true;
+    }
+    if (!is_blockable_elementwise(node.op)) return false;
+    const Value* out = graph_.find(node.outputs[0]);
+    if (!out || out->shape.size() != 4) return false;
+    size_t operands = node.op == "Clip" ? 1 : node.inputs.size();
+    int64_t b = 0;
+    for (size_t i = 0; i < operands && b == 0; ++i) b = block_of(node.inputs[i]);
+    if (b == 0 || out->shape[1] % b != 0) return false;
+    // Every tensor operand has the output's channels (a per-channel gate or the full map); a
+    // constant operand is a scalar (constants are stored NCHW).
+    for (size_t i = 0; i < operands; ++i) {
+      const Value* v = graph_.find(node.inputs[i]);
+      if (!v) return false;
+      if (v->elements() == 1) continue;
+      if (v->constant || v->shape.size() != 4 || v->shape[1] != out->shape[1]) return false;
+    }
+    std::vector<std::string> names;
+    for (size_t i = 0; i < operands; ++i) {
+      const Value* v = graph_.find(node.inputs[i]);
+      if (v->elements() == 1) {
+        names.push_back(node.inputs[i]);
+      } else {
+        TF_ASSIGN_OR_RETURN(std::string blocked_name, blocked(node, node.inputs[i], b));
+        names.push_back(blocked_name);
+      }
+    }
+    TF_ASSIGN_OR_RETURN(Computed c, blocked_elementwise_compute(graph_, node, names, b));
+    add_step(node.name, node.op, c, true);
+    block_[node.outputs[0]] = b;
+    return true;
   }
 
   // The added tensors of `epilogues` in NCHW (bias operands are constants).

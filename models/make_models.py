@@ -278,10 +278,11 @@ def hardswish(b, x):
     return b.node("Mul", [x, b.node("HardSigmoid", [x], alpha=1.0 / 6, beta=0.5)])
 
 
-def squeeze_excite(b, x, channels, squeezed, gate="HardSigmoid"):
+def squeeze_excite(b, x, channels, squeezed, gate="HardSigmoid", act="Relu"):
     s = b.node("GlobalAveragePool", [x])
-    s = b.node("Relu", [b.node("Conv", [s, b.weight((squeezed, channels, 1, 1), channels), b.const(
-        np.zeros(squeezed, np.float32), "se_bias")], kernel_shape=[1, 1])])
+    s = b.node("Conv", [s, b.weight((squeezed, channels, 1, 1), channels), b.const(
+        np.zeros(squeezed, np.float32), "se_bias")], kernel_shape=[1, 1])
+    s = silu(b, s) if act == "SiLU" else b.node(act, [s])
     s = b.node("Conv", [s, b.weight((channels, squeezed, 1, 1), squeezed), b.const(
         (0.1 * b.rng.standard_normal(channels)).astype(np.float32), "se_bias")], kernel_shape=[1, 1])
     s = b.node(gate, [s], alpha=1.0 / 6, beta=0.5) if gate == "HardSigmoid" else b.node(gate, [s])
@@ -457,6 +458,63 @@ def transformer_blocks(opset):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 10])], ir_version=None)
 
 
+def efficientnet_b0():
+    """EfficientNet-B0 as torchvision builds it (224x224, random weights, opset 17): MBConv blocks
+    of 1x1 expansion, 3x3 or 5x5 depthwise (stride 1 or 2), squeeze-excitation (GlobalAveragePool,
+    1x1 convolutions with SiLU, Sigmoid gate, Mul over channels) and 1x1 projection, SiLU as
+    x * Sigmoid(x) after every convolution but the projections."""
+    b = Builder(80, opset=17)
+    x = "input"
+    y = silu(b, b.conv_bn(x, 3, 32, 3, stride=2, act=None))
+    cin = 32
+    # (expansion, kernel, stride, channels out, repeats) as in the EfficientNet paper.
+    for t, k, s, c, n in [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3), (6, 5, 1, 112, 3),
+                          (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = cin * t
+            z = y if t == 1 else silu(b, b.conv_bn(y, cin, hidden, 1, act=None))
+            z = silu(b, b.conv_bn(z, hidden, hidden, k, stride=stride, groups=hidden, act=None))
+            z = squeeze_excite(b, z, hidden, max(1, cin // 4), gate="Sigmoid", act="SiLU")
+            z = b.conv_bn(z, hidden, c, 1, act=None)
+            y = b.node("Add", [y, z]) if stride == 1 and cin == c else z
+            cin = c
+    y = silu(b, b.conv_bn(y, cin, 1280, 1, act=None))
+    out = b.head(y, 1280, 1000)
+    return b.model("efficientnet_b0", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 224, 224])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])])
+
+
+def mobilenet_v3_small():
+    """MobileNetV3-Small as torchvision builds it (224x224, random weights, opset 17): HardSwish and
+    ReLU blocks with 3x3 and 5x5 depthwise convolutions, squeeze-excitation through HardSigmoid,
+    and a HardSwish classifier."""
+    b = Builder(33, opset=17)
+    divisible = lambda v: max(8, int(v + 4) // 8 * 8) + (8 if max(8, int(v + 4) // 8 * 8) < 0.9 * v else 0)
+    act = lambda name, z: hardswish(b, z) if name == "HS" else b.node("Relu", [z])
+    x = "input"
+    y = hardswish(b, b.conv_bn(x, 3, 16, 3, stride=2, act=None))
+    cin = 16
+    # (kernel, expanded, out, squeeze-excitation, activation, stride) from the MobileNetV3 paper.
+    for k, e, c, se, a, s in [(3, 16, 16, True, "RE", 2), (3, 72, 24, False, "RE", 2), (3, 88, 24, False, "RE", 1),
+                              (5, 96, 40, True, "HS", 2), (5, 240, 40, True, "HS", 1), (5, 240, 40, True, "HS", 1),
+                              (5, 120, 48, True, "HS", 1), (5, 144, 48, True, "HS", 1), (5, 288, 96, True, "HS", 2),
+                              (5, 576, 96, True, "HS", 1), (5, 576, 96, True, "HS", 1)]:
+        z = y if e == cin else act(a, b.conv_bn(y, cin, e, 1, act=None))
+        z = act(a, b.conv_bn(z, e, e, k, stride=s, groups=e, act=None))
+        if se:
+            z = squeeze_excite(b, z, e, divisible(e // 4))
+        z = b.conv_bn(z, e, c, 1, act=None)
+        y = b.node("Add", [y, z]) if s == 1 and cin == c else z
+        cin = c
+    y = hardswish(b, b.conv_bn(y, cin, 576, 1, act=None))
+    y = b.node("Flatten", [b.node("GlobalAveragePool", [y])], axis=1)
+    y = hardswish(b, b.node("Gemm", [y, b.weight((1024, 576), 576), b.const(np.zeros(1024, np.float32), "fc_bias")], transB=1))
+    out = b.node("Gemm", [y, b.weight((1000, 1024), 1024), b.const(np.zeros(1000, np.float32), "fc_bias")], transB=1)
+    return b.model("mobilenet_v3_small", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 224, 224])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])])
+
+
 def save_with_external_data(model, path):
     onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
               location=os.path.basename(path) + ".data", size_threshold=256)
@@ -485,6 +543,11 @@ MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "bert_layer": bert
           "bert_layer_opset17": lambda small: bert_layer(small, opset=17)}
 
 
+# Written only when named by --only: the CNNs of today's exporters in their patterns, for
+# benchmarks (bench/RESULTS.md), not for the tests.
+BENCH_MODELS = {"efficientnet_b0": efficientnet_b0, "mobilenet_v3_small": mobilenet_v3_small}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
@@ -496,6 +559,11 @@ def main():
     os.makedirs(args.out_dir, exist_ok=True)
     if args.exporter_patterns:
         return exporter_patterns(args.out_dir)
+    if args.only in BENCH_MODELS:
+        path = os.path.join(args.out_dir, args.only + ".onnx")
+        onnx.save(BENCH_MODELS[args.only](), path)
+        print(path)
+        return 0
     if args.only in (None, "unbuildable_small"):
         onnx.save(unbuildable(), os.path.join(args.out_dir, "unbuildable_small.onnx"))
     if args.only in (None, "token_encoder_small"):

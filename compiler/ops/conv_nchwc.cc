@@ -168,9 +168,17 @@ constexpr int64_t kMaxUnrolledFmas = 128;
 
 int64_t vectors(int64_t lanes) { return (lanes + kLanes - 1) / kLanes; }
 
+// Output columns a register tile may take: the fixed candidates, and the whole row where it fits
+// the accumulators and none of them divides it (17, Inception-v3's 17x17 maps; 13, 11).
+std::vector<int64_t> column_tiles(const Blocked& b) {
+  std::vector<int64_t> tiles = {1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28};
+  if (b.Q <= kMaxAccVectors && std::find(tiles.begin(), tiles.end(), b.Q) == tiles.end()) tiles.push_back(b.Q);
+  return tiles;
+}
+
 ConfigSpace blocked_space(const std::string& name, const Blocked& b) {
   ConfigSpace s(name);
-  s.define_split_candidates("tile_q", {{1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 16, 28}});
+  s.define_split_candidates("tile_q", {column_tiles(b)});
   s.define_split_candidates("tile_kb", {{1, 2, 3, 4}});
   // Orders of the reduction over input-channel blocks, window rows and window columns; the
   // channels within a block stay innermost (one broadcast per column and step).
@@ -211,7 +219,20 @@ Config blocked_default(const std::string& name, const Blocked& b, const CpuModel
   int64_t oc_vectors = (b.oc + cpu.lanes - 1) / cpu.lanes;
   int64_t qr = pick_tile({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, b.Q, std::max<int64_t>(1, acc / oc_vectors));
   int64_t kr = pick_tile({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, acc / (qr * oc_vectors)));
-  bool unroll_window = b.R * b.S <= 9;
+  int64_t most = cpu.vector_registers * kMaxAccVectors / 32;
+  if (qr * kr * oc_vectors * 2 <= acc && b.Q * oc_vectors <= most) {
+    // No column tile divides the row (17, 13): a tile of the whole row, where one of a column
+    // (and 4 channel blocks) was half the speed of oneDNN on Inception-v3's 1x1 768->192 at
+    // 17x17, each weight vector loaded for one FMA. A tile that does not divide the row (6 or 14
+    // of 17) leaves a tail that runs as variable-extent loops: no faster than the whole row.
+    // (Tiles of several rows were no faster either: a 5x5 map whole in 25 accumulators ran at
+    // 0.8x of 5 columns by 2 channel blocks, the weights then coming from L2 but every input
+    // broadcast once per FMA.)
+    qr = b.Q;
+    kr = pick_tile({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, most / (qr * oc_vectors)));
+  }
+  // Unrolled, the window around the tile stays within the loop body the space allows.
+  bool unroll_window = b.R * b.S <= 9 && qr * kr * oc_vectors * b.R * b.S <= kMaxUnrolledFmas;
   // Guards cost a select per unrolled window position and column, shared by all channels of a
   // block: cheap when the window is unrolled and there is one input-channel block to reread.
   bool guard = unroll_window && b.cb() == 1 && b.pad > 0;

@@ -49,6 +49,8 @@ inline const std::vector<std::string>& blocked_workloads() {
       "conv2d_nchwc:N=2,C=6,H=11,W=10,K=8,R=5,S=5,stride=2,pad=2,ic_block=3,oc_block=8",
       "conv2d_nchwc:N=1,C=32,H=5,W=5,K=48,R=1,S=1,stride=1,pad=0,ic_block=16,oc_block=16",
       "conv2d_nchwc:N=1,C=4,H=9,W=13,K=20,R=3,S=2,stride=3,pad=1,dilation=2,ic_block=4,oc_block=20",
+      // A row no column tile divides: the default's tile is the whole row of 13.
+      "conv2d_nchwc:N=1,C=32,H=13,W=13,K=64,R=1,S=1,stride=1,pad=0,ic_block=16,oc_block=16",
       "depthwise_conv2d_nchwc:N=1,C=32,H=9,W=11,R=3,S=3,stride=1,pad=1,block=16",
       "depthwise_conv2d_nchwc:N=2,C=24,H=12,W=10,R=5,S=3,stride=2,pad=2,block=8",
       // Epilogues in the output stage: bias, a residual tensor, ReLU or ReLU6.
