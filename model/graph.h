@@ -40,7 +40,8 @@ struct Attribute {
 
 // An elementwise operation folded into the operator before it, applied to its output in order.
 struct Epilogue {
-  std::string op;       // "bias" (per output channel / column), "add" (a same-shaped tensor), "relu", "clip".
+  std::string op;       // "bias" (per output channel / column), "add" (a same-shaped tensor), "relu", "clip",
+                        // "silu" (x * sigmoid(x)), "hardswish" (x * clamp(x / 6 + 1/2, 0, 1)).
   std::string operand;  // The value added, for "bias" and "add".
   float lo = 0, hi = 0; // The bounds of "clip" (ReLU6 is 0..6).
 };

@@ -65,6 +65,16 @@ Expr hard_sigmoid(const Expr& x, float alpha, float beta) {
   return ir::min(ir::max(f32(alpha) * x + f32(beta), f32(0)), f32(1));
 }
 
+// The epilogues that are activations (group_epilogues folds them), applied to `y`.
+bool is_activation(const std::string& op) { return op == "relu" || op == "clip" || op == "silu" || op == "hardswish"; }
+
+Expr activation(const Epilogue& e, const Expr& y) {
+  if (e.op == "relu") return ir::max(y, f32(0));
+  if (e.op == "clip") return ir::min(ir::max(y, f32(e.lo)), f32(e.hi));
+  if (e.op == "silu") return y * sigmoid(y);
+  return y * hard_sigmoid(y, 1.f / 6, 0.5f);
+}
+
 // The constant integers of input `i` of `node` (axes, starts, indices), or false.
 bool constant_ints(const Graph& graph, const Node& node, size_t i, std::vector<int64_t>& out) {
   if (i >= node.inputs.size() || node.inputs[i].empty()) return false;
@@ -581,13 +591,12 @@ StatusOr<Computed> epilogue_compute(const Graph& graph, const Node& node, const 
     for (const auto& e : epilogues) {
       if (e.op == "bias") y = y + in[operand++](i[channel]);
       else if (e.op == "add") y = y + broadcast_read(in[operand++], i);
-      else if (e.op == "relu") y = ir::max(y, f32(0));
-      else if (e.op == "clip") y = ir::min(ir::max(y, f32(e.lo)), f32(e.hi));
+      else y = activation(e, y);
     }
     return y;
   });
   for (const auto& e : epilogues)
-    if (e.op != "bias" && e.op != "add" && e.op != "relu" && e.op != "clip")
+    if (e.op != "bias" && e.op != "add" && !is_activation(e.op))
       return unsupported(node, fmt::format("epilogue '{}' is not supported", e.op));
   names.push_back(node.outputs[0]);
   return Computed{ops::ComputeDef{in, result}, names};
@@ -630,7 +639,7 @@ StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node
       if (next_operand >= operands.size()) return unsupported(node, "an added tensor has no blocked form");
       in.push_back(te::placeholder(fmt::format("in{}", in.size()), shape));
       names.push_back(operands[next_operand++]);
-    } else if (e.op != "relu" && e.op != "clip") {
+    } else if (!is_activation(e.op)) {
       return unsupported(node, fmt::format("epilogue '{}' is not supported", e.op));
     }
   }
@@ -640,8 +649,7 @@ StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node
     for (const auto& e : epilogues) {
       if (e.op == "bias") y = y + in[operand++](Expr(i[1]) * block + Expr(i[4]));
       else if (e.op == "add") y = y + in[operand++](as_exprs(i));
-      else if (e.op == "relu") y = ir::max(y, f32(0));
-      else if (e.op == "clip") y = ir::min(ir::max(y, f32(e.lo)), f32(e.hi));
+      else y = activation(e, y);
     }
     return y;
   });

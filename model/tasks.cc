@@ -50,7 +50,8 @@ std::vector<Epilogue> conv_epilogues(const Node& node) {
 }
 
 // How many of a blocked convolution's epilogues its kernel applies (the prefix the templates know:
-// a bias, a residual add, then ReLU or ReLU6), and the workload parameters that say so.
+// a bias, a residual add, then ReLU, ReLU6, SiLU or HardSwish), and the workload parameters that
+// say so.
 struct FusedEpilogues {
   size_t count = 0;
   std::string params;
@@ -69,6 +70,9 @@ FusedEpilogues fused_epilogues(const std::vector<Epilogue>& epilogues) {
     ++f.count;
   } else if (at("clip") && epilogues[f.count].lo == 0.f && epilogues[f.count].hi == 6.f) {
     f.params += ",relu6=1";
+    ++f.count;
+  } else if (at("silu") || at("hardswish")) {
+    f.params += fmt::format(",{}=1", epilogues[f.count].op);
     ++f.count;
   }
   return f;

@@ -23,7 +23,8 @@ ConvShape read_conv(const Workload& w, ConvLayout layout, bool depthwise) {
   if (c.blocked()) {
     c.ic = depthwise ? w.param("block") : w.param("ic_block");
     c.oc = depthwise ? w.param("block") : w.param("oc_block");
-    c.epilogue = {w.param("bias") != 0, w.param("residual") != 0, w.param("relu") != 0, w.param("relu6") != 0};
+    c.epilogue = {w.param("bias") != 0, w.param("residual") != 0, w.param("relu") != 0,
+                  w.param("relu6") != 0, w.param("silu") != 0, w.param("hardswish") != 0};
   }
   return c;
 }
@@ -61,7 +62,9 @@ Status check_conv(const ConvShape& c) {
         "kernel {}x{} (dilated) is larger than the padded input {}x{}: the output would be empty", eff_r, eff_s,
         c.H + 2 * c.pad, c.W + 2 * c.pad));
   if (!c.blocked()) return Status();
-  if (c.epilogue.relu && c.epilogue.relu6) return invalid_argument("relu=1 and relu6=1 exclude each other");
+  const ConvEpilogue& e = c.epilogue;
+  if (int(e.relu) + int(e.relu6) + int(e.silu) + int(e.hardswish) > 1)
+    return invalid_argument("relu=1, relu6=1, silu=1 and hardswish=1 exclude each other (one activation)");
   if (c.depthwise && c.C % c.ic != 0)
     return invalid_argument(fmt::format("C={} must be a multiple of block={}", c.C, c.ic));
   if (!c.depthwise && (c.C % c.ic != 0 || c.K % c.oc != 0))

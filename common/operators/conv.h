@@ -12,10 +12,11 @@
 namespace tunefarm::operators {
 
 // The epilogues a channel-blocked convolution applies in its output stage, in this order: a bias
-// per output channel, a residual tensor of the output's shape and layout, then ReLU or ReLU6.
+// per output channel, a residual tensor of the output's shape and layout, then one activation:
+// ReLU, ReLU6, SiLU (x * sigmoid(x), EfficientNet's) or HardSwish (MobileNetV3's).
 struct ConvEpilogue {
-  bool bias = false, residual = false, relu = false, relu6 = false;
-  bool any() const { return bias || residual || relu || relu6; }
+  bool bias = false, residual = false, relu = false, relu6 = false, silu = false, hardswish = false;
+  bool any() const { return bias || residual || relu || relu6 || silu || hardswish; }
 };
 
 enum class ConvLayout {

@@ -1,7 +1,7 @@
 // conv2d_nchwc: a channel-blocked convolution (TVM's conv2d_NCHWc, oneDNN's nChw16c): input
 // [N, C/ic, H, W, ic], weights packed OIHW[ic]i[oc]o [K/oc, C/ic, R, S, ic, oc], output
 // [N, K/oc, P, Q, oc], with an epilogue applied in the output stage: a bias per output channel, a
-// residual tensor of the output's shape and layout, then ReLU or ReLU6.
+// residual tensor of the output's shape and layout, then ReLU, ReLU6, SiLU or HardSwish.
 #include "common/operators/operator.h"
 
 namespace tunefarm::operators {
@@ -10,7 +10,7 @@ Operator conv2d_nchwc() {
   return conv_operator("conv2d_nchwc",
                        {dim("N"), dim("C"), dim("H"), dim("W"), dim("K"), dim("R"), dim("S"), stride_param(), pad_param(),
                         dilation_param(), block_param("ic_block"), block_param("oc_block"), flag("bias"),
-                        flag("residual"), flag("relu"), flag("relu6")},
+                        flag("residual"), flag("relu"), flag("relu6"), flag("silu"), flag("hardswish")},
                        ConvLayout::kNCHWc, false);
 }
 

@@ -9,6 +9,7 @@
 // register. The register tile (output columns x channel blocks), the reduction order and the
 // unrolling are knobs.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 
@@ -24,8 +25,9 @@ using ir::Expr;
 using ir::Var;
 
 // The epilogues a blocked convolution applies in its output stage, while the tile is in
-// registers: out = act(sum + bias[k] + residual[...]), act ReLU or ReLU6 (a network's Conv, its
-// BatchNormalization folded into the bias, a residual Add and the activation in one pass).
+// registers: out = act(sum + bias[k] + residual[...]), act ReLU, ReLU6, SiLU or HardSwish (a
+// network's Conv, its BatchNormalization folded into the bias, a residual Add and the activation
+// in one pass).
 using operators::ConvEpilogue;
 
 ConvEpilogue conv_epilogue_of(const Workload& w) { return operators::conv_shape(w).epilogue; }
@@ -34,6 +36,8 @@ double epilogue_value(const ConvEpilogue& e, double sum, float bias, float resid
   double v = sum + (e.bias ? bias : 0.0) + (e.residual ? residual : 0.0);
   if (e.relu || e.relu6) v = std::max(v, 0.0);
   if (e.relu6) v = std::min(v, 6.0);
+  if (e.silu) v = v / (1.0 + std::exp(-v));
+  if (e.hardswish) v = v * std::clamp(v / 6.0 + 0.5, 0.0, 1.0);
   return v;
 }
 
@@ -53,6 +57,9 @@ te::Tensor epilogue_stage(const ConvEpilogue& e, const te::Tensor& sum, const st
     if (e.residual) val = val + residual(at);
     if (e.relu || e.relu6) val = ir::max(val, ir::float_imm(0));
     if (e.relu6) val = ir::min(val, ir::float_imm(6));
+    // exp vectorizes (the code generator's inline exponential); one division a vector.
+    if (e.silu) val = val / (ir::float_imm(1) + ir::call(ir::Type::f32(), "exp", {ir::float_imm(0) - val}));
+    if (e.hardswish) val = val * ir::min(ir::max(val * ir::float_imm(1.0 / 6) + ir::float_imm(0.5), ir::float_imm(0)), ir::float_imm(1));
     return val;
   }, {"n", "cb", "p", "q", "c"});
 }

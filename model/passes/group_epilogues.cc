@@ -1,6 +1,7 @@
 #include "model/passes/group_epilogues.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tunefarm::model {
 namespace {
@@ -19,6 +20,41 @@ bool is_channel_bias(const Graph& graph, const Node& node, const Value& out, con
   if (v->elements() != channels) return false;
   if (node.op == "Conv") return v->shape.size() == 1 || (v->shape.size() == out.shape.size() && v->shape[1] == channels);
   return v->shape.size() == 1 || v->shape.back() == channels;
+}
+
+// x * gate(x) as exporters write SiLU (gate Sigmoid) and HardSwish before opset 14 (gate
+// HardSigmoid with alpha 1/6, beta 1/2): `value` read by the gate and by a Mul of it and the
+// gate's output, which nothing else reads. The epilogue it becomes ("silu" or "hardswish") and the
+// indices of the gate and the Mul, or an empty op.
+struct GatedProduct {
+  std::string op;
+  int gate = -1, mul = -1;
+};
+
+GatedProduct gated_product(const Graph& graph, const std::string& value) {
+  GatedProduct g;
+  if (graph.readers(value) != 2) return g;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& n = graph.nodes[i];
+    if (n.inputs.size() != 1 || n.inputs[0] != value || n.outputs.size() != 1) continue;
+    if (n.op == "Sigmoid") {
+      g.op = "silu";
+    } else if (n.op == "HardSigmoid" && std::abs(n.float_attr("alpha", 0.2f) - 1.f / 6) < 1e-6f &&
+               n.float_attr("beta", 0.5f) == 0.5f) {
+      g.op = "hardswish";
+    } else {
+      continue;
+    }
+    g.gate = static_cast<int>(i);
+  }
+  if (g.gate < 0) return {};
+  const std::string& gate_out = graph.nodes[g.gate].outputs[0];
+  g.mul = graph.only_reader(gate_out);
+  if (g.mul < 0) return {};
+  const Node& m = graph.nodes[g.mul];
+  bool product = m.op == "Mul" && m.inputs.size() == 2 && m.outputs.size() == 1 &&
+                 ((m.inputs[0] == value && m.inputs[1] == gate_out) || (m.inputs[1] == value && m.inputs[0] == gate_out));
+  return product ? g : GatedProduct{};
 }
 
 }  // namespace
@@ -52,13 +88,28 @@ StatusOr<int> group_epilogues(Graph& graph) {
       Node& node = graph.nodes[i];
       if (node.outputs.size() != 1) break;
       const Value* out = graph.find(node.outputs[0]);
+      if (!out) break;
+      if (GatedProduct g = gated_product(graph, node.outputs[0]); !g.op.empty()) {
+        // The gate and the product both go: the Mul's output is the operator's.
+        if (node.sources.empty()) node.sources.push_back(node.name);
+        node.sources.push_back(graph.nodes[g.gate].name);
+        node.sources.push_back(graph.nodes[g.mul].name);
+        node.epilogue.push_back(Epilogue{g.op, "", 0, 0});
+        node.outputs[0] = graph.nodes[g.mul].outputs[0];
+        graph.nodes.erase(graph.nodes.begin() + std::max(g.gate, g.mul));
+        graph.nodes.erase(graph.nodes.begin() + std::min(g.gate, g.mul));
+        grouped += 2;
+        continue;
+      }
       int r = graph.only_reader(node.outputs[0]);
-      if (!out || r < 0) break;
+      if (r < 0) break;
       const Node& next = graph.nodes[r];
       if (next.outputs.size() != 1) break;
       Epilogue e;
       if (next.op == "Relu") {
         e.op = "relu";
+      } else if (next.op == "HardSwish") {
+        e.op = "hardswish";
       } else if (next.op == "Clip") {
         if (!clip_bounds(graph, next, e.lo, e.hi)) break;
         e.op = "clip";

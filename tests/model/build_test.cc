@@ -17,6 +17,8 @@
 #include "compiler/build.h"
 #include "model/build.h"
 #include "model/onnx_import.h"
+#include "model/passes/passes.h"
+#include "model/program.h"
 #include "model_test_util.h"
 
 namespace tunefarm::model {
@@ -242,6 +244,52 @@ TEST(ModelBuild, ExportersPatternsMatchOnnxRuntime) {
     std::string file = dir + "/" + name + ".onnx";
     auto graph = import_onnx_file(file);
     ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+    std::string out = fmt::format("{}/{}", dir, name);
+    std::filesystem::create_directories(out);
+    auto model = build_model(*graph, "m", Target{}, defaults);
+    ASSERT_TRUE(model.ok()) << name << ": " << model.status().to_string();
+    for (const auto& f : model->files) std::ofstream(out + "/" + f.name, std::ios::binary) << f.content;
+    matches_onnxruntime(file, out, "1e-4");
+  }
+}
+
+// EfficientNet's and MobileNetV3's activations join their convolutions' kernels (SiLU as
+// x * Sigmoid(x), HardSwish as the operator and as x * HardSigmoid(x) before opset 14), and
+// squeeze-excitation's pooling, gate and channel scaling run in the convolutions' channel blocks:
+// no conversion to NCHW and back around them. Outputs within 1e-4 of ONNX Runtime's.
+TEST(ModelBuild, ActivationsAndSqueezeExcitationStayInChannelBlocks) {
+  std::string dir = fmt::format("{}/model_build_test_{}/blocked_patterns", ::testing::TempDir(), getpid());
+  std::string error = testing::write_exporter_patterns(dir);
+  ASSERT_TRUE(error.empty()) << error;
+  for (const char* name : {"mobilenet_v3_block_opset13", "mobilenet_v3_block_opset20", "convnet_blocks_opset17"}) {
+    std::string file = dir + "/" + name + ".onnx";
+    auto graph = import_onnx_file(file);
+    ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+    Graph passed = *graph;
+    ASSERT_TRUE(run_passes(passed).ok());
+    auto program = lower_graph(passed);
+    ASSERT_TRUE(program.ok()) << program.status().to_string();
+    std::string steps;
+    int conversions = 0, activations = 0, fused = 0;
+    for (const Step& step : program->steps) {
+      steps += " " + step.op;
+      conversions += step.op == "from NCHWc" || step.op == "to NCHWc";
+      activations += step.op == "Sigmoid" || step.op == "HardSwish" || step.op == "Mul";
+      if (step.workload) {
+        std::string w = step.workload->to_string();
+        fused += w.find("silu=1") != std::string::npos || w.find("hardswish=1") != std::string::npos;
+      }
+    }
+    if (std::string(name).starts_with("mobilenet_v3")) {
+      // The image into the first convolution's blocks, the pooled features out to the classifier.
+      EXPECT_EQ(conversions, 2) << name << ":" << steps;
+      // Squeeze-excitation's channel scaling; the three HardSwish after convolutions are fused.
+      EXPECT_EQ(activations, 1) << name << ":" << steps;
+      EXPECT_EQ(fused, 3) << name << ":" << steps;
+    } else {
+      // The SiLU after a 1x1 convolution.
+      EXPECT_EQ(fused, 1) << name << ":" << steps;
+    }
     std::string out = fmt::format("{}/{}", dir, name);
     std::filesystem::create_directories(out);
     auto model = build_model(*graph, "m", Target{}, defaults);

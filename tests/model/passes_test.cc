@@ -207,6 +207,36 @@ TEST(GroupEpilogues, BiasResidualAndActivationJoinTheConvolutionInOrder) {
   EXPECT_EQ(c.epilogue[2].hi, 6.f);
 }
 
+// SiLU as exporters write it, x * Sigmoid(x): the convolution's output read by the gate and by
+// the product; both join the convolution as one epilogue. A gate something else reads stays.
+TEST(GroupEpilogues, SiluWrittenAsAProductJoinsTheConvolution) {
+  GraphBuilder b;
+  conv(b);
+  for (const char* v : {"s", "y"}) b.value(v, {1, 4, 6, 6});
+  b.node("Sigmoid", {"c"}, "s");
+  b.node("Mul", {"s", "c"}, "y");
+  b.g.outputs = {"y"};
+  auto grouped = group_epilogues(b.g);
+  ASSERT_TRUE(grouped.ok());
+  EXPECT_EQ(*grouped, 2);
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Conv"}));
+  EXPECT_EQ(b.g.nodes[0].outputs[0], "y");
+  ASSERT_EQ(b.g.nodes[0].epilogue.size(), 1u);
+  EXPECT_EQ(b.g.nodes[0].epilogue[0].op, "silu");
+
+  GraphBuilder shared;
+  conv(shared);
+  for (const char* v : {"s", "y", "z"}) shared.value(v, {1, 4, 6, 6});
+  shared.node("Sigmoid", {"c"}, "s");
+  shared.node("Mul", {"c", "s"}, "y");
+  shared.node("Relu", {"s"}, "z");  // the gate has a second reader
+  shared.g.outputs = {"y", "z"};
+  auto kept = group_epilogues(shared.g);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, 0);
+  EXPECT_EQ(shared.g.nodes.size(), 4u);
+}
+
 TEST(GroupEpilogues, AnOutputReadTwiceOrAnAddendComputedLaterStaysApart) {
   GraphBuilder b;
   conv(b);
