@@ -543,9 +543,30 @@ MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "bert_layer": bert
           "bert_layer_opset17": lambda small: bert_layer(small, opset=17)}
 
 
+def resnet18_160():
+    """ResNet-18 at 160x160 (random weights): basic blocks of two 3x3 convolutions, the last stage's
+    512-channel 3x3 convolutions on 5x5 maps."""
+    b = Builder(18)
+    x = "input"
+    y = b.conv_bn(x, 3, 64, 7, stride=2)
+    y = b.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for stage, width in enumerate([64, 128, 256, 512]):
+        for i in range(2):
+            stride = 2 if i == 0 and stage > 0 else 1
+            shortcut = y if stride == 1 and cin == width else b.conv_bn(y, cin, width, 1, stride=stride, act=None)
+            z = b.conv_bn(y, cin, width, 3, stride=stride)
+            z = b.conv_bn(z, width, width, 3, act=None)
+            y = b.node("Relu", [b.node("Add", [z, shortcut])])
+            cin = width
+    out = b.head(y, 512, 1000)
+    return b.model("resnet18_160", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 160, 160])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])])
+
+
 # Written only when named by --only: the CNNs of today's exporters in their patterns, for
 # benchmarks (bench/RESULTS.md), not for the tests.
-BENCH_MODELS = {"efficientnet_b0": efficientnet_b0, "mobilenet_v3_small": mobilenet_v3_small}
+BENCH_MODELS = {"efficientnet_b0": efficientnet_b0, "mobilenet_v3_small": mobilenet_v3_small, "resnet18_160": resnet18_160}
 
 
 def main():
