@@ -101,7 +101,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"conv2d_nchw:N=1,C=3,H=4,W=4,K=8,R=7,S=7,stride=1,pad=1", "output would be empty"},
         BadCase{"conv2d_nchw:N=1,C=3,H=8,W=8,K=8,R=3,S=3,stride=0,pad=1", "stride=0 is out of range"},
         BadCase{"conv2d_nchw:N=1,C=3,H=8,W=8,K=8,R=3,S=3,pad=3", "pad=3 must be smaller"},
-        BadCase{"depthwise_conv2d_nchw:N=1,C=3,H=8,W=8,K=3,R=3,S=3", "unknown parameter 'K'"}));
+        BadCase{"depthwise_conv2d_nchw:N=1,C=3,H=8,W=8,K=3,R=3,S=3", "unknown parameter 'K'"},
+        BadCase{"conv2d_nchwc:N=1,C=16,H=8,W=8,K=16,R=1,S=1,ic_block=16,oc_block=16,relu=1,silu=1", "exclude each other"}));
 
 TEST(WorkloadValidate, CatchesWorkloadsBuiltInCode) {
   Workload w{"matmul", {{"M", 4}, {"N", 4}, {"K", 0}}, DType::kFloat32};
