@@ -28,6 +28,13 @@ for b in trackerd device-agent tunerd tune-client tunefarm-build-library; do
   [[ -x "$BIN/$b" ]] || { echo "demo: $BIN/$b is missing; run 'make build' first" >&2; exit 1; }
 done
 [[ -x "$PYTHON" ]] || { echo "demo: $PYTHON is missing; run 'make deps' first" >&2; exit 1; }
+# bench/model_bench.py runs the built model through the tunefarm package, which the build installs
+# into the venv (target tunefarm_python; a build folder configured before the venv existed lacks it).
+"$PYTHON" -c 'import tunefarm' 2>/dev/null || {
+  echo "demo: the tunefarm Python package is not in $PYTHON's venv; run 'cmake --build $BUILD_DIR --target tunefarm_python'" \
+       "(or, if that target is unknown, 'cmake $BUILD_DIR' first)" >&2
+  exit 1
+}
 
 # Loopback ports: the documented defaults when free, otherwise whatever the kernel hands out.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
