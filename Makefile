@@ -43,7 +43,7 @@ DEMO_TARGETS = trackerd device-agent tunerd tune-client tunefarm-measure-worker 
 demo: deps
 	$(MAKE) configure
 	@# A build folder configured before deps made build/venv lacks the Python package's target.
-	cmake --build $(BUILD_DIR) --target help | grep -q '^tunefarm_python:' || cmake $(BUILD_DIR)
+	cmake --build $(BUILD_DIR) --target help | grep '^tunefarm_python:' >/dev/null || cmake $(BUILD_DIR)
 	cmake --build $(BUILD_DIR) --target $(DEMO_TARGETS)
 	BUILD_DIR=$(BUILD_DIR) bash deploy/demo.sh
 
