@@ -36,11 +36,14 @@ test: deps
 	@tail -n 1 $(BUILD_DIR)/tests/python/pytest.log 2>/dev/null || true
 	@if [ -f tests/fuzz/run.sh ]; then BUILD_DIR=$(BUILD_DIR) bash tests/fuzz/run.sh; fi
 
-# The demo needs the four programs, the sandbox worker and the library builder, not the test suite.
-DEMO_TARGETS = trackerd device-agent tunerd tune-client tunefarm-measure-worker tunefarm-build-library
+# The demo needs the four programs, the sandbox worker, the library builder and the Python package
+# that bench/model_bench.py imports (into build/venv, which deps makes before configure), not the test suite.
+DEMO_TARGETS = trackerd device-agent tunerd tune-client tunefarm-measure-worker tunefarm-build-library tunefarm_python
 
 demo: deps
 	$(MAKE) configure
+	@# A build folder configured before deps made build/venv lacks the Python package's target.
+	cmake --build $(BUILD_DIR) --target help | grep '^tunefarm_python:' >/dev/null || cmake $(BUILD_DIR)
 	cmake --build $(BUILD_DIR) --target $(DEMO_TARGETS)
 	BUILD_DIR=$(BUILD_DIR) bash deploy/demo.sh
 

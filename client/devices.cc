@@ -7,6 +7,7 @@
 
 #include "client/command.h"
 #include "client/output.h"
+#include "common/wire/credentials.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
 
 namespace tunefarm::client {
@@ -59,9 +60,14 @@ int run_devices(const GlobalFlags& global, const DevicesFlags& flags) {
   request.set_device_key(flags.key);
   v1::QueueStatusResponse response;
   grpc::Status status = stub->QueueStatus(&context, request, &response);
-  if (!status.ok())
-    return fail(fmt::format("cannot get the queue status from the tracker at {}: {}", global.tracker,
-                            status.error_message().empty() ? "no answer" : status.error_message()));
+  if (!status.ok()) {
+    // Unreachable says what to check (is it there, its address, TLS), as tunerd's commands do.
+    std::string hint = status.error_code() == grpc::StatusCode::UNAVAILABLE
+                           ? unreachable_hint(status.error_message(), "--tls-ca")
+                           : "";
+    return fail(fmt::format("cannot get the queue status from the tracker at {}: {}{}", global.tracker,
+                            status.error_message().empty() ? "no answer" : status.error_message(), hint));
+  }
   if (!flags.json) {
     print_table(response);
     return 0;

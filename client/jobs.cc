@@ -342,7 +342,7 @@ void add_jobs_commands(CLI::App& app, const GlobalFlags& global, Commands& comma
                 "How long the job waits for the tracker and an agent of its key before it fails (then "
                 "`resume` goes on), e.g. 30m (default: tunerd's, 1h)");
   s->add_option("--early-stopping", submit->early_stopping, "Stop a task after N trials without improvement");
-  s->add_option("--batch-size", submit->batch_size, "Candidates per measurement batch (default 64)");
+  s->add_option("--batch-size", submit->batch_size, "Candidates per measurement batch (default: four per agent of the device key, 8 to 64; smaller for a model, so that each of its tasks gets one)");
   s->add_option("--strategy", submit->strategy, "xgb-sa, random, grid or genetic")->capture_default_str();
   s->add_option("--priority", submit->priority, "Queue priority on the farm");
   s->add_option("--seed", submit->seed, "Search seed (default: derived from the job id)");

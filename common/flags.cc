@@ -1,5 +1,8 @@
 #include "common/flags.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -99,6 +102,12 @@ CLI::Option* add_secret_option(CLI::App& app, const std::string& name, std::vect
 }
 
 Status check_config_file(const CLI::App& app, const std::string& path) {
+  // toml++ reports an unreadable file as "File could not be opened for reading" at line 0: say
+  // which file and why (a wrong path, a permission the daemon's user lacks).
+  if (std::FILE* file = std::fopen(path.c_str(), "r"))
+    std::fclose(file);
+  else
+    return not_found(fmt::format("cannot read the --config file {}: {}", path, std::strerror(errno)));
   auto parsed = toml::parse_file(path);
   if (!parsed) {
     const auto& e = parsed.error();

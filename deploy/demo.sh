@@ -28,6 +28,13 @@ for b in trackerd device-agent tunerd tune-client tunefarm-build-library; do
   [[ -x "$BIN/$b" ]] || { echo "demo: $BIN/$b is missing; run 'make build' first" >&2; exit 1; }
 done
 [[ -x "$PYTHON" ]] || { echo "demo: $PYTHON is missing; run 'make deps' first" >&2; exit 1; }
+# bench/model_bench.py runs the built model through the tunefarm package, which the build installs
+# into the venv (target tunefarm_python; a build folder configured before the venv existed lacks it).
+"$PYTHON" -c 'import tunefarm' 2>/dev/null || {
+  echo "demo: the tunefarm Python package is not in $PYTHON's venv; run 'cmake --build $BUILD_DIR --target tunefarm_python'" \
+       "(or, if that target is unknown, 'cmake $BUILD_DIR' first)" >&2
+  exit 1
+}
 
 # Loopback ports: the documented defaults when free, otherwise whatever the kernel hands out.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -106,10 +113,15 @@ gain = f"{untuned / tuned:.2f}x faster" if tuned <= untuned else f"{tuned / untu
 print(f"tuning: {untuned:.2f} ms untuned -> {tuned:.2f} ms tuned ({gain}); ONNX Runtime {ort:.2f} ms")' \
   "$LOG_DIR/model_bench.out"
 
+# The one job of this fresh history, for the commands below (jobs lists newest first, under a header).
+JOB=$("$BIN/tune-client" --server "$TUNER" jobs | awk 'NR == 2 { print $1 }')
+
 step "done: stopped trackerd, the agent and tunerd; logs in $LOG_DIR. To go on from here:"
 cat <<EOF
   the library:       ls $DATA_DIR/tuned   (demo_model.h, libdemo_model.so/.a, the weights, manifest.json)
-  its records:       $BIN/tune-client --server $TUNER records --job JOB   (with tunerd running)
+  its records:       $BIN/tunerd --data-dir $DATA_DIR &   (tunerd again, on the demo's history)
+                     $BIN/tune-client records --job $JOB
+  your own farm:     trackerd, device-agent and tunerd as README.md's "Command line" starts them
   your own model:    tune-client tasks --model FILE.onnx; tune-client submit --model FILE.onnx --trials 400 --watch
                      tune-client build --model FILE.onnx -o DIR
   one kernel:        tune-client submit --workload 'matmul:M=512,N=512,K=512' --trials 200 --watch

@@ -57,6 +57,8 @@ TEST(TuneClientDevices, UnreachableTrackerIsOneLineAndNonZeroExit) {
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
   EXPECT_NE(run.output.find("tune-client: cannot get the queue status"), std::string::npos) << run.output;
+  // What to check, as the commands that dial tunerd say it.
+  EXPECT_NE(run.output.find("is it running, and is that its --listen address?"), std::string::npos) << run.output;
 }
 
 }  // namespace

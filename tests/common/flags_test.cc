@@ -57,6 +57,14 @@ TEST_F(ConfigFile, RefusesAnUnterminatedString) {
   EXPECT_NE(s.message().find(path_ + ":1:"), std::string::npos) << s.message();
 }
 
+TEST_F(ConfigFile, AMissingFileIsNamedWithTheReason) {
+  Status s = check_config_file(app_, path_ + ".missing");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot read the --config file " + path_ + ".missing: No such file or directory"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST_F(ConfigFile, ParseCommandLineStopsOnABadFile) {
   std::ofstream(path_) << "bogus = 1\n";
   std::string prog = "prog", flag = "--config", file = path_;

@@ -154,6 +154,12 @@ done
 for unit in tunefarm-trackerd.service tunefarm-tunerd.service; do
   [[ -L /etc/systemd/system/multi-user.target.wants/$unit ]] || fail "$unit is not enabled"
 done
+# An instance enabled as README.md's "Running a lab" does (systemctl writes the link without a running
+# systemd): the purge must not leave it pointing at a template that is gone.
+systemctl enable tunefarm-agent@x86-avx512.service >/dev/null 2>&1 ||
+  fail "systemctl enable tunefarm-agent@x86-avx512.service: $(systemctl enable tunefarm-agent@x86-avx512.service 2>&1)"
+[[ -L /etc/systemd/system/multi-user.target.wants/tunefarm-agent@x86-avx512.service ]] ||
+  fail "systemctl enable wrote no link for tunefarm-agent@x86-avx512"
 # verify exits 0 on some warnings (an unknown key, say): any output is a failure too.
 out=$(cd "$WORK" && systemd-analyze verify "${UNITS[@]/#//lib/systemd/system/}" \
       /lib/systemd/system/tunefarm-agent@x86-avx512.service 2>&1) || fail "systemd-analyze verify: $out"
