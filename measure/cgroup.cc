@@ -69,18 +69,20 @@ std::vector<pid_t> procs_of(const std::string& dir) {
 }
 
 // Kills everything in the cgroup `dir` (which has no children) and removes it. Processes leave a
-// cgroup only when they have exited, so the removal is retried for up to about a second.
-Status kill_and_remove(const std::string& dir) {
-  for (int i = 0; i < 500; ++i) {
+// cgroup only when they have exited, so the removal is tried `tries` times, for up to about a
+// second; UNAVAILABLE when they have not ended by then.
+constexpr int kPatiently = 500;
+Status kill_and_remove(const std::string& dir, int tries = kPatiently) {
+  for (int i = 0; i < tries; ++i) {
     if (rmdir(dir.c_str()) == 0 || errno == ENOENT) return Status();
     if (errno != EBUSY)
       return internal_error(fmt::format("cannot remove the cgroup {}: {}", dir, std::strerror(errno)));
     // cgroup.kill (Linux 5.14, v2) kills atomically, even a process that is forking.
     if (i == 0 && exists(dir + "/cgroup.kill")) (void)write_text(dir + "/cgroup.kill", "1");
     for (pid_t pid : procs_of(dir)) kill(pid, SIGKILL);
-    usleep(i < 20 ? 200 : 2000);
+    if (i + 1 < tries) usleep(i < 20 ? 200 : 2000);
   }
-  return internal_error(fmt::format("cannot remove the cgroup {}: processes in it did not end", dir));
+  return unavailable(fmt::format("cannot remove the cgroup {}: processes in it are still ending", dir));
 }
 
 // Removes the base directories under `parent` of processes that are gone, with their workers'
@@ -281,8 +283,30 @@ std::shared_ptr<CgroupManager> CgroupManager::shared(const std::string& delegate
 }
 
 CgroupManager::~CgroupManager() {
-  // Worker cgroups are removed as their workers end; the bases hold none by now.
+  (void)drain();
   for (const std::string& base : bases_) (void)kill_and_remove(base);
+}
+
+void CgroupManager::release(WorkerCgroup& cgroup) {
+  std::vector<std::string> left;
+  // One try each: its processes have been killed, and they end while the next candidate runs.
+  for (const std::string& dir : cgroup.dirs_)
+    if (!kill_and_remove(dir, 1).ok()) left.push_back(dir);
+  cgroup.dirs_.clear();
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.insert(pending_.end(), left.begin(), left.end());
+}
+
+Status CgroupManager::drain() {
+  std::vector<std::string> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    left.swap(pending_);
+  }
+  Status first;
+  for (const std::string& dir : left)
+    if (Status s = kill_and_remove(dir); !s.ok() && first.ok()) first = s;
+  return first;
 }
 
 StatusOr<WorkerCgroup> CgroupManager::make(const CgroupLimits& limits) {
@@ -290,6 +314,8 @@ StatusOr<WorkerCgroup> CgroupManager::make(const CgroupLimits& limits) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     n = made_++;
+    // Those released earlier whose processes have ended by now.
+    std::erase_if(pending_, [](const std::string& dir) { return kill_and_remove(dir, 1).ok(); });
   }
   std::vector<std::string> dirs;
   Status s;
@@ -341,6 +367,10 @@ Status join_cgroups(const std::vector<std::string>& dirs) {
     if (Status s = write_text(dir + "/cgroup.procs", "0"); !s.ok())
       return internal_error("cannot join the candidate's cgroup: " + s.message());
   return Status();
+}
+
+void move_into_cgroups(pid_t pid, const std::vector<std::string>& dirs) {
+  for (const std::string& dir : dirs) (void)write_text(dir + "/cgroup.procs", std::to_string(pid));
 }
 
 }  // namespace tunefarm

@@ -24,6 +24,8 @@
 // measurer's wall-clock timeout and RLIMIT_CPU instead.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -50,10 +52,12 @@ class WorkerCgroup {
   // Whether the kernel's OOM killer acted in it: something in it went past the memory limit
   // and could not be reclaimed.
   bool memory_limit_hit() const;
-  // Kills whatever is still in it and removes it; the error names what stays behind.
+  // Kills whatever is still in it and removes it, waiting (up to about a second) for what it
+  // killed to end; the error names what stays behind.
   Status remove();
 
  private:
+  friend class CgroupManager;
   int version_ = 0;
   std::vector<std::string> dirs_;
 };
@@ -71,6 +75,13 @@ class CgroupManager {
 
   // A fresh cgroup for one worker, with the limits set.
   StatusOr<WorkerCgroup> make(const CgroupLimits& limits);
+  // Kills whatever is left in a worker's cgroup and removes it, now if it is empty already, else
+  // once its processes have ended: a worker's namespace ends its processes after the worker
+  // itself is reaped, and waiting for them would cost each candidate milliseconds. Cgroups left
+  // so are removed by the next make() that finds them empty, or by drain().
+  void release(WorkerCgroup& cgroup);
+  // Removes every cgroup release() left, waiting up to about a second for each.
+  Status drain();
 
   // E.g. "cgroup v1 memory and pids per candidate (512 MiB without swap, 64 tasks)".
   std::string describe(const CgroupLimits& limits) const;
@@ -90,10 +101,18 @@ class CgroupManager {
   std::vector<std::string> controllers_;
   std::mutex mutex_;
   uint64_t made_ = 0;
+  std::vector<std::string> pending_;  // Released directories whose processes were still ending.
 };
 
 // Moves this process into each of `dirs` (a WorkerCgroup's): what the worker does first.
 Status join_cgroups(const std::vector<std::string>& dirs);
+
+// Moves process `pid` into each of `dirs`, as far as it can. The first move into a cgroup after a
+// pause waits for an RCU grace period (8-22 ms on a loaded two-core guest, against 0.15 ms for the
+// next): the measurer moves its worker while the worker is still starting up, so that the wait
+// overlaps the exec instead of following it. The worker joins on its own all the same (its move
+// is then cheap), so nothing depends on this one.
+void move_into_cgroups(pid_t pid, const std::vector<std::string>& dirs);
 
 // The prefix of every base directory, tunefarm-measure-<pid>.
 inline constexpr const char* kCgroupPrefix = "tunefarm-measure-";

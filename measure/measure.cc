@@ -195,6 +195,9 @@ Status Measurer::self_test() {
 }
 
 Measurer::~Measurer() {
+  if (cgroups_)
+    if (Status s = cgroups_->drain(); !s.ok())
+      spdlog::warn("a worker's cgroup stays behind (the next start of this program sweeps it): {}", s.message());
   if (Status s = remove_tree(scratch_dir_); !s.ok()) spdlog::warn("{}", s.message());
 }
 
@@ -318,6 +321,7 @@ StatusOr<Measurer::Worker> Measurer::start_worker() {
     (void)worker.cgroup.remove();
     return unavailable(fmt::format("cannot start '{}': {}", args[0], std::strerror(rc)));
   }
+  move_into_cgroups(worker.pid, worker.cgroup.dirs());
   worker.channel = fds[0];
   worker.output = output[0];
   ++worker_starts_;
@@ -371,8 +375,7 @@ std::string Measurer::stop_worker(Worker& worker, bool* died, ::rusage* usage) {
   if (Status s = remove_tree(worker.scratch); !s.ok())
     spdlog::warn("a worker's scratch directory stays behind (the next worker has a fresh one): {}", s.message());
   worker.memory_limit_hit = worker.cgroup.memory_limit_hit();
-  if (Status s = worker.cgroup.remove(); !s.ok())
-    spdlog::warn("a worker's cgroup stays behind (the next start of this program sweeps it): {}", s.message());
+  if (cgroups_) cgroups_->release(worker.cgroup);
   return how;
 }
 
