@@ -270,13 +270,18 @@ std::shared_ptr<CgroupManager> CgroupManager::shared(const std::string& delegate
   // On cgroup v2 this process may live in its base directory, which therefore stays with it.
   static std::shared_ptr<CgroupManager> kept;
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto manager = current.lock()) return manager;
+  if (auto manager = current.lock()) {
+    if (manager->delegated_ == delegated) return manager;
+    why_not = fmt::format("this process makes its cgroups in {} already", manager->bases_.front());
+    return nullptr;
+  }
   auto found = find(delegated);
   if (!found.ok()) {
     why_not = found.status().message();
     return nullptr;
   }
   std::shared_ptr<CgroupManager> manager = std::move(*found);
+  manager->delegated_ = delegated;
   current = manager;
   if (manager->version_ == 2) kept = manager;
   return manager;

@@ -97,6 +97,7 @@ class CgroupManager {
   static StatusOr<std::unique_ptr<CgroupManager>> find(const std::string& delegated);
 
   int version_;
+  std::string delegated_;  // What shared() was asked for.
   std::vector<std::string> bases_;
   std::vector<std::string> controllers_;
   std::mutex mutex_;

@@ -127,5 +127,17 @@ TEST(Cgroup, TheCgroupsOfAKilledAgentAreSwept) {
   EXPECT_TRUE(ended && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "its worker was not killed";
 }
 
+// --cgroup names a directory on purpose: one that is no cgroup v2 directory is an error that says
+// so, not a quiet fallback.
+TEST(Cgroup, ADelegatedDirectoryThatIsNotACgroupIsRefused) {
+  std::string dir = std::filesystem::temp_directory_path() / ("tunefarm-not-a-cgroup-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string why;
+  auto manager = CgroupManager::shared(dir, why);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(manager, nullptr);
+  EXPECT_NE(why.find(dir + " is not a cgroup v2 directory"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace tunefarm

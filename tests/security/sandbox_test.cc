@@ -2,6 +2,7 @@
 // kernels that open a socket, write outside their scratch directory, allocate without bound and
 // spin past their CPU budget. Each comes back as RUNTIME_ERROR naming the cause, the agent process
 // survives every one, and it measures a good kernel afterwards.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -115,6 +116,32 @@ TEST_F(SecuritySandboxTest, AnAgentWithoutNamespacesSaysSoAtStartAndMeasures) {
   MeasureOutcome good = farm_.measure(kernel_request("matmul", 2));
   EXPECT_TRUE(good.status.ok()) << good.status.error_message();
   expect_each_candidate_once(good, 2);
+}
+
+// The cgroup layer is named at start either way: in the line of layers where the agent makes a
+// cgroup per candidate, else in a warning that says why not and what to do.
+TEST_F(SecuritySandboxTest, AnAgentSaysAtStartWhetherItsCandidatesGetCgroups) {
+  Process& agent = farm_.start_agent("cg", "local-cpu");
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << agent.log();
+  std::string log = agent.log();
+  size_t layers = log.find("info measurement sandbox: ");
+  ASSERT_NE(layers, std::string::npos) << log;
+  std::string line = log.substr(layers, log.find('\n', layers) - layers);
+  bool has = line.find(" per candidate (") != std::string::npos;
+  bool says_why_not = log.find("warning measurement sandbox: no cgroup limits (") != std::string::npos &&
+                      log.find("Delegate=yes") != std::string::npos;
+  EXPECT_TRUE(has != says_why_not) << log;
+}
+
+// A delegated directory named on purpose that cannot be used is a mistake, said at start.
+TEST_F(SecuritySandboxTest, ACgroupDirectoryThatCannotBeUsedStopsTheAgent) {
+  std::string dir = farm_.log_dir() + "/not-a-cgroup";
+  std::filesystem::create_directories(dir);
+  Process& agent = farm_.start_agent("cg-wrong", "local-cpu", {"--cgroup", dir});
+  int status = agent.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << status;
+  EXPECT_NE(agent.log().find("--cgroup " + dir + ": " + dir + " is not a cgroup v2 directory"), std::string::npos)
+      << agent.log();
 }
 
 }  // namespace
