@@ -79,7 +79,9 @@ Status kill_and_remove(const std::string& dir, int tries = kPatiently) {
       return internal_error(fmt::format("cannot remove the cgroup {}: {}", dir, std::strerror(errno)));
     // cgroup.kill (Linux 5.14, v2) kills atomically, even a process that is forking.
     if (i == 0 && exists(dir + "/cgroup.kill")) (void)write_text(dir + "/cgroup.kill", "1");
-    for (pid_t pid : procs_of(dir)) kill(pid, SIGKILL);
+    // Never this process, which may sit in a cgroup it is undoing (cgroup v2's <base>/agent).
+    for (pid_t pid : procs_of(dir))
+      if (pid != getpid()) kill(pid, SIGKILL);
     if (i + 1 < tries) usleep(i < 20 ? 200 : 2000);
   }
   return unavailable(fmt::format("cannot remove the cgroup {}: processes in it are still ending", dir));
@@ -218,7 +220,6 @@ StatusOr<std::unique_ptr<CgroupManager>> CgroupManager::find(const std::string& 
               return internal_error(fmt::format("cannot make {}: {}", agent, std::strerror(errno)));
             TF_RETURN_IF_ERROR(write_text(agent + "/cgroup.procs", std::to_string(getpid())));
             s = write_text(parent + "/cgroup.subtree_control", enable);
-            if (!s.ok()) (void)write_text(parent + "/cgroup.procs", std::to_string(getpid()));
           } else if (!s.ok()) {
             return internal_error(fmt::format(
                 "{} (it holds {} processes; cgroup v2 passes controllers down only from a cgroup without any)",
@@ -230,8 +231,12 @@ StatusOr<std::unique_ptr<CgroupManager>> CgroupManager::find(const std::string& 
       };
       Status s = set_up();
       if (s.ok()) return std::unique_ptr<CgroupManager>(new CgroupManager(2, {base}, use));
-      (void)kill_and_remove(base + "/agent");
-      (void)kill_and_remove(base);
+      // Back where it came from, if it moved (a parent that took the controllers refuses it; then
+      // it stays in <base>/agent, and the next start sweeps that).
+      if (has(words(read_text(base + "/agent/cgroup.procs"), '\n'), std::to_string(getpid())))
+        (void)write_text(parent + "/cgroup.procs", std::to_string(getpid()));
+      (void)kill_and_remove(base + "/agent", 1);
+      (void)kill_and_remove(base, 1);
       reasons.push_back("cgroup v2: " + s.message());
     }
   } else {
