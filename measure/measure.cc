@@ -258,22 +258,26 @@ StatusOr<Measurer::Worker> Measurer::start_worker() {
   if (cgroups_) {
     TF_ASSIGN_OR_RETURN(worker.cgroup, cgroups_->make(cgroup_limits_));
   }
-  auto scratch = make_worker_scratch(scratch_dir_, static_cast<uint64_t>(worker_starts_));
-  if (!scratch.ok()) {
+  // What a worker that never started leaves goes with its error; no worker ran in it, so whether
+  // removing it failed changes nothing for the caller.
+  auto abandon = [&worker](Status why) {
+    if (!worker.scratch.empty()) (void)remove_tree(worker.scratch);
     (void)worker.cgroup.remove();
-    return scratch.status();
-  }
+    return why;
+  };
+  auto scratch = make_worker_scratch(scratch_dir_, static_cast<uint64_t>(worker_starts_));
+  if (!scratch.ok()) return abandon(scratch.status());
   worker.scratch = *scratch;
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-    return unavailable(fmt::format("cannot create the worker channel: {}", std::strerror(errno)));
+    return abandon(unavailable(fmt::format("cannot create the worker channel: {}", std::strerror(errno))));
   // The worker's stdout and stderr: a pipe whose writing end does not block, so that a kernel that
   // floods it loses its words once the pipe is full instead of filling the agent's log.
   int output[2];
   if (pipe2(output, O_CLOEXEC | O_NONBLOCK) != 0) {
     close(fds[0]);
     close(fds[1]);
-    return unavailable(fmt::format("cannot create the worker's output pipe: {}", std::strerror(errno)));
+    return abandon(unavailable(fmt::format("cannot create the worker's output pipe: {}", std::strerror(errno))));
   }
   // Keep the child's end off fd 3 itself: dup2 onto the same number would leave close-on-exec set.
   int child_end = fcntl(fds[1], F_DUPFD_CLOEXEC, 10);
@@ -316,10 +320,7 @@ StatusOr<Measurer::Worker> Measurer::start_worker() {
   if (rc != 0) {
     close(fds[0]);
     close(output[0]);
-    // No worker ran in the directory yet; whether removing it failed changes nothing for the caller.
-    (void)remove_tree(worker.scratch);
-    (void)worker.cgroup.remove();
-    return unavailable(fmt::format("cannot start '{}': {}", args[0], std::strerror(rc)));
+    return abandon(unavailable(fmt::format("cannot start '{}': {}", args[0], std::strerror(rc))));
   }
   move_into_cgroups(worker.pid, worker.cgroup.dirs());
   worker.channel = fds[0];
