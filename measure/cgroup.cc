@@ -362,18 +362,19 @@ StatusOr<WorkerCgroup> CgroupManager::make(const CgroupLimits& limits) {
   return cgroup;
 }
 
+bool CgroupManager::swap_counted() const {
+  auto memory = std::find(controllers_.begin(), controllers_.end(), "memory");
+  if (memory == controllers_.end()) return false;
+  const std::string& base = bases_[version_ == 2 ? 0 : static_cast<size_t>(memory - controllers_.begin())];
+  return exists(base + (version_ == 2 ? "/memory.swap.max" : "/memory.memsw.limit_in_bytes"));
+}
+
 std::string CgroupManager::describe(const CgroupLimits& limits) const {
   std::vector<std::string> what;
-  if (has(controllers_, "memory")) {
-    // Where the kernel does not account swap (v1 without memsw, v2 without memory.swap.max), a
-    // kernel's pages may go to swap beyond the limit.
-    size_t i = version_ == 2 ? 0 : static_cast<size_t>(std::find(controllers_.begin(), controllers_.end(), "memory") -
-                                                        controllers_.begin());
-    bool swap_capped = exists(bases_[i] + (version_ == 2 ? "/memory.swap.max" : "/memory.memsw.limit_in_bytes"));
+  if (has(controllers_, "memory"))
     what.push_back(limits.memory_bytes > 0 ? fmt::format("{} MiB of memory {}", limits.memory_bytes >> 20,
-                                                         swap_capped ? "without swap" : "(swap not counted)")
+                                                         swap_counted() ? "without swap" : "(swap not counted)")
                                            : "memory counted, unlimited");
-  }
   if (has(controllers_, "pids")) what.push_back(fmt::format("{} tasks", limits.pids));
   return fmt::format("cgroup v{} {} per candidate ({})", version_, fmt::join(controllers_, " and "),
                      fmt::join(what, ", "));

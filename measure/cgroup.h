@@ -86,6 +86,9 @@ class CgroupManager {
   // E.g. "cgroup v1 memory and pids per candidate (512 MiB without swap, 64 tasks)".
   std::string describe(const CgroupLimits& limits) const;
   int version() const { return version_; }
+  // Whether the memory limit holds swap too (v1 memsw, v2 memory.swap.max): where the kernel does
+  // not account swap, a kernel's pages may go to swap beyond the limit.
+  bool swap_counted() const;
   // This process's base directories, one per hierarchy.
   const std::vector<std::string>& bases() const { return bases_; }
   // The controllers in use: memory, pids, or both.
