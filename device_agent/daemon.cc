@@ -77,11 +77,13 @@ void log_sandbox(const std::string& description) {
 }  // namespace
 
 DaemonExit run_device_agent(AgentFlags f) {
+  // Before gRPC starts its threads (making credentials starts them): a thread that does not block
+  // SIGTERM would take it, and the agent would end without removing its scratch and cgroups.
+  StopSignals signals;
   auto credentials = channel_credentials(f.tls);
   if (!credentials.ok()) return DaemonExit::configuration(credentials.status());
   f.agent.credentials = *credentials;
 
-  StopSignals signals;
   // Before the sandbox starts: a mistake in the flags is said at once.
   if (f.memory_limit_mb > 0 && f.memory_limit_mb < kMinMemoryLimitMb)
     return DaemonExit::configuration(invalid_argument(fmt::format(

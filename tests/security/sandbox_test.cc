@@ -5,12 +5,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "measure/cgroup.h"
 #include "measure/sandbox.h"
 #include "tests/integration/farm_harness.h"
 
@@ -131,6 +135,38 @@ TEST_F(SecuritySandboxTest, AnAgentSaysAtStartWhetherItsCandidatesGetCgroups) {
   bool says_why_not = log.find("warning measurement sandbox: no cgroup limits (") != std::string::npos &&
                       log.find("Delegate=yes") != std::string::npos;
   EXPECT_TRUE(has != says_why_not) << log;
+}
+
+// systemd stops an agent with SIGTERM: it ends cleanly, its scratch directory and its cgroups gone
+// (a gRPC thread that did not block SIGTERM used to take it, and the agent died where it stood).
+TEST_F(SecuritySandboxTest, AnAgentStoppedWithSigtermLeavesNoScratchOrCgroupBehind) {
+  std::string scratch = farm_.log_dir() + "/agent-scratch";
+  std::filesystem::create_directories(scratch);
+  Process& agent = farm_.start_agent("term", "local-cpu", {"--scratch-dir", scratch});
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << agent.log();
+  std::string base_name = std::string(kCgroupPrefix) + std::to_string(agent.pid());
+  agent.signal(SIGTERM);
+  int status = agent.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << agent.log();
+  EXPECT_TRUE(std::filesystem::is_empty(scratch)) << "its scratch directory stayed";
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    if (line.find(" - cgroup") == std::string::npos) continue;
+    std::string point = line.substr(0, line.find(" - "));
+    std::istringstream fields(point);
+    std::string field;
+    for (int i = 0; i < 5 && fields >> field; ++i) {
+    }
+    // Wherever under a cgroup mount the agent made its base, it is gone.
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(field, ec);
+         it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      EXPECT_NE(it->path().filename().string(), base_name) << it->path();
+      if (it.depth() > 3) it.disable_recursion_pending();
+    }
+  }
 }
 
 // A delegated directory named on purpose that cannot be used is a mistake, said at start.
