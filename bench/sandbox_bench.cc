@@ -4,7 +4,9 @@
 //     the same load and run in this process: the difference is what the sandbox costs per
 //     candidate;
 //   - the same through a Measurer whose workers get no namespaces (as in a container without
-//     them), in turn with the others: the namespaces' share of that cost;
+//     them), and through one whose workers get no cgroups, in turn with the others: the
+//     namespaces' and the cgroups' share of that cost; and the making and removing of one
+//     worker's cgroup alone (measure/cgroup.h), where this system lets the bench make cgroups;
 //   - the probe kernel (a 32^3 matmul installed beside the worker) timed through the Measurer
 //     and in this process with the same options, alternately: the sandbox must not change what
 //     a kernel costs;
@@ -71,9 +73,14 @@ int run(int candidates, int rounds, int job_trials) {
   MeasurerOptions bare_options;
   bare_options.namespaces = false;
   auto bare = Measurer::create(bare_options);
-  if (!measurer.ok() || !bare.ok()) {
-    fmt::print(stderr, "sandbox_bench: {}\n", (measurer.ok() ? bare.status() : measurer.status()).to_string());
-    return 1;
+  MeasurerOptions uncontained_options;
+  uncontained_options.cgroups = false;
+  auto uncontained = Measurer::create(uncontained_options);
+  for (const auto* m : {&measurer, &bare, &uncontained}) {
+    if (!m->ok()) {
+      fmt::print(stderr, "sandbox_bench: {}\n", m->status().to_string());
+      return 1;
+    }
   }
   auto worker = find_measure_worker();
   auto probe = load_probe_kernel((std::filesystem::path(*worker).parent_path() / "tunefarm-probe-kernel.so").string());
@@ -88,12 +95,13 @@ int run(int candidates, int rounds, int job_trials) {
   once.set_number(1);
   once.set_repeat(1);
   once = with_defaults(once);
-  std::vector<double> sandboxed, without_namespaces, local;
+  std::vector<double> sandboxed, without_namespaces, without_cgroups, local;
   for (int i = 0; i < candidates; ++i) {
-    for (Measurer* m : {measurer->get(), bare->get()}) {
+    for (Measurer* m : {measurer->get(), bare->get(), uncontained->get()}) {
       auto begin = std::chrono::steady_clock::now();
       v1::MeasureResult r = m->measure(probe->workload, once, nullptr, probe->candidate);
-      (m == measurer->get() ? sandboxed : without_namespaces).push_back(seconds_since(begin));
+      (m == measurer->get() ? sandboxed : m == bare->get() ? without_namespaces : without_cgroups)
+          .push_back(seconds_since(begin));
       if (r.error() != v1::OK) {
         fmt::print(stderr, "sandbox_bench: the probe kernel failed: {}\n", r.error_msg());
         return 1;
@@ -108,10 +116,29 @@ int run(int candidates, int rounds, int job_trials) {
     local.push_back(seconds_since(begin));
   }
   double per_candidate_ms = median(sandboxed) * 1e3, in_process_ms = median(local) * 1e3;
-  double bare_ms = median(without_namespaces) * 1e3;
-  fmt::print("per candidate: {:.2f} ms through the sandbox ({:.2f} ms without namespaces), {:.3f} ms in process: the "
-             "sandbox costs {:.2f} ms\n",
-             per_candidate_ms, bare_ms, in_process_ms, per_candidate_ms - in_process_ms);
+  double bare_ms = median(without_namespaces) * 1e3, uncontained_ms = median(without_cgroups) * 1e3;
+  fmt::print("per candidate: {:.2f} ms through the sandbox ({:.2f} ms without namespaces, {:.2f} ms without cgroups), "
+             "{:.3f} ms in process: the sandbox costs {:.2f} ms\n",
+             per_candidate_ms, bare_ms, uncontained_ms, in_process_ms, per_candidate_ms - in_process_ms);
+  // A worker's cgroup alone: made with its limits, then removed.
+  double cgroup_ms = 0;
+  std::string why_not;
+  if (auto cgroups = CgroupManager::shared("", why_not)) {
+    std::vector<double> cycles;
+    for (int i = 0; i < candidates; ++i) {
+      auto begin = std::chrono::steady_clock::now();
+      auto cgroup = cgroups->make({1ull << 30, kDefaultPidsPerCandidate});
+      if (!cgroup.ok() || !cgroup->remove().ok()) {
+        fmt::print(stderr, "sandbox_bench: {}\n", cgroup.ok() ? "cannot remove a cgroup" : cgroup.status().to_string());
+        return 1;
+      }
+      cycles.push_back(seconds_since(begin));
+    }
+    cgroup_ms = median(cycles) * 1e3;
+    fmt::print("one worker's cgroup made and removed: {:.3f} ms\n", cgroup_ms);
+  } else {
+    fmt::print("no cgroups: {}\n", why_not);
+  }
   fmt::print("sandbox: {}\n", (*measurer)->sandbox_description());
 
   // The kernel's cost, as a tuning job measures it (repeats of at least 50 ms), both ways in turn.
@@ -153,10 +180,11 @@ int run(int candidates, int rounds, int job_trials) {
   fmt::print("a job of {} trials spends {:.2f} s measuring through the sandbox, {:.2f} s in process (+{:.2f} s)\n",
              job_trials, job_sandboxed, job_in_process, job_sandboxed - job_in_process);
   fmt::print("{{\"candidates\":{},\"per_candidate_ms\":{:.3f},\"per_candidate_no_namespaces_ms\":{:.3f},"
+             "\"per_candidate_no_cgroups_ms\":{:.3f},\"cgroup_make_remove_ms\":{:.3f},"
              "\"in_process_ms\":{:.3f},\"sandbox_cost_ms\":{:.3f},\"rounds\":{},\"kernel_us_sandboxed\":{:.4f},"
              "\"kernel_us_in_process\":{:.4f},\"kernel_ratio\":{:.4f},\"job_trials\":{},\"job_s_sandboxed\":{:.3f},"
              "\"job_s_in_process\":{:.3f}}}\n",
-             candidates, per_candidate_ms, bare_ms, in_process_ms, per_candidate_ms - in_process_ms, rounds,
+             candidates, per_candidate_ms, bare_ms, uncontained_ms, cgroup_ms, in_process_ms, per_candidate_ms - in_process_ms, rounds,
              sandboxed_us, in_process_us, sandboxed_us / in_process_us, job_trials, job_sandboxed, job_in_process);
   return 0;
 }

@@ -217,6 +217,9 @@ Status DeviceAgent::serve_once() {
     std::lock_guard<std::mutex> lock(context_mu_);
     context_ = nullptr;
   };
+  // The token goes in the call's metadata, which trackerd checks before it reads anything, and in
+  // the hello, which its Broker checks.
+  add_bearer(context, options_.token);
   auto stub = v1::Tracker::NewStub(channel_);
   std::unique_ptr<Stream> stream = stub->AgentSession(&context);
   v1::AgentMessage hello;

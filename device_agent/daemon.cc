@@ -32,6 +32,13 @@ void add_agent_flags(CLI::App& app, AgentFlags& f) {
                  "under user-mode emulation where binfmt_misc does not run aarch64 programs")
       ->allow_extra_args(false)
       ->delimiter(' ');
+  app.add_option("--cgroup", f.measurer.cgroup,
+                 "A cgroup v2 directory delegated to this agent, in which it makes each candidate's cgroup (default: "
+                 "its own cgroup where it may manage it, else cgroup v1's memory and pids hierarchies)");
+  app.add_option("--pids-per-candidate", f.measurer.pids_per_candidate,
+                 fmt::format("Threads and processes one candidate may have, by its cgroup (default: {} or 4 per core, "
+                             "whichever is more)",
+                             kDefaultPidsPerCandidate));
   app.add_flag("--no-namespaces", [&f](int64_t) { f.measurer.namespaces = false; },
                "Run kernels without namespaces even where this system offers them, as in a container without "
                "user namespaces (the start lines say what is missing then)");
@@ -70,11 +77,13 @@ void log_sandbox(const std::string& description) {
 }  // namespace
 
 DaemonExit run_device_agent(AgentFlags f) {
+  // Before gRPC starts its threads (making credentials starts them): a thread that does not block
+  // SIGTERM would take it, and the agent would end without removing its scratch and cgroups.
+  StopSignals signals;
   auto credentials = channel_credentials(f.tls);
   if (!credentials.ok()) return DaemonExit::configuration(credentials.status());
   f.agent.credentials = *credentials;
 
-  StopSignals signals;
   // Before the sandbox starts: a mistake in the flags is said at once.
   if (f.memory_limit_mb > 0 && f.memory_limit_mb < kMinMemoryLimitMb)
     return DaemonExit::configuration(invalid_argument(fmt::format(

@@ -17,9 +17,11 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "common/helper_program.h"
@@ -87,12 +89,49 @@ StatusOr<std::unique_ptr<Measurer>> Measurer::create(MeasurerOptions options) {
     return not_found(fmt::format("measurement worker '{}' is not an executable file", options.worker_path));
   }
   if (options.memory_limit_bytes < 0) options.memory_limit_bytes = default_memory_limit();
+  std::shared_ptr<CgroupManager> cgroups;
+  std::string why_not = "turned off";
+  if (options.cgroups) cgroups = CgroupManager::shared(options.cgroup, why_not);
+  // A directory named on purpose that cannot be used is a mistake in the flags.
+  if (!cgroups && options.cgroups && !options.cgroup.empty()) return failed_precondition(why_not);
   // Scratch directories of agents or tuners that were killed outright are removed here; the
   // directory is created with mode 0700: only this user's processes see the artifacts.
   if (int stale = remove_stale_temp_dirs(options.scratch_root, "tunefarm-measure"); stale > 0)
     spdlog::info("removed {} scratch directories of measurers that are gone", stale);
   TF_ASSIGN_OR_RETURN(std::string scratch, make_owned_temp_dir(options.scratch_root, "tunefarm-measure"));
-  return std::unique_ptr<Measurer>(new Measurer(std::move(options), scratch));
+  auto measurer = std::unique_ptr<Measurer>(new Measurer(std::move(options), scratch));
+  measurer->cgroups_ = std::move(cgroups);
+  const MeasurerOptions& o = measurer->options_;
+  // A cgroup counts the memory a kernel uses, not the address space it reserves, so it applies
+  // even where no address-space cap can (a GPU driver's reservations).
+  measurer->cgroup_limits_.memory_bytes =
+      static_cast<uint64_t>(o.memory_limit_bytes > 0 ? o.memory_limit_bytes : default_memory_limit());
+  measurer->cgroup_limits_.pids =
+      o.pids_per_candidate > 0 ? o.pids_per_candidate
+                               : std::max<uint64_t>(kDefaultPidsPerCandidate, 4ull * std::thread::hardware_concurrency());
+  if (!measurer->cgroups_) {
+    measurer->cgroup_warning_ = fmt::format(
+        "no cgroup limits ({}): memory a kernel holds outside its address space (memfd, tmpfs, shared memory) is "
+        "bounded only by the seccomp filter and the scratch tmpfs's size, its threads by RLIMIT_NPROC; run the agent "
+        "as root, under systemd with Delegate=yes, or pass --cgroup naming a delegated cgroup v2 directory\n",
+        why_not);
+  } else {
+    const std::vector<std::string>& in_use = measurer->cgroups_->controllers();
+    if (std::find(in_use.begin(), in_use.end(), "memory") == in_use.end())
+      measurer->cgroup_warning_ += "no cgroup memory controller here: memory outside the address space is bounded by "
+                                   "the seccomp filter and the scratch tmpfs's size alone\n";
+    if (std::find(in_use.begin(), in_use.end(), "pids") == in_use.end())
+      measurer->cgroup_warning_ += "no cgroup pids controller here: threads are capped by RLIMIT_NPROC alone\n";
+  }
+  return measurer;
+}
+
+std::string Measurer::with_cgroup_layer(const std::string& worker_description) const {
+  size_t end = worker_description.find('\n');
+  std::string layers = worker_description.substr(0, end);
+  std::string missing = end == std::string::npos ? "" : worker_description.substr(end + 1);
+  if (cgroups_) layers += ", " + cgroups_->describe(cgroup_limits_);
+  return layers + "\n" + cgroup_warning_ + missing;
 }
 
 StatusOr<ProbeKernel> load_probe_kernel(const std::string& path) {
@@ -128,6 +167,13 @@ StatusOr<ProbeKernel> load_probe_kernel(const std::string& path) {
 }
 
 Status Measurer::self_test() {
+  // The worker may have gone since this measurer found it (an upgrade, a cleaned build directory):
+  // said as such, not as a limit that is too tight.
+  if (access(options_.worker_path.c_str(), X_OK) != 0)
+    return failed_precondition(fmt::format(
+        "this agent cannot run kernels: its measurement worker {} is {} ({}); install tunefarm-measure-worker beside "
+        "this program (make install, or the package, puts it there) or set TUNEFARM_BIN_DIR to its directory",
+        options_.worker_path, errno == ENOENT ? "missing" : "not an executable file", std::strerror(errno)));
   std::string path = (std::filesystem::path(options_.worker_path).parent_path() / "tunefarm-probe-kernel.so").string();
   TF_ASSIGN_OR_RETURN(ProbeKernel probe, load_probe_kernel(path));
   v1::MeasureOptions options;
@@ -136,13 +182,22 @@ Status Measurer::self_test() {
   options.set_check_correctness(true);
   v1::MeasureResult result = measure(probe.workload, options, &probe.reference, probe.candidate);
   if (result.error() == v1::OK) return Status();
-  return failed_precondition(fmt::format("this agent cannot run kernels: its probe kernel failed with {}: {} (check "
-                                         "--memory-limit-mb and --cpu-seconds-per-candidate)",
-                                         v1::ErrorCode_Name(result.error()), result.error_msg()));
+  // A worker that did not start, or could not set up its sandbox, says why in its message; only a
+  // probe that ran and failed points at the limits.
+  std::string check;
+  if (failed_starts_ == 0 && !options_.worker_launcher.empty())
+    check = fmt::format(" (check --worker-launcher '{}', then --memory-limit-mb and --cpu-seconds-per-candidate)",
+                        fmt::join(options_.worker_launcher, " "));
+  else if (failed_starts_ == 0)
+    check = " (check --memory-limit-mb and --cpu-seconds-per-candidate)";
+  return failed_precondition(fmt::format("this agent cannot run kernels: its probe kernel failed with {}: {}{}",
+                                         v1::ErrorCode_Name(result.error()), result.error_msg(), check));
 }
 
-
 Measurer::~Measurer() {
+  if (cgroups_)
+    if (Status s = cgroups_->drain(); !s.ok())
+      spdlog::warn("a worker's cgroup stays behind (the next start of this program sweeps it): {}", s.message());
   if (Status s = remove_tree(scratch_dir_); !s.ok()) spdlog::warn("{}", s.message());
 }
 
@@ -151,6 +206,9 @@ struct Measurer::Worker {
   int channel = -1;
   int output = -1;  // The read end of the worker's stdout and stderr.
   std::string scratch;
+  WorkerCgroup cgroup;
+  // Whether its cgroup's OOM killer acted: read after the worker ended, before the cgroup goes.
+  bool memory_limit_hit = false;
 };
 
 namespace {
@@ -197,17 +255,29 @@ void reap_if_ours(const std::vector<pid_t>& pids) {
 
 StatusOr<Measurer::Worker> Measurer::start_worker() {
   Worker worker;
-  TF_ASSIGN_OR_RETURN(worker.scratch, make_worker_scratch(scratch_dir_, static_cast<uint64_t>(worker_starts_)));
+  if (cgroups_) {
+    TF_ASSIGN_OR_RETURN(worker.cgroup, cgroups_->make(cgroup_limits_));
+  }
+  // What a worker that never started leaves goes with its error; no worker ran in it, so whether
+  // removing it failed changes nothing for the caller.
+  auto abandon = [&worker](Status why) {
+    if (!worker.scratch.empty()) (void)remove_tree(worker.scratch);
+    (void)worker.cgroup.remove();
+    return why;
+  };
+  auto scratch = make_worker_scratch(scratch_dir_, static_cast<uint64_t>(worker_starts_));
+  if (!scratch.ok()) return abandon(scratch.status());
+  worker.scratch = *scratch;
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-    return unavailable(fmt::format("cannot create the worker channel: {}", std::strerror(errno)));
+    return abandon(unavailable(fmt::format("cannot create the worker channel: {}", std::strerror(errno))));
   // The worker's stdout and stderr: a pipe whose writing end does not block, so that a kernel that
   // floods it loses its words once the pipe is full instead of filling the agent's log.
   int output[2];
   if (pipe2(output, O_CLOEXEC | O_NONBLOCK) != 0) {
     close(fds[0]);
     close(fds[1]);
-    return unavailable(fmt::format("cannot create the worker's output pipe: {}", std::strerror(errno)));
+    return abandon(unavailable(fmt::format("cannot create the worker's output pipe: {}", std::strerror(errno))));
   }
   // Keep the child's end off fd 3 itself: dup2 onto the same number would leave close-on-exec set.
   int child_end = fcntl(fds[1], F_DUPFD_CLOEXEC, 10);
@@ -233,6 +303,8 @@ StatusOr<Measurer::Worker> Measurer::start_worker() {
       format_limit_flag("cpu-seconds", options_.cpu_seconds_per_candidate),
       format_limit_flag("namespaces", options_.namespaces ? 1 : 0),
   });
+  // The worker joins its cgroup before it does anything else (sandbox.h).
+  for (const std::string& dir : worker.cgroup.dirs()) args.push_back("--cgroup=" + dir);
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -248,10 +320,9 @@ StatusOr<Measurer::Worker> Measurer::start_worker() {
   if (rc != 0) {
     close(fds[0]);
     close(output[0]);
-    // No worker ran in the directory yet; whether removing it failed changes nothing for the caller.
-    (void)remove_tree(worker.scratch);
-    return unavailable(fmt::format("cannot start '{}': {}", args[0], std::strerror(rc)));
+    return abandon(unavailable(fmt::format("cannot start '{}': {}", args[0], std::strerror(rc))));
   }
+  move_into_cgroups(worker.pid, worker.cgroup.dirs());
   worker.channel = fds[0];
   worker.output = output[0];
   ++worker_starts_;
@@ -304,6 +375,8 @@ std::string Measurer::stop_worker(Worker& worker, bool* died, ::rusage* usage) {
   }
   if (Status s = remove_tree(worker.scratch); !s.ok())
     spdlog::warn("a worker's scratch directory stays behind (the next worker has a fresh one): {}", s.message());
+  worker.memory_limit_hit = worker.cgroup.memory_limit_hit();
+  if (cgroups_) cgroups_->release(worker.cgroup);
   return how;
 }
 
@@ -418,6 +491,13 @@ v1::MeasureResult Measurer::run(const v1::LeasedBatch& request, const v1::Measur
     result = failure(v1::RUNTIME_ERROR, died ? fmt::format("the measurement worker {} while running it", how)
                                              : "the measurement worker broke off the conversation");
   }
+  // The cgroup's OOM killer ends a kernel that holds more than the memory limit, in whichever of
+  // the worker's processes held most; what the worker said or did not say after that is moot.
+  if (worker->memory_limit_hit && result->error() != v1::OK)
+    result = failure(v1::RUNTIME_ERROR,
+                     fmt::format("the candidate went past its memory limit of {} (counted by its cgroup, memfd and "
+                                 "shared memory included) and the kernel's OOM killer ended it ({})",
+                                 mib(cgroup_limits_.memory_bytes), result->error_msg()));
   std::string words = output_tail(worker->output);
   close(worker->output);
   if (result->error() == v1::RUNTIME_ERROR && !words.empty())
@@ -453,7 +533,7 @@ std::optional<v1::MeasureResult> Measurer::converse(Worker& worker, const v1::Le
   std::string_view sandbox = first.sandbox();
   // Only a worker that could not set up its sandbox answers without describing it.
   failed_starts_ = sandbox.empty() && first.has_failure() ? failed_starts_ + 1 : 0;
-  if (!sandbox.empty()) sandbox_ = first.sandbox();
+  if (!sandbox.empty()) sandbox_ = with_cgroup_layer(first.sandbox());
   if (first.has_failure()) {
     v1::MeasureResult result = first.failure();
     if (result.error() == v1::OK) result.set_error(v1::RUNTIME_ERROR);

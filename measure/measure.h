@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "measure/cgroup.h"
 #include "tunefarm/v1/common.pb.h"
 
 struct rusage;
@@ -48,7 +49,17 @@ struct MeasurerOptions {
   uint64_t max_artifact_bytes = kDefaultMaxArtifactBytes;
   // false: workers get no namespaces even where the system offers them (SandboxLimits::namespaces).
   bool namespaces = true;
+  // Per-candidate cgroups (measure/cgroup.h): `cgroup` names a delegated cgroup v2 directory to
+  // make them in, empty looks for this process's own (v2, else v1); `cgroups` false makes none
+  // even where the system offers them (sandbox_bench compares the two).
+  std::string cgroup;
+  bool cgroups = true;
+  // Threads and processes one candidate's worker may have (its cgroup's pids.max); 0 picks
+  // kDefaultPidsPerCandidate or 4 per core, whichever is more.
+  uint64_t pids_per_candidate = 0;
 };
+
+inline constexpr uint64_t kDefaultPidsPerCandidate = 64;
 
 // The probe kernel (measure/probe_kernel.c, a 32x32x32 matmul installed beside the worker) as a
 // candidate of its workload, with its reference: what Measurer::self_test() measures, and what
@@ -88,12 +99,17 @@ class Measurer {
   // What the last worker said of its sandbox: the layers in place on the first line, then one
   // line per missing layer; empty before the first worker.
   const std::string& sandbox_description() const { return sandbox_; }
+  // The per-candidate cgroups' parent directories, one per hierarchy; empty without cgroups.
+  std::vector<std::string> cgroup_bases() const { return cgroups_ ? cgroups_->bases() : std::vector<std::string>{}; }
 
  private:
   struct Worker;
 
   Measurer(MeasurerOptions options, std::string scratch_dir)
       : options_(std::move(options)), scratch_dir_(std::move(scratch_dir)) {}
+
+  // The worker's own description of its sandbox with the cgroup layer, which this process sets up.
+  std::string with_cgroup_layer(const std::string& worker_description) const;
 
   StatusOr<Worker> start_worker();
   // Kills the worker (and its namespace) and removes its scratch directory; with `died`, first
@@ -128,6 +144,10 @@ class Measurer {
   int failed_starts_ = 0;
   std::string sandbox_;
   std::map<std::string, Reference> references_;
+  // Null where this process may make no cgroups; then cgroup_warning_ says why.
+  std::shared_ptr<CgroupManager> cgroups_;
+  CgroupLimits cgroup_limits_;
+  std::string cgroup_warning_;
 };
 
 // Finds tunefarm-measure-worker as MeasurerOptions describes; NOT_FOUND names where it looked.

@@ -31,6 +31,7 @@
 
 #include <fmt/format.h>
 
+#include "measure/cgroup.h"
 #include "measure/worker_channel.h"
 
 namespace tunefarm {
@@ -461,6 +462,8 @@ void close_inherited_descriptors() {
 
 StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const SandboxLimits& limits) {
   SandboxReport report;
+  // Before any process is forked: whatever the worker starts is in the candidate's cgroup.
+  TF_RETURN_IF_ERROR(join_cgroups(limits.cgroups));
   close_inherited_descriptors();
   // The measurer starts the worker in a session of its own; a worker started otherwise makes one.
   if (getsid(0) != getpid()) setsid();
@@ -581,10 +584,6 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
     report.seccomp = true;
     layers.push_back("seccomp filter");
   }
-  report.warnings += fmt::format(
-      "no cgroup v2 limits (this agent makes no cgroups): memory outside the address space is capped {}, threads by "
-      "RLIMIT_NPROC, CPU time by RLIMIT_CPU\n",
-      report.seccomp ? "by denying memfd and by the size of the scratch tmpfs" : "by the size of the scratch tmpfs alone");
   for (size_t i = 0; i < layers.size(); ++i) report.layers += (i ? ", " : "") + layers[i];
   return report;
 }
@@ -618,7 +617,8 @@ bool parse_limit_flag(const std::string& arg, SandboxLimits& limits) {
     return true;
   };
   return value_of("--memory-bytes=", limits.memory_bytes) || value_of("--file-bytes=", limits.file_bytes) ||
-         value_of("--cpu-seconds=", limits.cpu_seconds) || value_of("--namespaces=", limits.namespaces);
+         value_of("--cpu-seconds=", limits.cpu_seconds) || value_of("--namespaces=", limits.namespaces) ||
+         (arg.starts_with("--cgroup=") && arg.size() > 9 && (limits.cgroups.push_back(arg.substr(9)), true));
 }
 
 }  // namespace tunefarm

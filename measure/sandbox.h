@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -30,6 +31,9 @@ struct SandboxLimits {
   // 0: no namespaces even where the system offers them, as in a container without them, so that
   // what an agent has there can be seen (and tested) anywhere.
   uint64_t namespaces = 1;
+  // The cgroup directories (one per hierarchy) the worker joins first, so that every process it
+  // starts is inside them (measure/cgroup.h); empty where the measurer makes none.
+  std::vector<std::string> cgroups;
 };
 
 // What enter_sandbox managed to set up. The limits are not optional; layers that the kernel (or a

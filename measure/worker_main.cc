@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   for (int i = 3; usage_ok && i < argc; ++i) usage_ok = tunefarm::parse_limit_flag(argv[i], limits);
   if (!usage_ok) {
     std::fprintf(stderr,
-                 "usage: %s SCRATCH_DIR PARENT_PID [--memory-bytes=N] [--file-bytes=N] [--cpu-seconds=N] [--namespaces=0|1] "
+                 "usage: %s SCRATCH_DIR PARENT_PID [--memory-bytes=N] [--file-bytes=N] [--cpu-seconds=N] [--namespaces=0|1] [--cgroup=DIR]... "
                  "(started by the measurement library)\n",
                  argv[0]);
     return 2;

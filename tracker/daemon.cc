@@ -18,9 +18,9 @@ void add_trackerd_flags(CLI::App& app, TrackerdFlags& f) {
   BrokerOptions& o = f.broker;
   app.add_option("--listen", f.listen, "Address to serve on")->capture_default_str();
   add_metrics_listen_flag(app, f.metrics_listen, kMetricsBesideListen);
-  add_secret_option(app, "agent-token", o.agent_token, "TUNEFARM_AGENT_TOKEN", "Token agents must present in their hello");
+  add_secret_option(app, "agent-token", o.agent_token, "TUNEFARM_AGENT_TOKEN", "Token agents must present (on their session's metadata and in their hello)");
   add_secret_option(app, "tuner-token", o.tuner_token, "TUNEFARM_TUNER_TOKEN",
-                    "Token tuners must present with each Measure request");
+                    "Token tuners must present with each Measure request (on its metadata and in it)");
   add_secret_option(app, "reader-token", o.reader_tokens, "TUNEFARM_READER_TOKEN",
                     "Token that may only list the farm's devices and queues (repeatable)");
   app.add_option("--tls-cert", f.tls.cert, "PEM certificate to serve TLS with (see deploy/make-certs.sh)");
@@ -83,9 +83,9 @@ DaemonExit run_trackerd(TrackerdFlags f) {
   Exposure exposure{f.listen, f.tls.enabled(), !options.agent_token.empty() && !options.tuner_token.empty(),
                     f.insecure, "--tls-cert, --tls-key", "--agent-token-file, --tuner-token-file",
                     "whoever can reach it may send code to the boards or read what they are sent"};
-  // trackerd's calls are small or come from tokens its service tells apart itself (agents, tuners,
-  // readers), so its gate lets every call through to that check.
-  auto credentials = serving_credentials(exposure, f.tls, CallGate{});
+  // A Measure request may be a GiB of artifacts: a call without any of the farm's tokens in its
+  // metadata is refused before it is read; which token each RPC needs is the service's check.
+  auto credentials = serving_credentials(exposure, f.tls, tracker_gate(options));
   if (!credentials.ok()) return DaemonExit::configuration(credentials.status());
   options.heartbeat_timeout = std::chrono::milliseconds(f.heartbeat_timeout_ms);
   options.heartbeat_interval = std::max(std::chrono::milliseconds(50), options.heartbeat_timeout / 5);

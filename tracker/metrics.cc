@@ -39,6 +39,11 @@ TrackerMetrics::TrackerMetrics(prometheus::Registry& r)
                        .Name("tunefarm_tracker_agent_sessions_ended_total")
                        .Help("Agent sessions that ended (the agent left, was dropped for silence or was replaced)")
                        .Register(r)),
+      refused_(BuildCounter()
+                   .Name("tunefarm_tracker_calls_refused_total")
+                   .Help("Calls the service refused for their token after their request was read (those without any "
+                         "of the farm's tokens are refused before, by the gate, and are not counted)")
+                   .Register(r)),
       agents_(BuildGauge().Name("tunefarm_tracker_agents").Help("Agents connected").Register(r)),
       agents_free_(BuildGauge().Name("tunefarm_tracker_agents_free").Help("Agents waiting for work").Register(r)),
       agents_busy_(BuildGauge().Name("tunefarm_tracker_agents_busy").Help("Agents measuring a lease").Register(r)),
@@ -71,6 +76,8 @@ void TrackerMetrics::result(const std::string& key, v1::ErrorCode error) {
 }
 
 void TrackerMetrics::agent_lost(const std::string& key) { agents_lost_.Add({{"device_key", key}}).Increment(); }
+
+void TrackerMetrics::refused(const std::string& rpc) { refused_.Add({{"rpc", rpc}}).Increment(); }
 
 void TrackerMetrics::sample(const v1::QueueStatusResponse& status) {
   for (const v1::DeviceKeyStatus& key : status.keys()) {

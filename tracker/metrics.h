@@ -27,6 +27,8 @@ class TrackerMetrics {
   void lease_expired(const std::string& device_key);
   void result(const std::string& device_key, v1::ErrorCode error);
   void agent_lost(const std::string& device_key);
+  // From the service: a call of `rpc` refused for its token once its request had been read.
+  void refused(const std::string& rpc);
 
   // Sets the state gauges from a queue status of every key.
   void sample(const v1::QueueStatusResponse& status);
@@ -39,6 +41,7 @@ class TrackerMetrics {
   prometheus::Family<prometheus::Counter>& lease_expirations_;
   prometheus::Family<prometheus::Counter>& results_;
   prometheus::Family<prometheus::Counter>& agents_lost_;
+  prometheus::Family<prometheus::Counter>& refused_;
   prometheus::Family<prometheus::Gauge>& agents_;
   prometheus::Family<prometheus::Gauge>& agents_free_;
   prometheus::Family<prometheus::Gauge>& agents_busy_;

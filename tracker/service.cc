@@ -9,6 +9,7 @@
 #include "common/blocking_queue.h"
 #include "common/wire/credentials.h"
 #include "common/wire/wire.h"
+#include "tracker/metrics.h"
 
 namespace tunefarm {
 namespace {
@@ -169,22 +170,48 @@ const std::map<std::string, TrackerCaller, std::less<>>& tracker_access() {
   return table;
 }
 
+CallGate tracker_gate(const BrokerOptions& options) {
+  CallGate gate{{},
+                "this trackerd requires a token in the call's metadata: the agent token for agents (device-agent "
+                "--token-file), the tuner token for tuners (tunerd --tracker-token-file), or a reader token "
+                "(tune-client --tracker-token-file)",
+                "the token is not one this trackerd knows"};
+  if (options.agent_token.empty() || options.tuner_token.empty()) return gate;
+  gate.tokens = {options.agent_token, options.tuner_token};
+  gate.tokens.insert(gate.tokens.end(), options.reader_tokens.begin(), options.reader_tokens.end());
+  return gate;
+}
+
 grpc::Status TrackerService::authorize(const grpc::ServerContext* context, std::string_view rpc) const {
   auto caller = tracker_access().find(rpc);
   if (caller == tracker_access().end())
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, fmt::format("{} has no access rule in trackerd", rpc));
-  // The Broker checks the token the hello or the request carries.
-  if (caller->second != TrackerCaller::kReader) return grpc::Status::OK;
   const BrokerOptions& options = broker_.options();
-  if (options.tuner_token.empty() && options.reader_tokens.empty()) return grpc::Status::OK;
   std::string_view presented;
   auto found = context->client_metadata().find("authorization");
   if (found != context->client_metadata().end())
     presented = bearer_token(std::string_view(found->second.data(), found->second.size()));
-  if (same_secret(presented, options.tuner_token) || any_secret(options.reader_tokens, presented))
-    return grpc::Status::OK;
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "listing the farm needs the tuner token or a reader token (tune-client --tracker-token-file)");
+  std::string needs;
+  switch (caller->second) {
+    case TrackerCaller::kAgent:
+      if (options.agent_token.empty() || same_secret(presented, options.agent_token)) return grpc::Status::OK;
+      needs = "an agent session needs the agent token (device-agent --token-file)";
+      break;
+    case TrackerCaller::kTuner:
+      if (options.tuner_token.empty() || same_secret(presented, options.tuner_token)) return grpc::Status::OK;
+      needs = "Measure needs the tuner token (tunerd --tracker-token-file)";
+      break;
+    case TrackerCaller::kReader:
+      if (options.tuner_token.empty() && options.reader_tokens.empty()) return grpc::Status::OK;
+      if (same_secret(presented, options.tuner_token) || any_secret(options.reader_tokens, presented))
+        return grpc::Status::OK;
+      needs = "listing the farm needs the tuner token or a reader token (tune-client --tracker-token-file)";
+      break;
+  }
+  // Past the gate (or without one): the request was read. Counted, so that what the gate stops
+  // before the body can be told from what only the service stopped after it.
+  if (options.metrics) options.metrics->refused(std::string(rpc));
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, needs + ", in the call's metadata");
 }
 
 grpc::Status TrackerService::ListDevices(grpc::ServerContext* context, const v1::ListDevicesRequest* request,

@@ -10,19 +10,27 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/wire/credentials.h"
 #include "tracker/broker.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
 
 namespace tunefarm {
 
-// Who may call an RPC of the tracker. Agents and tuners present their tokens inside their messages
-// (the hello, each Measure request), where the Broker checks them; the listings present a tuner or
-// reader token in the call's metadata.
+// Who may call an RPC of the tracker. Every caller presents its token in the call's metadata
+// ("authorization: Bearer <token>"): trackerd's gate (tracker_gate) lets in only calls that carry
+// one of the farm's tokens, before their request is read, and the service then checks that it is
+// the one its RPC needs (the agent token for a session, the tuner token for Measure, the tuner or a
+// reader token for the listings). Agents and tuners put it in their hello and each Measure request
+// too, where the Broker, which sees no metadata, checks it again.
 enum class TrackerCaller { kAgent, kTuner, kReader };
 
 // Every RPC of tracker.proto with who may call it: the one place that says so (tests check that no
 // RPC is missing). A method missing here is refused.
 const std::map<std::string, TrackerCaller, std::less<>>& tracker_access();
+
+// trackerd's gate (serving_credentials): any of the farm's tokens, or none (every call let in)
+// while agents or tuners need no token.
+CallGate tracker_gate(const BrokerOptions& options);
 
 class TrackerService final : public v1::Tracker::Service {
  public:

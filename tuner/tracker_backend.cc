@@ -111,6 +111,8 @@ Status TrackerMeasureBackend::measure(const v1::Workload& workload, const v1::Me
     double per_candidate = options.timeout_s() > 0 ? options.timeout_s() : 10.0;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(1000 * (60 + per_candidate * remaining * 2))));
+    // In the metadata too, where trackerd checks it before it reads the request.
+    add_bearer(context, options_.token);
     auto reader = stub->Measure(&context, request);
     {
       AgentWatch watch(channel_, options_, [this](const std::string& why) { waiting(why); });
@@ -173,7 +175,7 @@ StatusOr<v1::QueueStatusResponse> farm_status(const std::shared_ptr<grpc::Channe
   auto stub = v1::Tracker::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+  add_bearer(context, token);
   v1::QueueStatusRequest request;
   v1::QueueStatusResponse response;
   grpc::Status status = stub->QueueStatus(&context, request, &response);

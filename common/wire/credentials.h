@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include <grpcpp/client_context.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 
@@ -40,6 +41,11 @@ inline std::string_view bearer_token(std::string_view authorization) {
   constexpr std::string_view kBearer = "Bearer ";
   if (authorization.substr(0, kBearer.size()) != kBearer) return {};
   return authorization.substr(kBearer.size());
+}
+
+// Presents `token` on a call as "authorization: Bearer <token>"; nothing when it is empty.
+inline void add_bearer(grpc::ClientContext& context, const std::string& token) {
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
 }
 
 // Which calls a daemon's gRPC server lets in at all, decided on a call's metadata before its

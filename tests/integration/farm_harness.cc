@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/wire/credentials.h"
 #include "tests/measure/test_kernels.h"
 
 extern char** environ;
@@ -185,7 +186,7 @@ Process& Farm::start_emulated_agent(const std::string& id, const std::string& ke
 std::unique_ptr<v1::Tracker::Stub> Farm::stub() const { return v1::Tracker::NewStub(channel_); }
 
 void Farm::authorize(grpc::ClientContext& context) const {
-  if (!listing_token_.empty()) context.AddMetadata("authorization", "Bearer " + listing_token_);
+  add_bearer(context, listing_token_);
 }
 
 v1::QueueStatusResponse Farm::queue_status() const {
@@ -214,6 +215,8 @@ MeasureOutcome Farm::measure(const v1::MeasureRequest& request,
   auto start = std::chrono::steady_clock::now();
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  // As tunerd does: the request's token in the call's metadata too, where trackerd checks it first.
+  add_bearer(context, request.token());
   auto reader = stub()->Measure(&context, request);
   v1::MeasureResponse response;
   while (reader->Read(&response)) {

@@ -1,6 +1,9 @@
 // A kernel that crashes, hangs, fails, does not load or lacks its symbol is a result with an
 // error code; the Measurer survives it and measures the next candidate.
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 
 #include <gtest/gtest.h>
 
@@ -95,6 +98,38 @@ TEST_F(MeasureFaultTest, MissingWorkerBinaryIsAClearError) {
   auto m = Measurer::create(options);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("not an executable"), std::string::npos);
+}
+
+// The worker gone after the measurer found it (an upgrade, a cleaned build directory): the
+// self-test names the worker and how to put it back, not the limits, which are not the cause.
+TEST_F(MeasureFaultTest, AWorkerThatWentMissingIsNamedAsTheCause) {
+  auto installed = find_measure_worker();
+  ASSERT_TRUE(installed.ok()) << installed.status().to_string();
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tunefarm-gone-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::path worker = dir / "tunefarm-measure-worker";
+  std::filesystem::copy_file(*installed, worker);
+  std::filesystem::copy_file(std::filesystem::path(*installed).parent_path() / "tunefarm-probe-kernel.so",
+                             dir / "tunefarm-probe-kernel.so");
+  MeasurerOptions options;
+  options.worker_path = worker.string();
+  auto m = Measurer::create(options);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+
+  std::filesystem::permissions(worker, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  Status not_executable = (*m)->self_test();
+  std::filesystem::remove(worker);
+  Status missing = (*m)->self_test();
+  std::filesystem::remove_all(dir);
+
+  EXPECT_EQ(not_executable.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(not_executable.message().find(worker.string() + " is not an executable file"), std::string::npos)
+      << not_executable.message();
+  EXPECT_EQ(missing.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.message().find(worker.string() + " is missing"), std::string::npos) << missing.message();
+  EXPECT_NE(missing.message().find("TUNEFARM_BIN_DIR"), std::string::npos) << missing.message();
+  for (const Status& s : {not_executable, missing})
+    EXPECT_EQ(s.message().find("--memory-limit-mb"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Tokens on tunerd, with real processes: a call without a token is UNAUTHENTICATED, a read-only
+// Tokens on tunerd and trackerd, with real processes: a call without a token is UNAUTHENTICATED, a read-only
 // token may query but not submit, cancel or import (PERMISSION_DENIED), a client token may do
 // everything, tune-client passes --token or $TUNEFARM_TOKEN, and no token reaches a log.
 #include <sys/wait.h>
@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/wire/credentials.h"
 #include "common/wire/wire.h"
+#include "tests/integration/http_harness.h"
 #include "tests/integration/farm_harness.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
 
@@ -220,6 +222,61 @@ TEST_F(SecurityAuthTest, UnauthenticatedCallsAreRefusedBeforeTheirBodyIsBuffered
   EXPECT_LT(growth, 100);
   // A client token still submits.
   EXPECT_TRUE(submit(kClientToken).ok()) << tunerd_->log();
+}
+
+// trackerd: a Measure request may carry a GiB of artifacts. Those without any of the farm's tokens
+// in their metadata are refused by its gate before they are read; the service counts each call it
+// refused after reading it (tunefarm_tracker_calls_refused_total), and sees none of them.
+TEST(TrackerAuth, UnauthenticatedCallsAreRefusedBeforeTheirBodyIsBuffered) {
+  int metrics_port = free_port();
+  Farm farm({"--agent-token-file", secret_file("agent-secret"), "--tuner-token-file", secret_file("tuner-secret"),
+             "--reader-token-file", secret_file("reader-secret"), "--metrics-listen",
+             fmt::format("127.0.0.1:{}", metrics_port)});
+  auto refused_after_reading = [&] {
+    return scrape(metrics_port, "tuner-secret").sum("tunefarm_tracker_calls_refused_total", {{"rpc", "Measure"}});
+  };
+  auto measure = [&](const v1::MeasureRequest& request, const std::string& token) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    add_bearer(context, token);
+    auto reader = farm.stub()->Measure(&context, request);
+    v1::MeasureResponse response;
+    while (reader->Read(&response)) {
+    }
+    return reader->Finish();
+  };
+  ASSERT_EQ(refused_after_reading(), 0) << farm.logs();
+
+  // Eight 60 MiB requests at once, without a token or with a wrong one (the request's own token
+  // field right, as an old client would send it): each buffered whole would add ~480 MiB.
+  v1::MeasureRequest big = kernel_request("matmul", 1);
+  big.set_token("tuner-secret");
+  big.mutable_candidates(0)->mutable_artifact()->set_data(std::string(60 << 20, 'x'));
+  double before = peak_rss_mib(farm.tracker().pid());
+  ASSERT_GT(before, 0);
+  std::vector<std::thread> callers;
+  std::vector<grpc::Status> answers(8);
+  for (size_t i = 0; i < answers.size(); ++i)
+    callers.emplace_back([&, i] { answers[i] = measure(big, i % 2 ? "not-a-token" : ""); });
+  for (auto& caller : callers) caller.join();
+  for (size_t i = 0; i < answers.size(); ++i) {
+    EXPECT_EQ(answers[i].error_code(), grpc::StatusCode::UNAUTHENTICATED) << answers[i].error_message();
+    EXPECT_NE(answers[i].error_message().find(i % 2 ? "not one this trackerd knows" : "requires a token"),
+              std::string::npos)
+        << answers[i].error_message();
+  }
+  double growth = peak_rss_mib(farm.tracker().pid()) - before;
+  std::cout << fmt::format("trackerd's peak RSS: {:.0f} MiB before, +{:.0f} MiB after 8 unauthenticated 60 MiB calls\n",
+                           before, growth);
+  EXPECT_LT(growth, 100);
+  EXPECT_EQ(refused_after_reading(), 0) << "an unauthenticated request reached the service";
+
+  // A reader token passes the gate (it is one of the farm's) but not Measure's check: read, refused
+  // and counted.
+  grpc::Status reader = measure(kernel_request("matmul", 1), "reader-secret");
+  EXPECT_EQ(reader.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(reader.error_message().find("Measure needs the tuner token"), std::string::npos) << reader.error_message();
+  EXPECT_EQ(refused_after_reading(), 1);
 }
 
 TEST_F(SecurityAuthTest, TuneClientSendsItsTokenFromAFileOrTheEnvironmentNeverTheCommandLine) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/wire/credentials.h"
 #include "common/wire/wire.h"
 #include "tests/integration/farm_harness.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
@@ -158,9 +159,12 @@ class SecurityBadInputTest : public ::testing::Test {
   grpc::Status session(const std::function<void(v1::AgentMessage&)>& make_first) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    auto stream = tracker_->AgentSession(&context);
     v1::AgentMessage first;
     make_first(first);
+    // As device-agent does: the hello's token in the call's metadata too (a first message that is
+    // not a hello comes from an agent that holds the token).
+    add_bearer(context, first.has_hello() ? first.hello().token() : "agent-secret");
+    auto stream = tracker_->AgentSession(&context);
     stream->Write(first);
     stream->WritesDone();
     v1::TrackerMessage reply;

@@ -2,14 +2,19 @@
 // kernels that open a socket, write outside their scratch directory, allocate without bound and
 // spin past their CPU budget. Each comes back as RUNTIME_ERROR naming the cause, the agent process
 // survives every one, and it measures a good kernel afterwards.
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "measure/cgroup.h"
 #include "measure/sandbox.h"
 #include "tests/integration/farm_harness.h"
 
@@ -115,6 +120,64 @@ TEST_F(SecuritySandboxTest, AnAgentWithoutNamespacesSaysSoAtStartAndMeasures) {
   MeasureOutcome good = farm_.measure(kernel_request("matmul", 2));
   EXPECT_TRUE(good.status.ok()) << good.status.error_message();
   expect_each_candidate_once(good, 2);
+}
+
+// The cgroup layer is named at start either way: in the line of layers where the agent makes a
+// cgroup per candidate, else in a warning that says why not and what to do.
+TEST_F(SecuritySandboxTest, AnAgentSaysAtStartWhetherItsCandidatesGetCgroups) {
+  Process& agent = farm_.start_agent("cg", "local-cpu");
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << agent.log();
+  std::string log = agent.log();
+  size_t layers = log.find("info measurement sandbox: ");
+  ASSERT_NE(layers, std::string::npos) << log;
+  std::string line = log.substr(layers, log.find('\n', layers) - layers);
+  bool has = line.find(" per candidate (") != std::string::npos;
+  bool says_why_not = log.find("warning measurement sandbox: no cgroup limits (") != std::string::npos &&
+                      log.find("Delegate=yes") != std::string::npos;
+  EXPECT_TRUE(has != says_why_not) << log;
+}
+
+// systemd stops an agent with SIGTERM: it ends cleanly, its scratch directory and its cgroups gone
+// (a gRPC thread that did not block SIGTERM used to take it, and the agent died where it stood).
+TEST_F(SecuritySandboxTest, AnAgentStoppedWithSigtermLeavesNoScratchOrCgroupBehind) {
+  std::string scratch = farm_.log_dir() + "/agent-scratch";
+  std::filesystem::create_directories(scratch);
+  Process& agent = farm_.start_agent("term", "local-cpu", {"--scratch-dir", scratch});
+  ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 1, std::chrono::seconds(20))) << agent.log();
+  std::string base_name = std::string(kCgroupPrefix) + std::to_string(agent.pid());
+  agent.signal(SIGTERM);
+  int status = agent.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << agent.log();
+  EXPECT_TRUE(std::filesystem::is_empty(scratch)) << "its scratch directory stayed";
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    if (line.find(" - cgroup") == std::string::npos) continue;
+    std::string point = line.substr(0, line.find(" - "));
+    std::istringstream fields(point);
+    std::string field;
+    for (int i = 0; i < 5 && fields >> field; ++i) {
+    }
+    // Wherever under a cgroup mount the agent made its base, it is gone.
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(field, ec);
+         it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      EXPECT_NE(it->path().filename().string(), base_name) << it->path();
+      if (it.depth() > 3) it.disable_recursion_pending();
+    }
+  }
+}
+
+// A delegated directory named on purpose that cannot be used is a mistake, said at start.
+TEST_F(SecuritySandboxTest, ACgroupDirectoryThatCannotBeUsedStopsTheAgent) {
+  std::string dir = farm_.log_dir() + "/not-a-cgroup";
+  std::filesystem::create_directories(dir);
+  Process& agent = farm_.start_agent("cg-wrong", "local-cpu", {"--cgroup", dir});
+  int status = agent.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << status;
+  EXPECT_NE(agent.log().find("--cgroup " + dir + ": " + dir + " is not a cgroup v2 directory"), std::string::npos)
+      << agent.log();
 }
 
 }  // namespace

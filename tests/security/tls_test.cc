@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "common/wire/credentials.h"
 #include "common/wire/wire.h"
 #include "tests/integration/farm_harness.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
@@ -130,6 +131,7 @@ TEST_F(SecurityTlsTest, AnAgentWithACertificateJoinsAndMeasuresOneWithoutDoesNot
   auto stub = v1::Tracker::NewStub(grpc::CreateChannel(tracker_address_, tls(true)));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  add_bearer(context, request.token());
   auto reader = stub->Measure(&context, request);
   v1::MeasureResponse response;
   int ok = 0;

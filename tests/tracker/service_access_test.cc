@@ -25,5 +25,20 @@ TEST(TrackerAccess, ListingsNeedAReaderAndMeasuringATuner) {
   EXPECT_EQ(tracker_access().at("AgentSession"), TrackerCaller::kAgent);
 }
 
+// The gate before any request is read lets in every token of the farm, and only those; while
+// agents or tuners need no token it lets in every call, since it cannot tell them apart.
+TEST(TrackerAccess, TheGateTakesEveryTokenOfTheFarmOrNone) {
+  auto gate = [](const char* agent, const char* tuner) {
+    BrokerOptions options;
+    options.agent_token = agent;
+    options.tuner_token = tuner;
+    options.reader_tokens = {"r1", "r2"};
+    return tracker_gate(options).tokens;
+  };
+  EXPECT_EQ(gate("a", "t"), (std::vector<std::string>{"a", "t", "r1", "r2"}));
+  EXPECT_TRUE(gate("", "t").empty());
+  EXPECT_TRUE(gate("a", "").empty());
+}
+
 }  // namespace
 }  // namespace tunefarm

@@ -1,5 +1,6 @@
-/* Finding 8: starts threads that never end, up to 5,000. Returns 0 when the sandbox stopped it
-   before 2,000, 91 when it got that many. */
+/* Finding 8: starts threads that never end until one is refused, up to 5,000, and returns 1000
+   plus how many it started, so that a test can hold the count against the sandbox's caps
+   (RLIMIT_NPROC, the cgroup's pids limit). */
 #include <pthread.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -20,5 +21,5 @@ int32_t entry(void* const* args) {
     pthread_t t;
     if (pthread_create(&t, &attr, forever, 0) != 0) break;
   }
-  return started >= 2000 ? 91 : 0;
+  return 1000 + started;
 }
