@@ -125,7 +125,7 @@ class FilterBuilder {
   std::vector<sock_filter> code_;
 };
 
-int install_seccomp_filter() {
+int install_seccomp_filter(bool private_ipc) {
   FilterBuilder filter;
   // No network: no new sockets of any family (the channel to the agent was opened before exec),
   // and no io_uring, whose requests would bypass this filter.
@@ -168,6 +168,14 @@ int install_seccomp_filter() {
   filter.deny_second_arg(SYS_ioctl, {TIOCSTI, TIOCLINUX}, EPERM);
   // Memory that the address-space cap does not count: a memfd is a file in memory.
   filter.deny(SYS_memfd_create, EPERM);
+  // System V segments, queues and semaphores outlive the process that made them: in an IPC
+  // namespace of its own they go with the namespace, without one they would pile up on the host,
+  // candidate after candidate, each up to the memory limit.
+  if (!private_ipc) {
+    filter.deny(SYS_shmget, EPERM);
+    filter.deny(SYS_msgget, EPERM);
+    filter.deny(SYS_semget, EPERM);
+  }
   // No new namespaces or mounts (a user namespace of its own would hand it capabilities there),
   // and none of the kernel's attack surface a tensor kernel has no use for.
   filter.deny(SYS_unshare, EPERM);
@@ -572,7 +580,7 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
   // A kernel built without seccomp filters says ENOSYS or EINVAL; so does qemu-user, which
   // cannot let a filter of the emulated program bind the emulator's own system calls. Any other
   // refusal is a sandbox that should have worked and did not.
-  int error = install_seccomp_filter();
+  int error = install_seccomp_filter(report.namespaces);
   if (error == ENOSYS || error == EINVAL) {
     report.warnings += fmt::format(
         "no seccomp filter ({}: this kernel or emulator does not offer one): kernels may open sockets, start "

@@ -6,6 +6,7 @@
 // owns the Measurer, and a signal that reaches it is counted.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/msg.h>
 #include <sys/prctl.h>
 #include <sys/shm.h>
 #include <sys/stat.h>
@@ -236,8 +237,11 @@ void remove_shm_segments(int megabytes) {
   }
 }
 
+// Without namespaces System V IPC is refused (SystemVObjectsDoNotOutliveTheirCandidate), so only
+// the namespaced worker gets as far as its memory limit.
 TEST_P(HostileKernelTest, SharedMemoryPastTheLimitEndsAsThatCandidatesMemoryError) {
   SKIP_WITHOUT_CGROUPS();
+  if (!GetParam()) GTEST_SKIP() << "without an IPC namespace System V segments are refused outright";
   std::string why;
   if (!CgroupManager::shared("", why)->swap_counted())
     GTEST_SKIP() << "this kernel does not count swap in a cgroup: the segments could go to swap";
@@ -252,6 +256,28 @@ TEST_P(HostileKernelTest, SharedMemoryPastTheLimitEndsAsThatCandidatesMemoryErro
   EXPECT_EQ(r.error(), v1::RUNTIME_ERROR) << r.error_msg();
   EXPECT_NE(r.error_msg().find("past its memory limit of 256 MiB"), std::string::npos) << r.error_msg();
   // The agent measures on, in a fresh cgroup.
+  EXPECT_EQ(measure_honest().error(), v1::OK);
+}
+
+void remove_left_ipc() {
+  int shm = shmget(0x74670000, 0, 0);
+  if (shm >= 0) shmctl(shm, IPC_RMID, nullptr);
+  int queue = msgget(0x74670001, 0);
+  if (queue >= 0) msgctl(queue, IPC_RMID, nullptr);
+}
+
+// A segment or queue a candidate leaves is gone with its IPC namespace, and without one it is
+// never made: before, each candidate run without namespaces could leave up to its memory limit on
+// the host.
+TEST_P(HostileKernelTest, SystemVObjectsDoNotOutliveTheirCandidate) {
+  remove_left_ipc();
+  v1::MeasureResult r = measure_hostile("ipc_leave");
+  bool segment_left = shmget(0x74670000, 0, 0) >= 0;
+  bool queue_left = msgget(0x74670001, 0) >= 0;
+  remove_left_ipc();
+  EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+  EXPECT_FALSE(segment_left) << "a shared memory segment outlived the candidate that made it";
+  EXPECT_FALSE(queue_left) << "a message queue outlived the candidate that made it";
   EXPECT_EQ(measure_honest().error(), v1::OK);
 }
 
