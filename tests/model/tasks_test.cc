@@ -133,6 +133,9 @@ TEST(ModelTasks, ConvolutionsAndDenseLayersCarryTheirShapesAndEpilogues) {
   // the residual Add before it (SkipLayerNormalization).
   EXPECT_EQ(tasks->untuned_ops["SkipLayerNormalization"], 2);
   EXPECT_EQ(tasks->untuned_ops.count("LayerNormalization"), 0u);
+  // What the tasks' figures miss: the steps outside the kernels and their bytes.
+  EXPECT_GT(tasks->other_steps, 3);
+  EXPECT_GT(tasks->other_bytes, 3 * 16 * 64 * 4);
   EXPECT_EQ(tasks->untuned_ops["Gelu"], 1);
   for (const char* piece : {"ReduceMean", "Pow", "Sqrt", "Erf"}) EXPECT_EQ(tasks->untuned_ops.count(piece), 0u) << piece;
 }
