@@ -72,8 +72,8 @@ std::string state_name(v1::JobState s) { return v1::JobState_Name(s); }
 
 // A model job's latency so far (common/wire.h), with its untuned estimate once known; empty for a
 // job of one task.
-std::string latency_estimate(const v1::JobProgress& p) {
-  auto latency = model_latency(p);
+std::string latency_estimate(const v1::Job& job) {
+  auto latency = model_latency(job);
   if (!latency) return "";
   return fmt::format("  model ~{:.3f} ms{}", latency->tuned_s * 1e3,
                      latency->untuned_s > 0 ? fmt::format(" (untuned {:.3f} ms)", latency->untuned_s * 1e3) : "");
@@ -95,7 +95,7 @@ std::string progress_line(const v1::Job& job) {
                      std::string(filled, '#'), std::string(width - filled, '.'), p.trials_done(), budget,
                      remeasuring, p.best_gflops(), p.current_gflops(), errors, format_duration(p.elapsed_s()),
                      p.eta_s() < 0 || p.trials_done() == 0 ? "?" : format_duration(p.eta_s())) +
-         latency_estimate(p);
+         latency_estimate(job);
 }
 
 void print_job(const v1::Job& job) {
@@ -208,6 +208,8 @@ int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
       *task->mutable_workload() = t.workload();
       task->set_weight(t.count());
     }
+    spec->set_other_steps(tasks->other_steps());
+    spec->set_other_bytes(tasks->other_bytes());
     if (!flags.json) fmt::print("{}: {} tasks\n", flags.model, tasks->tasks_size());
   }
   if (spec->tasks().empty())

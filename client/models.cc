@@ -44,6 +44,9 @@ int run_tasks(const GlobalFlags& global, const TasksFlags& flags) {
     for (const auto& [op, n] : ops) parts.push_back(fmt::format("{} x{}", op, n));
     fmt::print("not tuned: {}\n", fmt::join(parts, ", "));
   }
+  if (table->other_steps() > 0)
+    fmt::print("{} steps besides the tasks' kernels, {:.2f} MB read and written\n", table->other_steps(),
+               table->other_bytes() / 1e6);
   return 0;
 }
 

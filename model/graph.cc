@@ -60,6 +60,19 @@ int Graph::only_reader(const std::string& name) const {
   return -1;  // A graph output.
 }
 
+int Graph::producer(const std::string& name) const {
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (std::count(nodes[i].outputs.begin(), nodes[i].outputs.end(), name)) return static_cast<int>(i);
+  return -1;
+}
+
+bool Graph::scalar(const std::string& name, float& out) const {
+  const Value* v = find(name);
+  if (!v || !v->constant || !v->is_float || v->floats.size() != 1) return false;
+  out = v->floats[0];
+  return true;
+}
+
 std::string shape_string(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 }  // namespace tunefarm::model

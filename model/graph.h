@@ -76,6 +76,10 @@ class Graph {
   int readers(const std::string& name) const;
   // The index of the one node that reads `name`, or -1 when there are none or several.
   int only_reader(const std::string& name) const;
+  // The index of the node that writes `name`, or -1 (an input, a constant).
+  int producer(const std::string& name) const;
+  // The single float of constant `name`, if it is one (a scale, an epsilon, an exponent).
+  bool scalar(const std::string& name, float& out) const;
 };
 
 // "[1, 3, 224, 224]".

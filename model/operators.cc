@@ -27,17 +27,19 @@ Expr f32(double v) { return ir::float_imm(v); }
 
 // Reads `t` at the output index `idx` with NumPy broadcasting: dimensions align on the right, and
 // a dimension of 1 is read at 0.
-Expr broadcast_read(const te::Tensor& t, const std::vector<Var>& idx) {
+Expr broadcast_read(const te::Tensor& t, const std::vector<Expr>& idx) {
   const auto& shape = t.shape();
   std::vector<Expr> at;
   for (size_t d = 0; d < shape.size(); ++d) {
     size_t od = idx.size() - shape.size() + d;
-    at.push_back(shape[d] == 1 ? ir::int_imm(0) : Expr(idx[od]));
+    at.push_back(shape[d] == 1 ? ir::int_imm(0) : idx[od]);
   }
   return t(at);
 }
 
 std::vector<Expr> as_exprs(const std::vector<Var>& v) { return {v.begin(), v.end()}; }
+
+Expr broadcast_read(const te::Tensor& t, const std::vector<Var>& idx) { return broadcast_read(t, as_exprs(idx)); }
 
 Expr gelu(const Expr& x) {
   Expr erf = ir::call(ir::Type::f32(), "erf", {x * f32(1.0 / std::sqrt(2.0))});
@@ -116,37 +118,54 @@ std::vector<Expr> with_last(std::vector<Expr> row, Expr k) {
   return row;
 }
 
-// A statistic of each row (the sum or the max of `term(row, k)` over k < n), in two stages that
-// vectorize across the row (plain_schedule runs a stage's short last axis as one vector inside its
-// reduction): partial results in `lanes` columns (a power of two), column l over every lanes-th
-// term from l, then their sum or max. A row that is not a multiple of the lanes reads the identity past its end.
+// A statistic of each row (the sum or the max of `term(row, k)` over k < n), in stages that
+// vectorize across the row (plain_schedule runs a stage's short last axis as vectors inside its
+// reduction): partial results in `lanes` x `chains` columns (powers of two), column c over every
+// (lanes x chains)-th term from c, so that each of the `chains` vectors is an accumulator of its
+// own (one chain of dependent additions along the row waited on each addition's latency); then the
+// chains summed into `lanes` columns, then those. A row that is not a multiple of the columns
+// reads the identity past its end.
 te::Tensor row_statistic(const std::string& name, const std::vector<int64_t>& rows, int64_t n, bool max,
                          const std::function<Expr(const std::vector<Expr>&, Expr)>& term) {
   int64_t lanes = 1;
   while (lanes * 2 <= std::min<int64_t>(16, n)) lanes *= 2;
+  // Four chains where the row has at least two steps of them (Zen 4 and Skylake add vectors with a
+  // latency of 3-4 cycles at two a cycle); fewer on short rows, whose tail would be mostly identity.
+  int64_t chains = 1;
+  while (chains < 4 && lanes * chains * 4 <= n) chains *= 2;
+  int64_t width = lanes * chains;
   auto reduce = [&](Expr v, const te::IterVar& axis) { return max ? te::max_reduce(v, {axis}) : te::sum(v, {axis}); };
+  auto combine = [&](const Expr& a, const Expr& b) { return max ? ir::max(a, b) : a + b; };
   Expr identity = f32(max ? -std::numeric_limits<float>::infinity() : 0.0);
-  auto ko = te::reduce_axis((n + lanes - 1) / lanes, name + "_k");
+  auto ko = te::reduce_axis((n + width - 1) / width, name + "_k");
   std::vector<int64_t> shape = rows;
-  shape.push_back(lanes);
-  te::Tensor columns = te::compute(name + "_lanes", shape, [&](const std::vector<Var>& i) {
-    Expr k = Expr(ko->var) * lanes + Expr(i.back());
-    if (n % lanes == 0) return reduce(term(row_of(i), k), ko);
+  shape.push_back(width);
+  te::Tensor partial = te::compute(name + "_chains", shape, [&](const std::vector<Var>& i) {
+    Expr k = Expr(ko->var) * width + Expr(i.back());
+    if (n % width == 0) return reduce(term(row_of(i), k), ko);
     return reduce(ir::select(ir::lt(k, ir::int_imm(n)), term(row_of(i), ir::min(k, ir::int_imm(n - 1))), identity), ko);
   });
-  // The columns combined pairwise, a tree of depth log2(lanes) where a reduction over them would
-  // be a chain of `lanes` dependent additions (floating-point sums are not reassociated).
-  return te::compute(name, rows, [&](const std::vector<Var>& i) {
-    std::vector<Expr> terms;
-    for (int64_t l = 0; l < lanes; ++l) terms.push_back(columns(with_last(as_exprs(i), ir::int_imm(l))));
-    for (size_t width = terms.size(); width > 1; width /= 2)
-      for (size_t t = 0; t < width / 2; ++t) {
-        // Column t with column t + width/2: each level is one vector operation on halves.
-        const Expr& other = terms[t + width / 2];
-        terms[t] = max ? ir::max(terms[t], other) : terms[t] + other;
-      }
-    return terms[0];
+  shape.back() = lanes;
+  te::Tensor columns = chains == 1 ? partial : te::compute(name + "_lanes", shape, [&](const std::vector<Var>& i) {
+    std::vector<Expr> r = row_of(i);
+    Expr v = partial(with_last(r, Expr(i.back())));
+    for (int64_t c = 1; c < chains; ++c) v = combine(v, partial(with_last(r, Expr(i.back()) + ir::int_imm(c * lanes))));
+    return v;
   });
+  // The columns combined pairwise, a tree of depth log2(lanes) where a reduction over them would
+  // be a chain of `lanes` dependent additions (floating-point sums are not reassociated): each
+  // level a stage of half the columns, one vector operation on halves (as scalars, the levels took
+  // ~35 instructions a statistic, a tenth of a softmax row's).
+  te::Tensor level = columns;
+  for (int64_t half = lanes / 2; half >= 1; half /= 2) {
+    shape.back() = half;
+    te::Tensor wider = level;
+    level = te::compute(fmt::format("{}_{}", name, half), shape, [&](const std::vector<Var>& i) {
+      std::vector<Expr> r = row_of(i);
+      return combine(wider(with_last(r, Expr(i.back()))), wider(with_last(r, Expr(i.back()) + ir::int_imm(half))));
+    });
+  }
+  return te::compute(name, rows, [&](const std::vector<Var>& i) { return level(with_last(as_exprs(i), ir::int_imm(0))); });
 }
 
 // 1 where `c` holds, else 0: a comparison's or a logical operator's boolean, held as float32.
@@ -459,24 +478,39 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
     std::vector<int64_t> rows(out.begin(), out.end() - 1);
     int64_t n = out.back();
-    te::Tensor m = row_statistic("row_max", rows, n, true, [&](const std::vector<Expr>& r, Expr k) { return x(with_last(r, k)); });
+    // Attention's scale and mask, when the passes folded them in (passes/fuse_row_inputs.h): the
+    // softmax of x * scale + mask, each term computed where it is read.
+    float scale = node.float_attr("scale", 1.f);
+    auto term = [&](const std::vector<Expr>& at) {
+      Expr v = x(at);
+      if (scale != 1.f) v = v * f32(scale);
+      return in.size() > 1 ? v + broadcast_read(in[1], at) : v;
+    };
+    te::Tensor m = row_statistic("row_max", rows, n, true, [&](const std::vector<Expr>& r, Expr k) { return term(with_last(r, k)); });
     // The exponentials once, in a stage of their own that the sum and the quotient read.
     te::Tensor e = te::compute("shifted_exp", out, [&](const std::vector<Var>& i) {
-      return ir::call(ir::Type::f32(), "exp", {x(as_exprs(i)) - m(row_of(i))});
+      return ir::call(ir::Type::f32(), "exp", {term(as_exprs(i)) - m(row_of(i))});
     });
     te::Tensor s = row_statistic("row_sum", rows, n, false, [&](const std::vector<Expr>& r, Expr k) { return e(with_last(r, k)); });
     // Divisions once a row: the row's elements multiply.
     te::Tensor inv = te::compute("inv_sum", rows, [&](const std::vector<Var>& i) { return f32(1) / s(as_exprs(i)); });
     result = te::compute("out", out, [&](const std::vector<Var>& i) { return e(as_exprs(i)) * inv(row_of(i)); });
-  } else if (op == "LayerNormalization") {
+  } else if (op == "LayerNormalization" || op == "SkipLayerNormalization") {
     if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
     float eps = node.float_attr("epsilon", 1e-5f);
     int64_t n = out.back();
     std::vector<int64_t> rows(out.begin(), out.end() - 1);
-    te::Tensor total = row_statistic("total", rows, n, false, [&](const std::vector<Expr>& r, Expr k) { return x(with_last(r, k)); });
+    // SkipLayerNormalization (a residual Add the passes folded in: passes/fuse_row_inputs.h)
+    // normalizes input + skip, the sum computed in each pass over the row, from the two tensors.
+    bool skip = op == "SkipLayerNormalization";
+    if (skip && in.size() < 2) return unsupported(node, "has no skip input");
+    auto input = [&](const std::vector<Expr>& at) { return skip ? broadcast_read(x, at) + broadcast_read(in[1], at) : x(at); };
+    // The scale and the bias follow the input (and the skip).
+    size_t affine = skip ? 2 : 1;
+    te::Tensor total = row_statistic("total", rows, n, false, [&](const std::vector<Expr>& r, Expr k) { return input(with_last(r, k)); });
     te::Tensor mean = te::compute("mean", rows, [&](const std::vector<Var>& i) { return total(as_exprs(i)) / f32(double(n)); });
     te::Tensor squares = row_statistic("squares", rows, n, false, [&](const std::vector<Expr>& r, Expr k) {
-      Expr d = x(with_last(r, k)) - mean(r);
+      Expr d = input(with_last(r, k)) - mean(r);
       return d * d;
     });
     // The square root and the division once a row: the row's elements multiply.
@@ -485,9 +519,9 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     });
     result = te::compute("out", out, [&](const std::vector<Var>& i) {
       std::vector<Expr> r = row_of(i);
-      Expr y = (x(as_exprs(i)) - mean(r)) * inv_std(r);
-      if (in.size() > 1) y = y * broadcast_read(in[1], i);
-      if (in.size() > 2) y = y + broadcast_read(in[2], i);
+      Expr y = (input(as_exprs(i)) - mean(r)) * inv_std(r);
+      if (in.size() > affine) y = y * broadcast_read(in[affine], i);
+      if (in.size() > affine + 1) y = y + broadcast_read(in[affine + 1], i);
       return y;
     });
   } else if (op == "MaxPool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {

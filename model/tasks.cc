@@ -291,6 +291,16 @@ StatusOr<TaskTable> extract_tasks(Graph& graph) {
     if (is_tunable(node.op)) table.tunable_nodes += static_cast<int>(grouped_conv_groups(graph, node));
   // Nothing is tuned for a model that cannot be built.
   TF_RETURN_IF_ERROR(check_buildable(graph));
+  TF_ASSIGN_OR_RETURN(Program program, lower_graph(graph));
+  for (const Step& step : program.steps) {
+    if (step.workload) continue;
+    ++table.other_steps;
+    for (const auto& t : step.compute.args()) {
+      double elements = 1;
+      for (int64_t d : t.shape()) elements *= static_cast<double>(d);
+      table.other_bytes += 4 * elements;  // float32
+    }
+  }
   std::map<std::string, size_t> index;
   for (const Node& node : graph.nodes) {
     if (!is_tunable(node.op)) {

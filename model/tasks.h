@@ -26,6 +26,11 @@ struct TaskTable {
   std::map<std::string, int> untuned_ops;   // Operator -> nodes that are not tuning tasks.
   int tunable_nodes = 0;                    // Conv, Gemm and MatMul nodes (the counts sum to it).
   double total_flops = 0;
+  // The built model's steps that are not tasks' kernels (row-wise steps, leftover epilogues,
+  // layout conversions, copies), and the bytes they read and write in all: what a latency
+  // estimate from the tasks' figures misses.
+  int other_steps = 0;
+  double other_bytes = 0;
 };
 
 // The workload one tunable node computes, or an error naming the node and what is not supported.

@@ -79,7 +79,7 @@ json job_summary(const v1::Job& job) {
   if (tasks.empty())
     for (const v1::TuneTask& t : job.spec().tasks())
       tasks.push_back({{"workload", workload_text(t.workload())}, {"trials", 0}, {"best_gflops", 0.0}});
-  auto latency = model_latency(p);
+  auto latency = model_latency(job);
   return {{"id", job.id()},
           {"name", job.spec().name()},
           {"state", v1::JobState_Name(job.state())},

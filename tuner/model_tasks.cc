@@ -32,6 +32,8 @@ StatusOr<v1::ExtractTasksResponse> extract_model_tasks(std::string_view onnx, co
   out.set_tunable_nodes(table.tunable_nodes);
   out.set_total_flops(table.total_flops);
   out.set_model_name(file_name);
+  out.set_other_steps(table.other_steps);
+  out.set_other_bytes(table.other_bytes);
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "common/wire/wire.h"
 
+#include <algorithm>
+
 #include <google/protobuf/util/json_util.h>
 
 #include <fmt/format.h>
@@ -138,18 +140,24 @@ StatusOr<v1::Record> record_from_json_line(std::string_view line) {
   return record;
 }
 
-std::optional<ModelLatency> model_latency(const v1::JobProgress& progress) {
+std::optional<ModelLatency> model_latency(const v1::Job& job) {
+  const v1::JobProgress& progress = job.progress();
   if (progress.tasks_size() < 2) return std::nullopt;
   ModelLatency out;
   bool all_defaults = true;
+  double steps = std::max(0, job.spec().other_steps());
   for (const v1::TaskProgress& t : progress.tasks()) {
     if (t.best_gflops() <= 0 || t.flops() <= 0) return std::nullopt;
     double weight = t.weight() > 0 ? t.weight() : 1;
+    steps += weight;
     out.tuned_s += weight * t.flops() / (t.best_gflops() * 1e9);
     if (t.default_gflops() > 0) out.untuned_s += weight * t.flops() / (t.default_gflops() * 1e9);
     else all_defaults = false;
   }
-  if (!all_defaults) out.untuned_s = 0;
+  // The same for tuned and untuned: neither the other steps nor the calls are tuned.
+  double rest = std::max(0.0, job.spec().other_bytes()) / kOtherStepBytesPerS + steps * kStepCallS;
+  out.tuned_s += rest;
+  out.untuned_s = all_defaults ? out.untuned_s + rest : 0;
   return out;
 }
 

@@ -43,13 +43,23 @@ AgentPlatform agent_platform(const v1::AgentInfo& agent);
 
 // A model job's latency (a job of several weighted tasks): the sum over its tasks of weight x
 // FLOPs / speed, with the best configs so far and, once every task's default was measured, with
-// the templates' untuned defaults (0 until then). Nothing for a job of one task or while a task
-// has no figure yet. What `status` and the dashboard show for a model rather than GFLOP/s.
+// the templates' untuned defaults (0 until then); plus what the tasks' figures miss: the model's
+// other steps (the spec's other_steps and other_bytes: row-wise steps, epilogues, layout
+// conversions), their bytes at kOtherStepBytesPerS, and a call's cost for every step.
+// Nothing for a job of one task or while a task has no figure yet. What `status` and the
+// dashboard show for a model rather than GFLOP/s.
 struct ModelLatency {
   double tuned_s = 0;
   double untuned_s = 0;
 };
-std::optional<ModelLatency> model_latency(const v1::JobProgress& progress);
+std::optional<ModelLatency> model_latency(const v1::Job& job);
+
+// The speed of a built model's steps outside the tasks, bytes read and written per second, and
+// the cost of a step's call (the model's run loop and a kernel's entry), as measured on built
+// models at one thread (bench/RESULTS.md, issue 32: their other steps ran at 14-26 GB/s, and a
+// run took 0.26-0.37 us a step more than its steps' own times; AMD EPYC Zen 4).
+inline constexpr double kOtherStepBytesPerS = 15e9;
+inline constexpr double kStepCallS = 0.3e-6;
 
 grpc::Status to_grpc(const Status& status);
 Status from_grpc(const grpc::Status& status);

@@ -72,6 +72,41 @@ Linear to_linear(const Expr& e) {
   return out;
 }
 
+// (x / c) * (c * m) + (x % c) * m is x * m (division and remainder truncate alike: x == c * (x / c)
+// + x % c for any x): an index through a fused loop variable split back into its axes (a softmax's
+// heads and rows as one parallel loop) is the variable again, computed once rather than divided
+// and multiplied back in every inner iteration.
+void merge_div_mod(Linear& l) {
+  auto div_mod = [](const Expr& e, BinaryOp op, int64_t& c) -> const Binary* {
+    const auto* b = e->as<Binary>();
+    if (!b || b->op != op) return nullptr;
+    const int64_t* k = as_const_int(b->b);
+    if (!k || *k <= 0) return nullptr;
+    c = *k;
+    return b;
+  };
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (size_t i = 0; i < l.terms.size() && !merged; ++i) {
+      int64_t c = 0;
+      const Binary* d = div_mod(l.terms[i].first, BinaryOp::kDiv, c);
+      if (!d) continue;
+      for (size_t j = 0; j < l.terms.size() && !merged; ++j) {
+        int64_t cm = 0;
+        const Binary* m = div_mod(l.terms[j].first, BinaryOp::kMod, cm);
+        if (!m || cm != c || l.terms[i].second != c * l.terms[j].second || !equal(d->a, m->a)) continue;
+        Expr x = d->a;
+        int64_t scale = l.terms[j].second;
+        l.terms.erase(l.terms.begin() + static_cast<std::ptrdiff_t>(std::max(i, j)));
+        l.terms.erase(l.terms.begin() + static_cast<std::ptrdiff_t>(std::min(i, j)));
+        l.add(to_linear(x), scale);
+        l.drop_zeros();
+        merged = true;
+      }
+    }
+  }
+}
+
 // Positive terms, then a positive constant, then what is subtracted: a + b + 3 - c - 1.
 Expr from_linear(const Linear& l) {
   Expr out;
@@ -132,7 +167,9 @@ class Simplifier : public IRMutator {
       case BinaryOp::kAdd: case BinaryOp::kSub: case BinaryOp::kMul: {
         Expr rebuilt = (a == op->a && b == op->b) ? e : binary(op->op, a, b);
         if (as_const_int(rebuilt)) return rebuilt;
-        return from_linear(to_linear(rebuilt));
+        Linear l = to_linear(rebuilt);
+        merge_div_mod(l);
+        return from_linear(l);
       }
       case BinaryOp::kDiv: return simplify_div(a, b);
       case BinaryOp::kMod: return simplify_mod(a, b);

@@ -1,6 +1,7 @@
 #include "compiler/ops/op.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "compiler/schedule/schedule.h"
 #include "compiler/te/widen_reductions.h"
@@ -61,15 +62,24 @@ Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind) {
 namespace {
 
 // Runs a stage's innermost axis as vectors of 16: inside the stage's reduction if it has one (the
-// vector holds that many outputs, each accumulating its own terms).
+// vector holds that many outputs, each accumulating its own terms). A reduction's axis of up to 4
+// vectors runs them all inside the reduction, unrolled: that many independent accumulators, one
+// pass over what the reduction reads (a row statistic's chains, model/operators.cc).
 void vectorize_innermost(schedule::Stage& st) {
   const auto& shape = st.op()->buffer->shape;
   if (shape.empty() || shape.back() <= 1) return;
-  te::IterVar lanes = st.axis(shape.size() - 1);
-  if (shape.back() > 16) lanes = st.split(lanes, 16).second;
+  constexpr int64_t kLanes = 16, kChains = 4;
+  te::IterVar lanes = st.axis(shape.size() - 1), chains;
+  if (shape.back() > kLanes) std::tie(chains, lanes) = st.split(lanes, kLanes);
   if (!st.op()->reduce_axes.empty()) {
+    bool inside = chains && shape.back() <= kLanes * kChains;
     std::vector<te::IterVar> order(st.leaf_iter_vars().begin(), st.leaf_iter_vars().end());
     order.erase(std::remove(order.begin(), order.end(), lanes), order.end());
+    if (inside) {
+      order.erase(std::remove(order.begin(), order.end(), chains), order.end());
+      order.push_back(chains);
+      st.unroll(chains);
+    }
     order.push_back(lanes);
     st.reorder(order);
   }

@@ -7,21 +7,6 @@
 namespace tunefarm::model {
 namespace {
 
-// The node that produces `value`, or -1.
-int producer(const Graph& g, const std::string& value) {
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (std::count(g.nodes[i].outputs.begin(), g.nodes[i].outputs.end(), value)) return static_cast<int>(i);
-  return -1;
-}
-
-// The single scalar of a constant, if `value` is one.
-bool scalar(const Graph& g, const std::string& value, float& out) {
-  const Value* v = g.find(value);
-  if (!v || !v->constant || !v->is_float || v->floats.size() != 1) return false;
-  out = v->floats[0];
-  return true;
-}
-
 // The input of a binary node that is not `from`.
 const std::string& other_input(const Node& n, const std::string& from) { return n.inputs[0] == from ? n.inputs[1] : n.inputs[0]; }
 
@@ -34,18 +19,18 @@ int next(const Graph& g, const std::string& value, const char* op) {
 // A GELU ending at the node `end` (the final Mul by 0.5, or the Mul by x when the 0.5 came first).
 bool match_gelu(const Graph& g, int erf, std::vector<int>& chain, std::string& input, std::string& output) {
   const Node& e = g.nodes[erf];
-  int div = producer(g, e.inputs[0]);
+  int div = g.producer(e.inputs[0]);
   float k;
   if (div < 0 || g.nodes[div].op != "Div" || g.readers(g.nodes[div].outputs[0]) != 1 ||
-      !scalar(g, g.nodes[div].inputs[1], k) || std::abs(k - std::sqrt(2.f)) > 1e-3f)
+      !g.scalar(g.nodes[div].inputs[1], k) || std::abs(k - std::sqrt(2.f)) > 1e-3f)
     return false;
   input = g.nodes[div].inputs[0];
   int add = next(g, e.outputs[0], "Add");
-  if (add < 0 || !scalar(g, other_input(g.nodes[add], e.outputs[0]), k) || k != 1.f) return false;
+  if (add < 0 || !g.scalar(other_input(g.nodes[add], e.outputs[0]), k) || k != 1.f) return false;
   int mul = next(g, g.nodes[add].outputs[0], "Mul");
   if (mul < 0 || other_input(g.nodes[mul], g.nodes[add].outputs[0]) != input) return false;
   int half = next(g, g.nodes[mul].outputs[0], "Mul");
-  if (half < 0 || !scalar(g, other_input(g.nodes[half], g.nodes[mul].outputs[0]), k) || k != 0.5f) return false;
+  if (half < 0 || !g.scalar(other_input(g.nodes[half], g.nodes[mul].outputs[0]), k) || k != 0.5f) return false;
   chain = {div, erf, add, mul, half};
   output = g.nodes[half].outputs[0];
   return true;
@@ -83,11 +68,11 @@ bool match_layer_norm(const Graph& g, int mean, std::vector<int>& chain, std::st
     if (n.op == "Div" && n.inputs[0] == d) div = static_cast<int>(i);
   }
   float k;
-  if (pow < 0 || div < 0 || !scalar(g, g.nodes[pow].inputs[1], k) || k != 2.f) return false;
+  if (pow < 0 || div < 0 || !g.scalar(g.nodes[pow].inputs[1], k) || k != 2.f) return false;
   int var = next(g, g.nodes[pow].outputs[0], "ReduceMean");
   if (var < 0) return false;
   int add = next(g, g.nodes[var].outputs[0], "Add");
-  if (add < 0 || !scalar(g, other_input(g.nodes[add], g.nodes[var].outputs[0]), eps)) return false;
+  if (add < 0 || !g.scalar(other_input(g.nodes[add], g.nodes[var].outputs[0]), eps)) return false;
   int sqrt = next(g, g.nodes[add].outputs[0], "Sqrt");
   if (sqrt < 0 || g.nodes[div].inputs[1] != g.nodes[sqrt].outputs[0] || g.readers(g.nodes[sqrt].outputs[0]) != 1)
     return false;

@@ -4,6 +4,7 @@
 #include "model/passes/fold_batch_norm.h"
 #include "model/passes/fold_constants.h"
 #include "model/passes/fuse_patterns.h"
+#include "model/passes/fuse_row_inputs.h"
 #include "model/passes/group_epilogues.h"
 
 namespace tunefarm::model {
@@ -20,7 +21,10 @@ Status run_passes(Graph& graph) {
   TF_RETURN_IF_ERROR(decompose(graph).status());
   // 4. The node chains exporters spell LayerNorm and GELU with become one node each.
   TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
-  // 5. Bias, residual Add, ReLU and ReLU6 after a tunable operator join it as its epilogue; last,
+  // 5. A residual Add before a LayerNorm, attention's scale and mask before a Softmax, join it;
+  //    before the epilogues, which would take the residual Add into the GEMM before it.
+  TF_RETURN_IF_ERROR(fuse_row_inputs(graph).status());
+  // 6. Bias, residual Add, ReLU and ReLU6 after a tunable operator join it as its epilogue; last,
   //    so that they follow the folded bias and the fused activations.
   return group_epilogues(graph).status();
 }

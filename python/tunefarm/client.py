@@ -167,6 +167,12 @@ class TaskStatus:
     best_config: dict       # set once the job ended
 
 
+# common/wire/wire.h's kOtherStepBytesPerS and kStepCallS: the speed of a built model's steps that
+# are not tasks, and a step's call.
+_OTHER_STEP_BYTES_PER_S = 15e9
+_STEP_CALL_S = 0.3e-6
+
+
 class JobStatus:
     """A job as tunerd last reported it. str() is tune-client's progress line."""
 
@@ -194,11 +200,25 @@ class JobStatus:
 
     @property
     def latency_ms(self):
-        """A model's latency by its tasks' best configs (sum of count x time per run), in ms; None
-        until every task has a figure."""
+        """A model's latency by its tasks' best configs (sum of count x time per run) and its other
+        steps (see _rest_ms), in ms; None until every task has a figure."""
         if not self.tasks or any(t.best_gflops <= 0 or t.flops <= 0 for t in self.tasks):
             return None
-        return 1e3 * sum(t.weight * t.flops / (t.best_gflops * 1e9) for t in self.tasks)
+        return 1e3 * sum(t.weight * t.flops / (t.best_gflops * 1e9) for t in self.tasks) + self._rest_ms()
+
+    @property
+    def untuned_latency_ms(self):
+        """The same with the templates' defaults; None until every default has a figure."""
+        if not self.tasks or any(t.default_gflops <= 0 or t.flops <= 0 for t in self.tasks):
+            return None
+        return 1e3 * sum(t.weight * t.flops / (t.default_gflops * 1e9) for t in self.tasks) + self._rest_ms()
+
+    def _rest_ms(self):
+        """What the tasks' figures miss, as common/wire/wire.h model_latency counts it: the model's
+        steps that are not tasks (their bytes at _OTHER_STEP_BYTES_PER_S) and a call for every step."""
+        spec = self.proto.spec
+        steps = max(0, spec.other_steps) + sum(t.weight for t in self.tasks)
+        return 1e3 * (max(0.0, spec.other_bytes) / _OTHER_STEP_BYTES_PER_S + steps * _STEP_CALL_S)
 
     def __str__(self):
         return progress_line(self)
@@ -329,6 +349,8 @@ class ModelTasks:
     untuned_ops: dict
     tunable_nodes: int
     total_flops: float
+    other_steps: int = 0        # the built model's steps that are not tasks ...
+    other_bytes: float = 0.0    # ... and the bytes they read and write
 
     def __iter__(self):
         return iter(self.tasks)
@@ -442,7 +464,7 @@ class Client:
         r = self._call("ExtractTasks", upload.chunks(first), None, timeout=300)
         return ModelTasks(r.model_name, [ModelTask(_wire.workload_text(t.workload), t.count, t.flops, t.share,
                                                    tuple(t.nodes)) for t in r.tasks],
-                          dict(r.untuned_ops), r.tunable_nodes, r.total_flops)
+                          dict(r.untuned_ops), r.tunable_nodes, r.total_flops, r.other_steps, r.other_bytes)
 
     def submit(self, model=None, workloads=None, *, input_shapes=None, trials=200, device="local-cpu",
                target="llvm", time_budget=None, early_stopping=0, batch_size=0, strategy="xgb-sa", priority=0,
@@ -463,8 +485,11 @@ class Client:
         for w in workloads or []:
             spec.tasks.add(workload=_wire.workload_message(w), template_name=template or "")
         if model is not None:
-            for t in self.tasks(model, input_shapes).tasks:
+            tasks = self.tasks(model, input_shapes)
+            for t in tasks:
                 spec.tasks.add(workload=_wire.workload_message(t.workload), weight=t.count)
+            spec.other_steps = tasks.other_steps
+            spec.other_bytes = tasks.other_bytes
             if not name and not isinstance(model, (bytes, bytearray)) and not hasattr(model, "SerializeToString"):
                 spec.name = os.path.basename(os.fspath(model))
         response = self._call("SubmitJob", tuner_pb2.SubmitJobRequest(spec=spec), "submit", timeout=30)

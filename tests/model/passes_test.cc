@@ -7,6 +7,7 @@
 #include "model/graph.h"
 #include "model/passes/fold_constants.h"
 #include "model/passes/fuse_patterns.h"
+#include "model/passes/fuse_row_inputs.h"
 #include "model/passes/group_epilogues.h"
 #include "model/passes/passes.h"
 
@@ -169,6 +170,62 @@ TEST(FusePatterns, TheReduceMeanChainWithItsScaleAndShiftBecomesOneLayerNorm) {
   EXPECT_EQ(ln.outputs, (std::vector<std::string>{"y"}));
   EXPECT_FLOAT_EQ(ln.float_attr("epsilon", 0), 1e-5f);
   EXPECT_EQ(ln.sources.size(), 9u);
+}
+
+// A residual Add of two computed tensors joins the LayerNorm after it (its scale and bias after the
+// two); an Add of a constant (a bias) does not, nor an Add whose sum something else reads too.
+TEST(FuseRowInputs, AResidualAddJoinsTheLayerNormAfterIt) {
+  GraphBuilder b;
+  for (const char* v : {"a", "r", "s", "y", "c", "t", "z"}) b.value(v, {2, 8});
+  b.constant("gamma", {8}, std::vector<float>(8, 1.5f));
+  b.constant("beta", {8}, std::vector<float>(8, 0.25f));
+  b.constant("bias", {8}, std::vector<float>(8, 1.f));
+  b.node("Add", {"a", "r"}, "s");
+  b.node("LayerNormalization", {"s", "gamma", "beta"}, "y");
+  b.node("Add", {"y", "bias"}, "c");
+  b.node("LayerNormalization", {"c", "gamma", "beta"}, "t");
+  b.node("Add", {"t", "a"}, "u");
+  b.value("u", {2, 8});
+  b.node("LayerNormalization", {"u", "gamma", "beta"}, "z");
+  b.g.inputs = {"a", "r"};
+  b.g.outputs = {"z", "u"};
+  auto folded = fuse_row_inputs(b.g);
+  ASSERT_TRUE(folded.ok());
+  EXPECT_EQ(*folded, 1);
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"SkipLayerNormalization", "Add", "LayerNormalization", "Add",
+                                                   "LayerNormalization"}));
+  EXPECT_EQ(b.g.nodes[0].inputs, (std::vector<std::string>{"a", "r", "gamma", "beta"}));
+  EXPECT_EQ(b.g.nodes[0].outputs, (std::vector<std::string>{"y"}));
+  EXPECT_EQ(b.g.nodes[0].sources, (std::vector<std::string>{"y_node", "s_node"}));
+}
+
+// Attention's scale (a Div or a Mul by a constant scalar) and its mask (an Add of a tensor that
+// broadcasts to the scores) join the Softmax after them; a Div by a tensor does not.
+TEST(FuseRowInputs, ScaleAndMaskJoinTheSoftmax) {
+  GraphBuilder b;
+  for (const char* v : {"q", "d", "m", "p", "e", "f", "g"}) b.value(v, {1, 2, 4, 4});
+  b.value("mask", {1, 1, 1, 4});
+  b.scalar("eight", 8.f);
+  b.node("Div", {"q", "eight"}, "d");
+  b.node("Add", {"mask", "d"}, "m");
+  b.node("Softmax", {"m"}, "p");
+  b.node("Mul", {"eight", "p"}, "e");
+  b.node("Softmax", {"e"}, "f");
+  b.node("Div", {"f", "q"}, "h");
+  b.value("h", {1, 2, 4, 4});
+  b.node("Softmax", {"h"}, "g");
+  b.g.inputs = {"q", "mask"};
+  b.g.outputs = {"g"};
+  auto folded = fuse_row_inputs(b.g);
+  ASSERT_TRUE(folded.ok());
+  EXPECT_EQ(*folded, 3);
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Softmax", "Softmax", "Div", "Softmax"}));
+  EXPECT_EQ(b.g.nodes[0].inputs, (std::vector<std::string>{"q", "mask"}));
+  EXPECT_FLOAT_EQ(b.g.nodes[0].float_attr("scale", 0), 0.125f);
+  EXPECT_EQ(b.g.nodes[1].inputs, (std::vector<std::string>{"p"}));
+  EXPECT_FLOAT_EQ(b.g.nodes[1].float_attr("scale", 0), 8.f);
+  EXPECT_EQ(b.g.nodes[3].inputs, (std::vector<std::string>{"h"}));
+  EXPECT_EQ(b.g.nodes[3].attributes.count("scale"), 0u);
 }
 
 // A convolution [1, 4, 6, 6] and what follows it.

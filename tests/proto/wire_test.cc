@@ -71,5 +71,35 @@ TEST(Wire, ConfigRoundTripsThroughProto) {
   EXPECT_EQ(from_proto(p), c);
 }
 
+// A model's latency estimate: each task's count x FLOPs at its best and its default speed, plus
+// the steps outside the tasks (their bytes at kOtherStepBytesPerS) and a call for every step.
+TEST(Wire, ModelLatencyAddsTheStepsOutsideTheTasks) {
+  v1::Job job;
+  for (double gflops : {10.0, 20.0}) {
+    v1::TaskProgress* t = job.mutable_progress()->add_tasks();
+    t->set_flops(1e6);
+    t->set_weight(2);
+    t->set_best_gflops(gflops);
+    t->set_default_gflops(gflops / 2);
+  }
+  auto kernels_only = model_latency(job);
+  ASSERT_TRUE(kernels_only.has_value());
+  double calls = 4 * kStepCallS;
+  EXPECT_NEAR(kernels_only->tuned_s, 2e6 / 10e9 + 2e6 / 20e9 + calls, 1e-12);
+  EXPECT_NEAR(kernels_only->untuned_s, 2e6 / 5e9 + 2e6 / 10e9 + calls, 1e-12);
+  job.mutable_spec()->set_other_steps(3);
+  job.mutable_spec()->set_other_bytes(6e6);
+  auto with_rest = model_latency(job);
+  ASSERT_TRUE(with_rest.has_value());
+  double rest = 6e6 / kOtherStepBytesPerS + 3 * kStepCallS;
+  EXPECT_NEAR(with_rest->tuned_s - kernels_only->tuned_s, rest, 1e-12);
+  EXPECT_NEAR(with_rest->untuned_s - kernels_only->untuned_s, rest, 1e-12);
+  // Until every task has a figure there is no estimate; until every default has one, no untuned.
+  job.mutable_progress()->mutable_tasks(1)->set_default_gflops(0);
+  EXPECT_EQ(model_latency(job)->untuned_s, 0);
+  job.mutable_progress()->mutable_tasks(1)->set_best_gflops(0);
+  EXPECT_FALSE(model_latency(job).has_value());
+}
+
 }  // namespace
 }  // namespace tunefarm

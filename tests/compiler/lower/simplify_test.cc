@@ -25,6 +25,19 @@ TEST(Simplify, DivModOfSplitIndexWithRanges) {
   EXPECT_EQ(to_string(simplify(div(j, int_imm(32)))), "(((jo*32) + ji)/32)");
 }
 
+// A fused index split back into its axes and flattened is the fused index again (a softmax's
+// heads and rows fused into one parallel loop, read at [f / 128, f % 128, k] of a 128 x 128 row
+// block); a remainder of another divisor, or of another variable, stays.
+TEST(Simplify, DivAndModOfOneIndexRecombine) {
+  Var f = make_var("f"), k = make_var("k"), g = make_var("g");
+  Expr flat = add(add(mul(div(f, int_imm(128)), int_imm(16384)), mul(mod(f, int_imm(128)), int_imm(128))), k);
+  EXPECT_EQ(to_string(simplify(flat)), "((f*128) + k)");
+  Expr other = add(mul(div(f, int_imm(128)), int_imm(16384)), mul(mod(g, int_imm(128)), int_imm(128)));
+  EXPECT_EQ(to_string(simplify(other)), "(((f/128)*16384) + ((g % 128)*128))");
+  Expr divisor = add(mul(div(f, int_imm(64)), int_imm(16384)), mul(mod(f, int_imm(128)), int_imm(128)));
+  EXPECT_EQ(to_string(simplify(divisor)), "(((f/64)*16384) + ((f % 128)*128))");
+}
+
 TEST(Simplify, MinMaxAndComparisonsDecidedByRanges) {
   Var o = make_var("o");
   RangeMap r = {{o.get(), {0, 2}}};
