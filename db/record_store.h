@@ -78,6 +78,22 @@ struct LeaseRenewal {
 // its own transaction, that the job's lease is still at that generation.
 struct LeaseFences;
 
+// Who asked for a job and under which request id (SubmitJob's): a submit that names a request
+// already made answers the job it made rather than a second one (create_job()).
+struct JobRequest {
+  // Whose request ids these are: one submitter cannot reach another's jobs through them. Empty on
+  // a service without tokens, where every client is the same one.
+  std::string submitter;
+  // Empty: the submit makes a new job whatever came before. At most 128 printable ASCII characters
+  // without spaces.
+  std::string request_id;
+};
+
+struct CreatedJob {
+  v1::Job job;
+  bool created = false;  // False: the request had made `job` before.
+};
+
 struct ImportStats {
   int64_t imported = 0;
   int64_t skipped = 0;  // Already present.
@@ -146,6 +162,15 @@ class RecordStore {
   // workload and the target must parse, and the budget must be positive; the service checks the
   // rest (device keys, strategies).
   StatusOr<v1::Job> create_job(const v1::JobSpec& spec);
+  // The same for a submit that names its request: when `request` (its submitter and request id)
+  // has made a job already, that job, whatever state it is in, and nothing new is stored. Two
+  // submits of one request at once, on one tunerd or on two sharing the history, get one job: the
+  // history's unique index decides, and the one that lost reads the winner's job back.
+  // ALREADY_EXISTS naming the job when the request made a job of another spec.
+  StatusOr<CreatedJob> create_job(const v1::JobSpec& spec, const JobRequest& request);
+  // The job `request` made, if any, checked as create_job() checks it: ALREADY_EXISTS when its
+  // spec is not `spec` (the build target, which tunerd fills in, aside).
+  StatusOr<std::optional<v1::Job>> find_requested_job(const JobRequest& request, const v1::JobSpec& spec);
   // Moves a job to `state`, stamping started_at on the first RUNNING and finished_at on an end
   // state. An ended job (SUCCEEDED, FAILED, CANCELLED) does not change again. `error` replaces
   // the stored reason: why the job failed, empty otherwise.

@@ -199,7 +199,13 @@ Status JobManager::check_queue_room_locked(const std::string& client) const {
   return Status();
 }
 
-StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::string& client) {
+StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::string& client,
+                                     const db::JobRequest& request) {
+  TF_ASSIGN_OR_RETURN(std::optional<v1::Job> earlier, store_.find_requested_job(request, submitted));
+  if (earlier) {
+    spdlog::info("job {}: submitted again (request id '{}'): the same job", earlier->id(), request.request_id);
+    return get(earlier->id());
+  }
   TF_RETURN_IF_ERROR(validate(submitted));
   v1::JobSpec spec = submitted;
   spec.clear_build_target();
@@ -233,7 +239,11 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::st
     std::lock_guard<std::mutex> lock(mu_);
     TF_RETURN_IF_ERROR(check_queue_room_locked(client));
   }
-  TF_ASSIGN_OR_RETURN(v1::Job job, store_.create_job(spec));
+  TF_ASSIGN_OR_RETURN(db::CreatedJob created, store_.create_job(spec, request));
+  // A submit of the same request that was being set up meanwhile, here or on another tunerd, made
+  // the job: it is queued already.
+  if (!created.created) return get(created.job.id());
+  v1::Job job = std::move(created.job);
   if (store_.shared()) {
     {
       std::lock_guard<std::mutex> lock(mu_);

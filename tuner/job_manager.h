@@ -101,8 +101,10 @@ class JobManager {
   // Validates the spec (tasks, workloads, target, device key, budgets, measure options) and queues
   // the job. INVALID_ARGUMENT names the field at fault, or the device key whose agents cannot run
   // the target. `client` names who submits, for the per-client queue limit; empty: only the
-  // service-wide limit applies. RESOURCE_EXHAUSTED says which limit was reached.
-  StatusOr<v1::Job> submit(const v1::JobSpec& spec, const std::string& client = {});
+  // service-wide limit applies. RESOURCE_EXHAUSTED says which limit was reached. A `request` that
+  // made a job before answers that job, before any check (it was checked then, and the queue may
+  // have filled since): see db::RecordStore::create_job().
+  StatusOr<v1::Job> submit(const v1::JobSpec& spec, const std::string& client = {}, const db::JobRequest& request = {});
   StatusOr<v1::Job> get(const std::string& job_id);
   // Cancels a queued or running job; cancelling an ended job is FAILED_PRECONDITION.
   StatusOr<v1::Job> cancel(const std::string& job_id);
