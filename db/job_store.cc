@@ -168,7 +168,7 @@ StatusOr<std::optional<v1::Job>> RecordStore::find_requested_job(const JobReques
     if (!found) return Status();
     TF_ASSIGN_OR_RETURN(job, read_job(stmt));
     return Status();
-  }));
+  }, Reads::kOneStatement));
   if (job && !same_request(job->spec(), spec))
     return Status(StatusCode::kAlreadyExists, fmt::format(
         "request id '{}' already made job {}, with another spec; a submit sent again must send the same spec, and a "
@@ -274,7 +274,7 @@ StatusOr<v1::Job> RecordStore::get_job(std::string_view job_id) {
     if (!found) return not_found(fmt::format("job {} does not exist", job_id));
     TF_ASSIGN_OR_RETURN(job, read_job(stmt));
     return Status();
-  }));
+  }, Reads::kOneStatement));
   return job;
 }
 
