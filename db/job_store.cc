@@ -310,6 +310,20 @@ StatusOr<std::vector<v1::Job>> RecordStore::list_jobs(const std::vector<v1::JobS
   return jobs;
 }
 
+StatusOr<RecordStore::QueuedJobs> RecordStore::count_queued_jobs(std::string_view submitter) {
+  QueuedJobs queued;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("SELECT COUNT(*), COALESCE(SUM(CASE WHEN submitter = ?2 THEN 1 "
+                                                           "ELSE 0 END), 0) FROM jobs WHERE state = ?1"));
+    stmt.bind(1, int64_t{v1::QUEUED});
+    stmt.bind(2, submitter);
+    TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+    if (row) queued = {stmt.column_int(0), stmt.column_int(1)};
+    return Status();
+  }, Reads::kOneStatement));
+  return queued;
+}
+
 StatusOr<std::map<v1::JobState, int64_t>> RecordStore::count_jobs_by_state() {
   std::map<v1::JobState, int64_t> counts;
   TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {

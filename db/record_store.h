@@ -184,6 +184,13 @@ class RecordStore {
   StatusOr<std::vector<v1::Job>> list_jobs(const std::vector<v1::JobState>& states, int limit = 0);
   // How many jobs are in each state, over the whole history.
   StatusOr<std::map<v1::JobState, int64_t>> count_jobs_by_state();
+  // How many jobs wait in the queue (QUEUED) over the whole history, and how many of them
+  // `submitter` submitted: the queue that the tunerds sharing a history serve together.
+  struct QueuedJobs {
+    int64_t total = 0;
+    int64_t of_submitter = 0;
+  };
+  StatusOr<QueuedJobs> count_queued_jobs(std::string_view submitter);
   // Stores `job` as it is (id, state, times, progress), when no job has its id: how a history
   // moves to another database. Answers whether it was stored.
   StatusOr<bool> put_job(const v1::Job& job);

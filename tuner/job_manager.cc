@@ -184,18 +184,29 @@ Status JobManager::start() {
   return Status();
 }
 
-Status JobManager::check_queue_room_locked(const std::string& client) const {
-  if (static_cast<int>(queue_.size()) >= options_.max_queued_jobs)
+Status JobManager::check_queue_room(const std::string& client, const std::string& submitter) {
+  int64_t waiting = 0, of_client = 0;
+  if (store_.shared()) {
+    // The queue is the history's: every tunerd sharing it takes from it.
+    TF_ASSIGN_OR_RETURN(db::RecordStore::QueuedJobs queued, store_.count_queued_jobs(submitter));
+    waiting = queued.total;
+    of_client = submitter.empty() ? 0 : queued.of_submitter;
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting = static_cast<int64_t>(queue_.size());
+    if (!client.empty())
+      of_client = std::count_if(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.client == client; });
+  }
+  if (waiting >= options_.max_queued_jobs)
     return resource_exhausted(fmt::format("{} jobs are already waiting to run (at most {}, --max-queued-jobs); "
                                           "submit again when some have finished, or cancel some",
-                                          queue_.size(), options_.max_queued_jobs));
+                                          waiting, options_.max_queued_jobs));
   if (client.empty()) return Status();
-  auto waiting = std::count_if(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.client == client; });
-  if (waiting >= options_.max_queued_jobs_per_client)
+  if (of_client >= options_.max_queued_jobs_per_client)
     return resource_exhausted(fmt::format("{} already has {} jobs waiting to run (at most {} per client, "
                                           "--max-queued-jobs-per-client); submit again when some have finished, "
                                           "or cancel some",
-                                          client, waiting, options_.max_queued_jobs_per_client));
+                                          client, of_client, options_.max_queued_jobs_per_client));
   return Status();
 }
 
@@ -235,10 +246,7 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::st
                                         build_target.to_string()));
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    TF_RETURN_IF_ERROR(check_queue_room_locked(client));
-  }
+  TF_RETURN_IF_ERROR(check_queue_room(client, request.submitter));
   TF_ASSIGN_OR_RETURN(db::CreatedJob created, store_.create_job(spec, request));
   // A submit of the same request that was being set up meanwhile, here or on another tunerd, made
   // the job: it is queued already.
@@ -348,8 +356,8 @@ StatusOr<v1::Job> JobManager::resume(const std::string& job_id, const std::strin
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return unavailable("the tuning service is shutting down");
-    TF_RETURN_IF_ERROR(check_queue_room_locked(client));
   }
+  TF_RETURN_IF_ERROR(check_queue_room(client, ""));
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.reopen_job(job_id));
   spdlog::info("job {}: resumed on request", job_id);
   if (store_.shared()) {

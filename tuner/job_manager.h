@@ -129,8 +129,9 @@ class JobManager {
   // Joins ended job threads, then starts queued jobs while there is room.
   void launch_queued_locked();
   void start_queued_locked();
-  // RESOURCE_EXHAUSTED when the queue, or `client`'s share of it, is full.
-  Status check_queue_room_locked(const std::string& client) const;
+  // RESOURCE_EXHAUSTED when the queue, or `client`'s share of it, is full: this tunerd's queue, or
+  // in a shared history the history's (QUEUED jobs, `submitter`'s among them).
+  Status check_queue_room(const std::string& client, const std::string& submitter);
   void run_job(const std::string& job_id);
   Status run_job_inner(const std::string& job_id, Running& running);
   void publish(const std::string& job_id, const v1::Job& job, std::string message);
