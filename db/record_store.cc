@@ -281,7 +281,7 @@ RecordStore::~RecordStore() = default;
 StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path, RecordStoreOptions options) {
   auto busy_timeout = std::min(options.busy_budget, kCallBusyTimeout);
   if (is_postgres_url(path)) {
-    TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
+    TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout, options.reply_timeout));
     TF_RETURN_IF_ERROR(
         retry_while_busy([&] { return migrate(*connection, postgres_migrations()); }, options.busy_budget, path));
     auto writer = std::make_unique<Writer>(std::move(connection), options.busy_budget, 50000, options.on_commit);
@@ -290,7 +290,7 @@ StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path
     return store;
   }
   TF_RETURN_IF_ERROR(check_file_header(path));
-  TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
+  TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout, options.reply_timeout));
   TF_RETURN_IF_ERROR(check_pages(*connection, path, options.check));
   Status status = retry_while_busy(
       [&]() -> Status {
@@ -328,7 +328,8 @@ Status RecordStore::with_reader(const std::function<Status(Connection&)>& read, 
     }
   }
   if (!connection) {
-    auto opened = Connection::open(path_, Connection::Mode::kReadOnly, std::min(options_.busy_budget, kCallBusyTimeout));
+    auto opened = Connection::open(path_, Connection::Mode::kReadOnly, std::min(options_.busy_budget, kCallBusyTimeout),
+                                   options_.reply_timeout);
     if (!opened.ok()) return opened.status();
     connection = std::move(opened).value();
     if (connection->dialect() == Dialect::kSqlite) {

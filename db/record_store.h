@@ -46,6 +46,11 @@ struct RecordStoreOptions {
   // integrity_check (indexes against tables too; slower).
   enum class Check { kQuick, kFull };
   Check check = Check::kQuick;
+  // PostgreSQL: how long the server may stay silent while a statement waits for its answer before
+  // the connection is taken for broken and the call fails (kUnavailable). A hung server or a
+  // network that swallows everything would otherwise hold the caller for good: a tunerd's
+  // shutdown behind a lease renewal, for one. tunerd makes it its lease.
+  std::chrono::milliseconds reply_timeout{60000};
   // Told after each write transaction how long it took, how many writes it held and whether it
   // committed (tunerd's history-write metrics); on the writer's thread, so it must not block.
   std::function<void(double seconds, size_t writes, bool committed)> on_commit;
@@ -212,6 +217,7 @@ class RecordStore {
   // (every write about its job fails) until forget_lease().
   StatusOr<std::vector<LeaseRenewal>> renew_leases(std::string_view owner, std::chrono::milliseconds duration);
   // Gives the lease up so that another tunerd may take the job at once (the job keeps its state).
+  // While the history cannot be written (write_outage()), only stops fencing and answers why.
   Status release_lease(std::string_view job_id);
   // Stops fencing writes about `job_id` without touching the database (after its lease was lost).
   void forget_lease(std::string_view job_id);

@@ -276,5 +276,39 @@ TEST_F(SharedHistoryTest, ATunerdCutOffFromTheHistoryStopsItsJobAndAnotherTakesI
   expect_exact(*other, {job});
 }
 
+// A tunerd asked to stop while its connection to PostgreSQL is silent (the relay still takes every
+// byte, so TCP and its keepalives see nothing wrong) stops within a few leases: it waits for no
+// answer longer than its lease (its renewal in flight included), and not for the history to return.
+TEST_F(SharedHistoryTest, ATunerdCutOffFromTheHistoryStopsWithoutWaitingForIt) {
+  Relay relay(PgServer::shared().port());
+  std::string through_relay = url_;
+  through_relay.replace(through_relay.find(std::to_string(PgServer::shared().port())),
+                        std::to_string(PgServer::shared().port()).size(), std::to_string(relay.port()));
+  auto cut = tunerd("cut", through_relay);
+  v1::Job job = submit(*cut, spec(64));
+  auto deadline = Clock::now() + seconds(60);
+  while (records_of(job.id()) == 0 && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
+  relay.partition(true);
+  // A heartbeat (every quarter lease) is on its way into the silence.
+  std::this_thread::sleep_for(milliseconds(static_cast<int>(kLeaseS * 1000 / 2)));
+  pid_t pid = cut->pid();
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  auto asked = Clock::now();
+  bool exited = false;
+  while (!exited && Clock::now() - asked < seconds(30)) {
+    int status = 0;
+    exited = ::waitpid(pid, &status, WNOHANG) == pid;
+    if (!exited) std::this_thread::sleep_for(milliseconds(20));
+  }
+  double took = std::chrono::duration<double>(Clock::now() - asked).count();
+  if (!exited) ::kill(pid, SIGKILL);
+  relay.partition(false);
+  ASSERT_TRUE(exited) << "tunerd still waits 30 s after SIGTERM\n" << cut->log();
+  std::printf("tunerd cut off from the history stopped %.2f s after SIGTERM (lease %.1f s)\n", took, kLeaseS);
+  // The renewal in flight gives up after a lease of silence, the job's last writes each after a
+  // connect timeout (libpq's least, 2 s); nothing waits for the history to come back.
+  EXPECT_LT(took, kLeaseS * 4 + 2) << cut->log();
+}
+
 }  // namespace
 }  // namespace tunefarm::testing
