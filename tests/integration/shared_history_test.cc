@@ -135,7 +135,8 @@ class SharedHistoryTest : public ::testing::Test {
   std::unique_ptr<Tunerd> tunerd(const std::string& name, const std::string& history) {
     return std::make_unique<Tunerd>(farm_, farm_.log_dir() + "/" + name,
                                     std::vector<std::string>{"--history", history, "--lease-s",
-                                                             fmt::format("{}", kLeaseS), "--max-jobs", "6"});
+                                                             fmt::format("{}", kLeaseS), "--max-jobs",
+                                                             fmt::format("{}", kJobs)});
   }
   static v1::JobSpec spec(int n) {
     v1::JobSpec spec;
@@ -186,18 +187,19 @@ class SharedHistoryTest : public ::testing::Test {
 
   static constexpr double kLeaseS = 2;
   static constexpr int kTrials = 12;
+  static constexpr int kJobs = 12;  // The twelve; each tunerd has room for all of them.
   std::string url_;
   Farm farm_;
 };
 
-// Three tunerds, one PostgreSQL, two agents; six jobs submitted round-robin; two tunerds killed
-// with SIGKILL one after the other while they run jobs: the others, which have room (--max-jobs 6),
+// Three tunerds, one PostgreSQL, two agents; twelve jobs submitted round-robin; two tunerds killed
+// with SIGKILL one after the other while they run jobs: the others, which have room (--max-jobs 12),
 // take their jobs over within the lease (plus a heartbeat), and any tunerd answers for any job.
 TEST_F(SharedHistoryTest, JobsOfKilledTunerdsAreTakenOverAndEndWithTheirExactBudget) {
   std::vector<std::unique_ptr<Tunerd>> tunerds;
   for (int i = 0; i < 3; ++i) tunerds.push_back(tunerd(fmt::format("tunerd-{}", i), url_));
   std::vector<v1::Job> jobs;
-  for (int i = 0; i < 6; ++i) jobs.push_back(submit(*tunerds[i % 3], spec(40 + 8 * i)));
+  for (int i = 0; i < kJobs; ++i) jobs.push_back(submit(*tunerds[i % 3], spec(40 + 8 * i)));
   // Any tunerd answers for any job.
   EXPECT_EQ(tunerds[2]->get(jobs[0].id()).id(), jobs[0].id());
 
