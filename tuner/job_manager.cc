@@ -165,15 +165,9 @@ Status JobManager::start() {
   std::lock_guard<std::mutex> lock(mu_);
   // Oldest first, as they were submitted.
   for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
-    if (int crashes = BuildGuard::crashes(options_.build_mark_dir, it->id()); crashes >= kBuildCrashesBeforeFailing) {
-      std::string why = fmt::format(
-          "tunerd died {} times in a row while compiling this job's candidates (target '{}'); the job is not "
-          "resumed, so that it cannot stop the service again",
-          crashes, from_proto(it->spec().target()).ok() ? from_proto(it->spec().target())->to_string() : "?");
-      spdlog::error("job {}: {}", it->id(), why);
-      TF_ASSIGN_OR_RETURN(v1::Job failed, store_.update_job_state(it->id(), v1::FAILED, why));
-      BuildGuard::clear(options_.build_mark_dir, it->id());
-      updates_[it->id()] = JobUpdate{failed, "failed: " + why, 1, true};
+    TF_ASSIGN_OR_RETURN(std::optional<v1::Job> failed, fail_if_builds_kept_crashing(*it));
+    if (failed) {
+      updates_[it->id()] = JobUpdate{*failed, "failed: " + failed->error(), 1, true};
       continue;
     }
     spdlog::info("job {}: resuming ({})", it->id(), v1::JobState_Name(it->state()));
@@ -182,6 +176,19 @@ Status JobManager::start() {
   }
   launch_queued_locked();
   return Status();
+}
+
+StatusOr<std::optional<v1::Job>> JobManager::fail_if_builds_kept_crashing(const v1::Job& job) {
+  int crashes = BuildGuard::crashes(options_.build_mark_dir, job.id());
+  if (crashes < kBuildCrashesBeforeFailing) return std::optional<v1::Job>();
+  std::string why = fmt::format(
+      "tunerd died {} times in a row while compiling this job's candidates (target '{}'); the job is not "
+      "resumed, so that it cannot stop the service again",
+      crashes, from_proto(job.spec().target()).ok() ? from_proto(job.spec().target())->to_string() : "?");
+  spdlog::error("job {}: {}", job.id(), why);
+  TF_ASSIGN_OR_RETURN(v1::Job failed, store_.update_job_state(job.id(), v1::FAILED, why));
+  BuildGuard::clear(options_.build_mark_dir, job.id());
+  return std::optional<v1::Job>(std::move(failed));
 }
 
 Status JobManager::check_queue_room(const std::string& client, const std::string& submitter) {
@@ -898,6 +905,17 @@ bool JobManager::take_job(const std::string& job_id, const std::string& client) 
   auto generation = store_.acquire_lease(job_id, owner_, options_.lease);
   if (!generation.ok() || !*generation) return false;
   auto job = store_.get_job(job_id);
+  // A job taken over after its tunerd died is guarded as one resumed after a restart: a tunerd
+  // that died compiling it twice (its marks are in this tunerd's data directory when this is that
+  // tunerd, restarted) fails it rather than die a third time.
+  if (job.ok()) {
+    auto failed = fail_if_builds_kept_crashing(*job);
+    if (!failed.ok() || *failed) {
+      (void)store_.release_lease(job_id);
+      if (failed.ok()) publish(job_id, **failed, "failed: " + (*failed)->error());
+      return false;
+    }
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_ || !job.ok()) {
     lock.unlock();

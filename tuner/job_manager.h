@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,6 +127,10 @@ class JobManager {
  private:
   struct Running;
 
+  // Fails a job during whose builds tunerd died kBuildCrashesBeforeFailing times in a row (as its
+  // BuildGuard mark in build_mark_dir says) rather than run it again: the failed job, or nothing
+  // when it may run.
+  StatusOr<std::optional<v1::Job>> fail_if_builds_kept_crashing(const v1::Job& job);
   // Joins ended job threads, then starts queued jobs while there is room.
   void launch_queued_locked();
   void start_queued_locked();

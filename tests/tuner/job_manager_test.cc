@@ -731,3 +731,25 @@ TEST_F(SharedJobManagerTest, AJobIsTakenOnlyWhenASlotIsFree) {
 
 }  // namespace
 }  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+// A job taken over in a shared history is guarded as one resumed after a restart: a tunerd whose
+// marks say it died compiling the job twice fails it instead of taking it on.
+TEST_F(SharedJobManagerTest, AJobThatKeptCrashingTunerdWhileCompilingIsFailedWhenTakenOver) {
+  std::string twice = other_->create_job(spec(8))->id();
+  std::ofstream(dir_ / (twice + ".building")) << "2\n";
+  JobManagerOptions options = shared_options("a");
+  options.build_mark_dir = dir_.string();
+  JobManager m(*store_, tasks_, slow(), known_keys, options);
+  ASSERT_TRUE(m.start().ok());
+  v1::Job failed = wait_until_ended(m, twice);
+  EXPECT_EQ(failed.state(), v1::FAILED);
+  EXPECT_THAT(failed.error(), HasSubstr("died 2 times in a row while compiling this job's candidates"));
+  EXPECT_EQ(store_->count_measured_configs(twice).value(), 0);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / (twice + ".building")));
+}
+
+}  // namespace
+}  // namespace tunefarm
