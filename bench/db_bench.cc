@@ -165,6 +165,7 @@ int main(int argc, char** argv) {
   std::string scratch_parent = std::filesystem::temp_directory_path().string();
   std::string history;
   int writers = 1;
+  bool queries_only = false;
   app.add_option("--records", records, "records to fill the history with")->check(CLI::Range(int64_t{1000}, int64_t{100'000'000}));
   app.add_option("--batch", batch, "records per add() call")->check(CLI::Range(1, 100000));
   app.add_option("--queries", queries, "best-config queries to time")->check(CLI::Range(100, 10'000'000));
@@ -173,7 +174,11 @@ int main(int argc, char** argv) {
   app.add_option("--history", history, "an empty PostgreSQL database to fill instead (postgresql://...)");
   app.add_option("--writers", writers, "stores writing at once, each its share of the records")
       ->check(CLI::Range(1, 64));
+  app.add_flag("--queries-only", queries_only,
+               "time the best queries on the --history an earlier run filled, inserting nothing: builds of the store "
+               "compared on one history, one after the other");
   CLI11_PARSE(app, argc, argv);
+  if (queries_only && history.empty()) return fail(invalid_argument("--queries-only needs --history"));
 
   std::vector<Workload> workloads = default_workloads();
   if (!workloads_file.empty()) {
@@ -200,57 +205,59 @@ int main(int argc, char** argv) {
   fmt::print("history: {} records over {} workloads x {} targets x 2 device keys, batches of {}, {} writer(s), {}\n\n",
              records, workloads.size(), kTargets.size(), batch, writers, history.empty() ? "SQLite" : "PostgreSQL");
 
-  // Fill. Drawing a million random records costs as much CPU as storing them, so a pool of
-  // batches is drawn first and reused, each record given a new measurement time and job so that
-  // every record stored is a distinct measurement. The time covers add() (validation, encoding,
-  // queueing) and the writer, up to the last record committed. Writer w stores the records n with
-  // n % writers == w.
-  RecordMaker maker(workloads, 1);
-  std::vector<std::vector<v1::Record>> pool(std::max<int64_t>(1, std::min<int64_t>(records, 50000) / batch));
-  for (size_t p = 0; p < pool.size(); ++p)
-    for (int i = 0; i < batch; ++i) pool[p].push_back(maker.make(static_cast<int64_t>(p) * batch + i));
-  std::vector<Status> fill_status(writers);
-  auto fill = [&](int w) {
-    std::vector<std::vector<v1::Record>> mine = pool;
-    int64_t share = records / writers + (w < records % writers);
-    for (int64_t done = 0, b = 0; done < share; ++b) {
-      std::vector<v1::Record>& pending = mine[b % mine.size()];
-      int64_t count = std::min<int64_t>(batch, share - done);
-      pending.resize(count);
-      for (v1::Record& record : pending) {
-        int64_t n = done++ * writers + w;
-        int64_t at = 1'700'000'000'000'000 + n * 1000;
-        record.mutable_result()->set_started_at_us(at);
-        record.mutable_result()->set_finished_at_us(at + 800);
-        record.set_job_id(fmt::format("job-{:04}", n / 5000));
-      }
-      if (Status s = stores[w]->add(pending); !s.ok()) {
-        fill_status[w] = s;
-        return;
-      }
-    }
-    fill_status[w] = stores[w]->flush();
-  };
-  auto fill_start = Clock::now();
-  std::vector<std::thread> fillers;
-  for (int w = 0; w < writers; ++w) fillers.emplace_back(fill, w);
-  for (auto& t : fillers) t.join();
-  for (const Status& s : fill_status)
-    if (!s.ok()) return fail(s);
-  double fill_s = seconds_since(fill_start);
-  double insert_per_s = records / fill_s;
-
-  // tunerd's own pattern: one measurement batch of 64 at a time, waiting for each commit.
-  RecordMaker tuner_maker(workloads, 2);
+  double insert_per_s = 0, sync_per_s = 0;
   constexpr int kTunerRecords = 6400;
-  auto sync_start = Clock::now();
-  for (int64_t n = 0; n < kTunerRecords; n += 64) {
-    std::vector<v1::Record> measured;
-    for (int64_t i = n; i < n + 64; ++i) measured.push_back(tuner_maker.make(records + i));
-    auto inserted = store.insert(measured);
-    if (!inserted.ok()) return fail(inserted.status());
+  if (!queries_only) {
+    // Fill. Drawing a million random records costs as much CPU as storing them, so a pool of
+    // batches is drawn first and reused, each record given a new measurement time and job so that
+    // every record stored is a distinct measurement. The time covers add() (validation, encoding,
+    // queueing) and the writer, up to the last record committed. Writer w stores the records n with
+    // n % writers == w.
+    RecordMaker maker(workloads, 1);
+    std::vector<std::vector<v1::Record>> pool(std::max<int64_t>(1, std::min<int64_t>(records, 50000) / batch));
+    for (size_t p = 0; p < pool.size(); ++p)
+      for (int i = 0; i < batch; ++i) pool[p].push_back(maker.make(static_cast<int64_t>(p) * batch + i));
+    std::vector<Status> fill_status(writers);
+    auto fill = [&](int w) {
+      std::vector<std::vector<v1::Record>> mine = pool;
+      int64_t share = records / writers + (w < records % writers);
+      for (int64_t done = 0, b = 0; done < share; ++b) {
+        std::vector<v1::Record>& pending = mine[b % mine.size()];
+        int64_t count = std::min<int64_t>(batch, share - done);
+        pending.resize(count);
+        for (v1::Record& record : pending) {
+          int64_t n = done++ * writers + w;
+          int64_t at = 1'700'000'000'000'000 + n * 1000;
+          record.mutable_result()->set_started_at_us(at);
+          record.mutable_result()->set_finished_at_us(at + 800);
+          record.set_job_id(fmt::format("job-{:04}", n / 5000));
+        }
+        if (Status s = stores[w]->add(pending); !s.ok()) {
+          fill_status[w] = s;
+          return;
+        }
+      }
+      fill_status[w] = stores[w]->flush();
+    };
+    auto fill_start = Clock::now();
+    std::vector<std::thread> fillers;
+    for (int w = 0; w < writers; ++w) fillers.emplace_back(fill, w);
+    for (auto& t : fillers) t.join();
+    for (const Status& s : fill_status)
+      if (!s.ok()) return fail(s);
+    insert_per_s = records / seconds_since(fill_start);
+
+    // tunerd's own pattern: one measurement batch of 64 at a time, waiting for each commit.
+    RecordMaker tuner_maker(workloads, 2);
+    auto sync_start = Clock::now();
+    for (int64_t n = 0; n < kTunerRecords; n += 64) {
+      std::vector<v1::Record> measured;
+      for (int64_t i = n; i < n + 64; ++i) measured.push_back(tuner_maker.make(records + i));
+      auto inserted = store.insert(measured);
+      if (!inserted.ok()) return fail(inserted.status());
+    }
+    sync_per_s = kTunerRecords / seconds_since(sync_start);
   }
-  double sync_per_s = kTunerRecords / seconds_since(sync_start);
 
   // Queries: random triples, half on one device key and half on any; every answer must exist.
   std::mt19937_64 random(3);

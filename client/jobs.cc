@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -37,6 +38,8 @@ struct SubmitFlags {
   int priority = 0;
   uint64_t seed = 0;
   std::string name;
+  std::string request_id;
+  std::string submit_timeout = "30s";
   bool watch = false;
   bool json = false;
 };
@@ -178,8 +181,47 @@ int follow(const GlobalFlags& global, const std::string& job_id, bool json) {
                           last.error().empty() ? "" : ": " + last.error()));
 }
 
+// 128 random bits: one submit's request id, which no other submit of this client draws.
+std::string random_request_id() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) id += fmt::format("{:08x}", random());
+  return id;
+}
+
+// SubmitJob, sent again while the answer is lost on the way (UNAVAILABLE: no replica reached, or
+// one that died mid-call; DEADLINE_EXCEEDED: tunerd slower than `timeout`): the request id makes
+// every try the same submit, so that a job whose first answer was lost is made once. Each try
+// waits twice as long as the one before, after a pause that doubles too.
+grpc::Status submit_with_retries(const GlobalFlags& global, const v1::SubmitJobRequest& request,
+                                 v1::SubmitJobResponse* response, std::chrono::milliseconds timeout) {
+  constexpr int kTries = 5;
+  auto stub = tuner(global);
+  auto pause = std::chrono::milliseconds(500);
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    grpc::Status status = stub->SubmitJob(&context, request, response);
+    bool lost = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!lost || attempt == kTries) return status;
+    fmt::print(stderr,
+               "tune-client: submit try {} of {}: {}; sending it again in {:.1f} s with the same request id {} (the "
+               "job is made once)\n",
+               attempt, kTries, rpc_failure_message(global.server, "submit", status), pause.count() / 1000.0,
+               request.request_id());
+    std::this_thread::sleep_for(pause);
+    pause *= 2;
+    timeout *= 2;
+  }
+}
+
 int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
   v1::SubmitJobRequest request;
+  request.set_request_id(flags.request_id.empty() ? random_request_id() : flags.request_id);
+  auto submit_timeout = parse_duration(flags.submit_timeout);
+  if (!submit_timeout.ok()) return fail(submit_timeout.status().with_context("--submit-timeout").message());
+  if (*submit_timeout <= 0) return fail("--submit-timeout must be longer than 0");
   v1::JobSpec* spec = request.mutable_spec();
   std::vector<Workload> workloads;
   for (const auto& text : flags.workloads) {
@@ -244,7 +286,8 @@ int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
                                                             : flags.name);
 
   v1::SubmitJobResponse response;
-  grpc::Status status = call_tuner(global, &v1::Tuner::Stub::SubmitJob, request, &response, std::chrono::seconds(30));
+  auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(*submit_timeout));
+  grpc::Status status = submit_with_retries(global, request, &response, std::max(timeout, std::chrono::milliseconds(1)));
   if (!status.ok()) return rpc_failure(global.server, "submit", status);
   if (flags.json && !flags.watch) {
     fmt::print("{}\n", to_json(response.job()));
@@ -349,6 +392,12 @@ void add_jobs_commands(CLI::App& app, const GlobalFlags& global, Commands& comma
   s->add_option("--priority", submit->priority, "Queue priority on the farm");
   s->add_option("--seed", submit->seed, "Search seed (default: derived from the job id)");
   s->add_option("--name", submit->name, "A name for people");
+  s->add_option("--request-id", submit->request_id,
+                "Names this submit: sent again with the same spec it answers the job it made, not a second one "
+                "(default: a random id; a submit whose answer is lost is sent again with it)");
+  s->add_option("--submit-timeout", submit->submit_timeout,
+                "How long the first try of the submit waits for tunerd (30s, 2m); each try after waits twice as long")
+      ->capture_default_str();
   s->add_flag("--watch", submit->watch, "Follow the job with a progress bar until it ends");
   s->add_flag("--json", submit->json, "Print JSON");
   commands.push_back({s, [&global, submit] { return run_submit(global, *submit); }});

@@ -80,9 +80,11 @@ class Connection {
 
   // Opens the history at `location`: a PostgreSQL URL (db/postgres.h), or a SQLite file, which
   // kReadWrite creates. `busy_timeout` is how long one call waits for another's lock before
-  // answering busy.
+  // answering busy. `reply_timeout`: how long a PostgreSQL server may stay silent while a command
+  // waits for its answer before the connection is taken for broken (db/postgres.h).
   static StatusOr<std::unique_ptr<Connection>> open(const std::string& location, Mode mode,
-                                                    std::chrono::milliseconds busy_timeout);
+                                                    std::chrono::milliseconds busy_timeout,
+                                                    std::chrono::milliseconds reply_timeout = std::chrono::seconds(60));
   virtual ~Connection() = default;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

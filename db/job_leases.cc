@@ -109,6 +109,9 @@ Status RecordStore::release_lease(std::string_view job_id) {
   std::optional<int64_t> generation = fences_->generation(job_id);
   forget_lease(job_id);
   if (!generation) return Status();
+  // Releasing only spares the others the lease's wait; while the history cannot be written it would
+  // cost this caller a try (a connect timeout), for a lease that expires by itself.
+  if (Status outage = writer_->outage(); !outage.ok()) return outage;
   std::string id(job_id);
   return writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
     TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("UPDATE jobs SET owner = '', lease_expires_at = "

@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <google/protobuf/util/message_differencer.h>
 
 #include "common/wire/wire.h"
 #include "db/queries.h"
@@ -70,6 +71,27 @@ Status check_spec(const v1::JobSpec& spec) {
   return Status();
 }
 
+Status check_request(const JobRequest& request) {
+  if (request.request_id.size() > 128)
+    return invalid_argument(fmt::format("request id is {} characters long, at most 128", request.request_id.size()));
+  for (char c : request.request_id)
+    if (c <= ' ' || c > '~')
+      return invalid_argument("a request id may hold only printable ASCII characters, no spaces");
+  return Status();
+}
+
+// A job's row by its request: the partial unique index (request_id <> '') answers it.
+const std::string kRequestedJobSql =
+    std::string(kSelectJob) + "WHERE submitter = ?1 AND request_id = ?2 AND request_id <> ''";
+
+// Whether two specs ask for the same job; the build target is tunerd's, filled in from the agents
+// of the device key, which may have changed between the two.
+bool same_request(v1::JobSpec a, v1::JobSpec b) {
+  a.clear_build_target();
+  b.clear_build_target();
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
 // A job's state as the writer's transaction sees it; NOT_FOUND for a job that does not exist.
 StatusOr<v1::JobState> state_of(Connection& connection, std::string_view job_id) {
   TF_ASSIGN_OR_RETURN(Statement select, connection.prepare("SELECT state FROM jobs WHERE id = ?1"));
@@ -82,28 +104,77 @@ StatusOr<v1::JobState> state_of(Connection& connection, std::string_view job_id)
 }  // namespace
 
 StatusOr<v1::Job> RecordStore::create_job(const v1::JobSpec& spec) {
+  TF_ASSIGN_OR_RETURN(CreatedJob created, create_job(spec, JobRequest{}));
+  return std::move(created.job);
+}
+
+StatusOr<CreatedJob> RecordStore::create_job(const v1::JobSpec& spec, const JobRequest& request) {
   TF_RETURN_IF_ERROR(check_spec(spec));
+  TF_RETURN_IF_ERROR(check_request(request));
   std::string spec_bytes = spec.SerializeAsString();
   std::string progress_bytes = v1::JobProgress().SerializeAsString();
   int64_t created = now_us();
   // A fresh id collides with a stored one about never; trying a few is cheaper than reasoning.
   for (int attempt = 0;; ++attempt) {
     std::string id = new_job_id();
+    // Answers 1 when the job was stored, 0 when its request had made one already. ON CONFLICT
+    // rather than a look first: of two submits of one request at once, PostgreSQL holds the second
+    // insert until the first commits, and READ COMMITTED's next statement then sees the first's row.
     auto stored = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
       TF_ASSIGN_OR_RETURN(Statement stmt,
-                          connection.prepare("INSERT INTO jobs (id, spec, state, progress, created_at_us) "
-                                             "VALUES (?1, ?2, ?3, ?4, ?5)"));
+                          connection.prepare("INSERT INTO jobs (id, spec, state, progress, created_at_us, submitter, "
+                                             "request_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING"));
       stmt.bind(1, id);
       stmt.bind_blob(2, spec_bytes);
       stmt.bind(3, int64_t{v1::QUEUED});
       stmt.bind_blob(4, progress_bytes);
       stmt.bind(5, created);
+      stmt.bind(6, request.submitter);
+      stmt.bind(7, request.request_id);
       TF_RETURN_IF_ERROR(stmt.run());
-      return connection.changes();
+      if (connection.changes() > 0) return 1;
+      if (!request.request_id.empty()) {
+        TF_ASSIGN_OR_RETURN(Statement made, connection.prepare(kRequestedJobSql));
+        made.bind(1, request.submitter);
+        made.bind(2, request.request_id);
+        TF_ASSIGN_OR_RETURN(bool found, made.step());
+        if (found) return 0;
+      }
+      return Status(StatusCode::kAlreadyExists, fmt::format("job id {} is taken", id));
     }).get();
-    if (stored.ok()) return get_job(id);
+    if (stored.ok() && *stored > 0) {
+      TF_ASSIGN_OR_RETURN(v1::Job job, get_job(id));
+      return CreatedJob{std::move(job), true};
+    }
+    if (stored.ok()) {
+      TF_ASSIGN_OR_RETURN(std::optional<v1::Job> earlier, find_requested_job(request, spec));
+      if (!earlier) return internal_error(fmt::format("request id '{}' made a job that cannot be read back", request.request_id));
+      return CreatedJob{std::move(*earlier), false};
+    }
     if (stored.status().code() != StatusCode::kAlreadyExists || attempt == 3) return stored.status();
   }
+}
+
+StatusOr<std::optional<v1::Job>> RecordStore::find_requested_job(const JobRequest& request, const v1::JobSpec& spec) {
+  TF_RETURN_IF_ERROR(check_request(request));
+  if (request.request_id.empty()) return std::optional<v1::Job>();
+  std::optional<v1::Job> job;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    job.reset();
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(kRequestedJobSql));
+    stmt.bind(1, request.submitter);
+    stmt.bind(2, request.request_id);
+    TF_ASSIGN_OR_RETURN(bool found, stmt.step());
+    if (!found) return Status();
+    TF_ASSIGN_OR_RETURN(job, read_job(stmt));
+    return Status();
+  }, Reads::kOneStatement));
+  if (job && !same_request(job->spec(), spec))
+    return Status(StatusCode::kAlreadyExists, fmt::format(
+        "request id '{}' already made job {}, with another spec; a submit sent again must send the same spec, and a "
+        "new job needs a new request id",
+        request.request_id, job->id()));
+  return job;
 }
 
 StatusOr<bool> RecordStore::put_job(const v1::Job& job) {
@@ -203,7 +274,7 @@ StatusOr<v1::Job> RecordStore::get_job(std::string_view job_id) {
     if (!found) return not_found(fmt::format("job {} does not exist", job_id));
     TF_ASSIGN_OR_RETURN(job, read_job(stmt));
     return Status();
-  }));
+  }, Reads::kOneStatement));
   return job;
 }
 
@@ -237,6 +308,20 @@ StatusOr<std::vector<v1::Job>> RecordStore::list_jobs(const std::vector<v1::JobS
     }
   }));
   return jobs;
+}
+
+StatusOr<RecordStore::QueuedJobs> RecordStore::count_queued_jobs(std::string_view submitter) {
+  QueuedJobs queued;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("SELECT COUNT(*), COALESCE(SUM(CASE WHEN submitter = ?2 THEN 1 "
+                                                           "ELSE 0 END), 0) FROM jobs WHERE state = ?1"));
+    stmt.bind(1, int64_t{v1::QUEUED});
+    stmt.bind(2, submitter);
+    TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+    if (row) queued = {stmt.column_int(0), stmt.column_int(1)};
+    return Status();
+  }, Reads::kOneStatement));
+  return queued;
 }
 
 StatusOr<std::map<v1::JobState, int64_t>> RecordStore::count_jobs_by_state() {

@@ -1,6 +1,11 @@
 #include "db/postgres.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include <cmath>
 #include <cstdlib>
@@ -101,7 +106,7 @@ class PostgresStatement final : public Statement::Impl {
       return true;
     }
     if (state_ == State::kStreaming) {
-      PGresult* result = PQgetResult(connection_->conn_);
+      PGresult* result = connection_->next_result();
       if (result && PQresultStatus(result) == PGRES_SINGLE_TUPLE) {
         row_ = result;
         return true;
@@ -115,7 +120,7 @@ class PostgresStatement final : public Statement::Impl {
   void reset() override {
     if (state_ == State::kStreaming) {
       // The rest of the rows are not wanted, but must be read before the connection serves another.
-      while (PGresult* result = PQgetResult(connection_->conn_)) PQclear(result);
+      while (PGresult* result = connection_->next_result()) PQclear(result);
       connection_->streaming_ = nullptr;
       connection_->track_transaction();
     }
@@ -156,7 +161,7 @@ class PostgresStatement final : public Statement::Impl {
   // Reads the rest of the rows off the wire, so that the connection can serve another statement.
   void buffer_rest() {
     while (state_ == State::kStreaming) {
-      PGresult* result = PQgetResult(connection_->conn_);
+      PGresult* result = connection_->next_result();
       if (result && PQresultStatus(result) == PGRES_SINGLE_TUPLE) {
         buffered_.push_back(result);
         continue;
@@ -211,7 +216,7 @@ class PostgresStatement final : public Statement::Impl {
       failure_ = connection_->error(result, "running a query");
     }
     PQclear(result);
-    while (PGresult* rest = PQgetResult(connection_->conn_)) PQclear(rest);
+    while (PGresult* rest = connection_->next_result()) PQclear(rest);
     connection_->streaming_ = nullptr;
     connection_->track_transaction();
     state_ = State::kDone;
@@ -236,17 +241,24 @@ class PostgresStatement final : public Statement::Impl {
 };
 
 StatusOr<std::unique_ptr<Connection>> PostgresConnection::open(const std::string& url, Mode mode,
-                                                               std::chrono::milliseconds busy_timeout) {
+                                                               std::chrono::milliseconds busy_timeout,
+                                                               std::chrono::milliseconds reply_timeout) {
   TF_RETURN_IF_ERROR(check_postgres_url(url));
   // Defaults the URL may override: a server that is gone is noticed in seconds, not at the
   // kernel's TCP timeout (minutes), so that a tunerd cut off from its history knows it soon.
+  // A connection that does not come up within the reply bound (libpq's least is 2 s) is a server
+  // as silent as one that does not answer.
+  reply_timeout = std::max(reply_timeout, busy_timeout + std::chrono::seconds(1));
+  std::string connect_timeout =
+      std::to_string(std::clamp<int64_t>(std::chrono::ceil<std::chrono::seconds>(reply_timeout).count(), 2, 10));
   const char* keywords[] = {"connect_timeout", "keepalives_idle", "keepalives_interval", "keepalives_count",
                             "tcp_user_timeout", "application_name", "dbname", nullptr};
-  const char* values[] = {"10", "5", "2", "3", "10000", "tunefarm", url.c_str(), nullptr};
+  const char* values[] = {connect_timeout.c_str(), "5", "2", "3", "10000", "tunefarm", url.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   std::string setup = fmt::format("SET lock_timeout = {}; SET client_min_messages = warning", busy_timeout.count());
   if (mode == Mode::kReadOnly) setup += "; SET default_transaction_read_only = on";
   std::unique_ptr<PostgresConnection> connection(new PostgresConnection(conn, url, setup));
+  connection->reply_timeout_ = reply_timeout;
   if (!conn || PQstatus(conn) != CONNECTION_OK) return connection->error(nullptr, "connecting");
   TF_RETURN_IF_ERROR(connection->exec(setup));
   return std::unique_ptr<Connection>(std::move(connection));
@@ -269,7 +281,7 @@ Status PostgresConnection::ready_for(std::string_view sql) {
   prepared_.clear();
   PQreset(conn_);
   if (PQstatus(conn_) != CONNECTION_OK) return error(nullptr, "connecting again");
-  PGresult* result = PQexec(conn_, setup_.c_str());
+  PGresult* result = run(setup_);
   bool ok = PQresultStatus(result) == PGRES_COMMAND_OK;
   Status status = ok ? Status() : error(result, "setting up the session");
   PQclear(result);
@@ -283,8 +295,7 @@ Status PostgresConnection::exec(std::string_view sql) {
     return sql.starts_with("ROLLBACK") ? Status() : error(nullptr, "committing");
   }
   TF_RETURN_IF_ERROR(ready_for(sql));
-  std::string text(sql);
-  PGresult* result = PQexec(conn_, text.c_str());
+  PGresult* result = run(std::string(sql));
   ExecStatusType status = PQresultStatus(result);
   Status answer;
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) {
@@ -306,7 +317,7 @@ StatusOr<std::string> PostgresConnection::prepared(const std::string& sql, const
   std::string key = sql + '\0' + types_key;
   if (auto it = prepared_.find(key); it != prepared_.end()) return it->second;
   std::string name = fmt::format("tf{}", prepared_.size() + 1);
-  PGresult* result = PQprepare(conn_, name.c_str(), sql.c_str(), n, types);
+  PGresult* result = PQsendPrepare(conn_, name.c_str(), sql.c_str(), n, types) ? last_result() : nullptr;
   bool ok = PQresultStatus(result) == PGRES_COMMAND_OK;
   Status status = ok ? Status() : error(result, "preparing a query");
   PQclear(result);
@@ -314,6 +325,44 @@ StatusOr<std::string> PostgresConnection::prepared(const std::string& sql, const
   TF_RETURN_IF_ERROR(status);
   prepared_.emplace(std::move(key), name);
   return name;
+}
+
+PGresult* PostgresConnection::next_result() {
+  // libpq would block in PQgetResult for as long as the server stays silent: a server that hangs,
+  // or a network that swallows everything while the kernel still acknowledges (keepalives then
+  // pass), would hold the caller, and a tunerd's shutdown behind it, for good.
+  while (PQisBusy(conn_)) {
+    pollfd fd{PQsocket(conn_), POLLIN, 0};
+    int ready = ::poll(&fd, 1, static_cast<int>(reply_timeout_.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      spdlog::warn("the PostgreSQL history {} sent nothing for {:.1f} s: taking the connection for broken", path(),
+                   reply_timeout_.count() / 1000.0);
+      // libpq then reads the end of the stream, fails the command and marks the connection bad;
+      // the next transaction connects again.
+      ::shutdown(PQsocket(conn_), SHUT_RDWR);
+    }
+    if (!PQconsumeInput(conn_)) break;
+  }
+  return PQgetResult(conn_);
+}
+
+PGresult* PostgresConnection::last_result() {
+  PGresult* last = nullptr;
+  while (PGresult* result = next_result()) {
+    // As PQexec answers: the last result, or the first error.
+    if (last && PQresultStatus(last) == PGRES_FATAL_ERROR) {
+      PQclear(result);
+      continue;
+    }
+    PQclear(last);
+    last = result;
+  }
+  return last;
+}
+
+PGresult* PostgresConnection::run(const std::string& sql) {
+  return PQsendQuery(conn_, sql.c_str()) ? last_result() : nullptr;
 }
 
 void PostgresConnection::track_transaction() {

@@ -10,6 +10,7 @@
 // cut off answers kUnavailable until it is rolled back.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <unordered_map>
 
@@ -31,9 +32,12 @@ std::string postgres_parameters(std::string_view sql);
 class PostgresConnection final : public Connection {
  public:
   // Connects; kReadOnly makes every transaction read-only. `busy_timeout` bounds each wait for a
-  // row lock (lock_timeout), after which the call answers busy.
+  // row lock (lock_timeout), after which the call answers busy. A server silent for `reply_timeout`
+  // (at least the busy timeout and a second) while a command waits for its answer is taken for
+  // gone: the connection is closed and the command answers kUnavailable.
   static StatusOr<std::unique_ptr<Connection>> open(const std::string& url, Mode mode,
-                                                    std::chrono::milliseconds busy_timeout);
+                                                    std::chrono::milliseconds busy_timeout,
+                                                    std::chrono::milliseconds reply_timeout);
   ~PostgresConnection() override;
 
   Status exec(std::string_view sql) override;
@@ -55,8 +59,15 @@ class PostgresConnection final : public Connection {
   Status error(const pg_result* result, std::string_view what);
   // Notes whether the connection is inside a transaction after a command.
   void track_transaction();
+  // PQgetResult, waiting at most reply_timeout_ of silence from the server.
+  pg_result* next_result();
+  // Every result of the command sent, as PQexec answers: the last, or the first error.
+  pg_result* last_result();
+  // PQexec with the same bound.
+  pg_result* run(const std::string& sql);
 
   pg_conn* conn_;
+  std::chrono::milliseconds reply_timeout_{60000};
   std::string setup_;  // Session settings, sent again after a reconnect.
   int64_t changes_ = 0;
   bool in_transaction_ = false;

@@ -53,21 +53,31 @@ inline std::string config_measurements_sql() {
   return sql;
 }
 
-// Every successful measurement of the configs of the fastest measurements (as best_query_sql()
-// finds them, same parameters), fastest first: what PostgreSQL answers a best query with, in one
-// round trip.
-inline std::string best_candidates_measurements_sql(bool by_device) {
+// The figures (common/figure.h) of the configs of the fastest measurements (as best_query_sql()
+// finds them, same parameters, and ?5 how many figures), best first, each as the record of the
+// measurement that is its figure: what PostgreSQL answers a best query with, in one round trip and
+// one row per figure. A config's figure is the upper median of its successful measurements, the
+// one at place n / 2 (from 0) in the order (cost, id); of measurements of equal cost, the oldest
+// stands for it, as query_best() picks on SQLite.
+inline std::string best_figures_sql(bool by_device) {
   std::string sql =
       "WITH fastest AS (SELECT r.device_key, r.config FROM records r "
       "WHERE r.workload_id = (SELECT id FROM workloads WHERE text = ?1) "
       "AND r.target_id = (SELECT id FROM targets WHERE text = ?2) AND r.error_code = 0 ";
   if (by_device) sql += "AND r.device_key = ?4 ";
-  sql += "ORDER BY r.mean_cost_s, r.id LIMIT ?3), candidates AS (SELECT DISTINCT device_key, config FROM fastest) ";
-  sql += kSelectRecord;
   sql +=
+      "ORDER BY r.mean_cost_s, r.id LIMIT ?3), candidates AS (SELECT DISTINCT device_key, config FROM fastest), "
+      "measured AS (SELECT r.id, r.device_key, r.config, r.mean_cost_s, "
+      "row_number() OVER (PARTITION BY r.device_key, r.config ORDER BY r.mean_cost_s, r.id) AS place, "
+      "count(*) OVER (PARTITION BY r.device_key, r.config) AS n FROM records r "
       "JOIN candidates c ON c.device_key = r.device_key AND c.config = r.config "
       "WHERE r.workload_id = (SELECT id FROM workloads WHERE text = ?1) "
-      "AND r.target_id = (SELECT id FROM targets WHERE text = ?2) AND r.error_code = 0 ORDER BY r.mean_cost_s, r.id";
+      "AND r.target_id = (SELECT id FROM targets WHERE text = ?2) AND r.error_code = 0), "
+      "figures AS (SELECT device_key, config, mean_cost_s FROM measured WHERE place = n / 2 + 1), "
+      "chosen AS (SELECT min(m.id) AS id FROM measured m JOIN figures f ON f.device_key = m.device_key "
+      "AND f.config = m.config AND f.mean_cost_s = m.mean_cost_s GROUP BY m.device_key, m.config) ";
+  sql += kSelectRecord;
+  sql += "WHERE r.id IN (SELECT id FROM chosen) ORDER BY r.mean_cost_s, r.id LIMIT ?5";
   return sql;
 }
 

@@ -281,7 +281,7 @@ RecordStore::~RecordStore() = default;
 StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path, RecordStoreOptions options) {
   auto busy_timeout = std::min(options.busy_budget, kCallBusyTimeout);
   if (is_postgres_url(path)) {
-    TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
+    TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout, options.reply_timeout));
     TF_RETURN_IF_ERROR(
         retry_while_busy([&] { return migrate(*connection, postgres_migrations()); }, options.busy_budget, path));
     auto writer = std::make_unique<Writer>(std::move(connection), options.busy_budget, 50000, options.on_commit);
@@ -290,7 +290,7 @@ StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path
     return store;
   }
   TF_RETURN_IF_ERROR(check_file_header(path));
-  TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout));
+  TF_ASSIGN_OR_RETURN(auto connection, Connection::open(path, Connection::Mode::kReadWrite, busy_timeout, options.reply_timeout));
   TF_RETURN_IF_ERROR(check_pages(*connection, path, options.check));
   Status status = retry_while_busy(
       [&]() -> Status {
@@ -318,7 +318,7 @@ StatusOr<std::unique_ptr<RecordStore>> RecordStore::open(const std::string& path
   return std::unique_ptr<RecordStore>(new RecordStore(path, options, std::move(writer)));
 }
 
-Status RecordStore::with_reader(const std::function<Status(Connection&)>& read) {
+Status RecordStore::with_reader(const std::function<Status(Connection&)>& read, Reads reads) {
   std::unique_ptr<Connection> connection;
   {
     std::lock_guard lock(readers_mutex_);
@@ -328,7 +328,8 @@ Status RecordStore::with_reader(const std::function<Status(Connection&)>& read) 
     }
   }
   if (!connection) {
-    auto opened = Connection::open(path_, Connection::Mode::kReadOnly, std::min(options_.busy_budget, kCallBusyTimeout));
+    auto opened = Connection::open(path_, Connection::Mode::kReadOnly, std::min(options_.busy_budget, kCallBusyTimeout),
+                                   options_.reply_timeout);
     if (!opened.ok()) return opened.status();
     connection = std::move(opened).value();
     if (connection->dialect() == Dialect::kSqlite) {
@@ -337,10 +338,11 @@ Status RecordStore::with_reader(const std::function<Status(Connection&)>& read) 
   }
   // One read transaction: every statement of `read` sees the same snapshot (in PostgreSQL's
   // default isolation each statement would see its own).
-  std::string_view begin =
-      connection->dialect() == Dialect::kPostgres ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN";
+  bool postgres = connection->dialect() == Dialect::kPostgres;
+  std::string_view begin = postgres ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" : "BEGIN";
   Status status = retry_while_busy(
       [&]() -> Status {
+        if (postgres && reads == Reads::kOneStatement) return read(*connection);
         TF_RETURN_IF_ERROR(connection->exec(begin));
         Status s = read(*connection);
         if (s.ok()) s = connection->exec("COMMIT");
@@ -415,24 +417,21 @@ StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& worklo
   TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
     figures.clear();
     if (connection.dialect() == Dialect::kPostgres) {
-      // One round trip: over a network, a query per candidate config would cost a round trip each.
-      TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(best_candidates_measurements_sql(!device_key.empty())));
+      // One round trip, and a row per figure: over a network, a query per candidate config would cost
+      // a round trip each, and reading every measurement of every candidate here cost as much CPU
+      // as the server's whole answer (about 80 rows for a top 1, each a record to parse).
+      TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(best_figures_sql(!device_key.empty())));
       stmt.bind(1, workload_text);
       stmt.bind(2, target_text);
       stmt.bind(3, candidates);
-      if (!device_key.empty()) stmt.bind(4, device_key);
-      std::map<std::pair<std::string, std::string>, std::vector<Figure>> by_config;  // Rows come fastest first.
+      stmt.bind(4, device_key);  // Typed even where unused, so that ?5 has a place after it.
+      stmt.bind(5, int64_t{top_k});
       for (;;) {
         TF_ASSIGN_OR_RETURN(bool row, stmt.step());
-        if (!row) break;
-        TF_ASSIGN_OR_RETURN(std::optional<Figure> measured, read_measurement(stmt));
-        if (measured) {
-          std::pair<std::string, std::string> key(stmt.column_text(3), stmt.column_text(4));
-          by_config[std::move(key)].push_back(std::move(*measured));
-        }
+        if (!row) return Status();
+        TF_ASSIGN_OR_RETURN(std::optional<Figure> figure, read_measurement(stmt));
+        if (figure) figures.push_back(std::move(*figure));
       }
-      for (auto& [key, measured] : by_config) add_figure(measured);
-      return Status();
     }
     std::vector<std::pair<std::string, std::string>> configs;  // (device key, config), fastest first.
     std::set<std::pair<std::string, std::string>> seen;
@@ -466,7 +465,7 @@ StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& worklo
       add_figure(measured);
     }
     return Status();
-  }));
+  }, Reads::kOneStatement));
   std::sort(figures.begin(), figures.end(),
             [](const Figure& a, const Figure& b) { return a.cost != b.cost ? a.cost < b.cost : a.id < b.id; });
   std::vector<v1::Record> best;

@@ -46,6 +46,11 @@ struct RecordStoreOptions {
   // integrity_check (indexes against tables too; slower).
   enum class Check { kQuick, kFull };
   Check check = Check::kQuick;
+  // PostgreSQL: how long the server may stay silent while a statement waits for its answer before
+  // the connection is taken for broken and the call fails (kUnavailable). A hung server or a
+  // network that swallows everything would otherwise hold the caller for good: a tunerd's
+  // shutdown behind a lease renewal, for one. tunerd makes it its lease.
+  std::chrono::milliseconds reply_timeout{60000};
   // Told after each write transaction how long it took, how many writes it held and whether it
   // committed (tunerd's history-write metrics); on the writer's thread, so it must not block.
   std::function<void(double seconds, size_t writes, bool committed)> on_commit;
@@ -77,6 +82,22 @@ struct LeaseRenewal {
 // The generations of the leases this store holds: every write about one of these jobs checks, in
 // its own transaction, that the job's lease is still at that generation.
 struct LeaseFences;
+
+// Who asked for a job and under which request id (SubmitJob's): a submit that names a request
+// already made answers the job it made rather than a second one (create_job()).
+struct JobRequest {
+  // Whose request ids these are: one submitter cannot reach another's jobs through them. Empty on
+  // a service without tokens, where every client is the same one.
+  std::string submitter;
+  // Empty: the submit makes a new job whatever came before. At most 128 printable ASCII characters
+  // without spaces.
+  std::string request_id;
+};
+
+struct CreatedJob {
+  v1::Job job;
+  bool created = false;  // False: the request had made `job` before.
+};
 
 struct ImportStats {
   int64_t imported = 0;
@@ -146,6 +167,15 @@ class RecordStore {
   // workload and the target must parse, and the budget must be positive; the service checks the
   // rest (device keys, strategies).
   StatusOr<v1::Job> create_job(const v1::JobSpec& spec);
+  // The same for a submit that names its request: when `request` (its submitter and request id)
+  // has made a job already, that job, whatever state it is in, and nothing new is stored. Two
+  // submits of one request at once, on one tunerd or on two sharing the history, get one job: the
+  // history's unique index decides, and the one that lost reads the winner's job back.
+  // ALREADY_EXISTS naming the job when the request made a job of another spec.
+  StatusOr<CreatedJob> create_job(const v1::JobSpec& spec, const JobRequest& request);
+  // The job `request` made, if any, checked as create_job() checks it: ALREADY_EXISTS when its
+  // spec is not `spec` (the build target, which tunerd fills in, aside).
+  StatusOr<std::optional<v1::Job>> find_requested_job(const JobRequest& request, const v1::JobSpec& spec);
   // Moves a job to `state`, stamping started_at on the first RUNNING and finished_at on an end
   // state. An ended job (SUCCEEDED, FAILED, CANCELLED) does not change again. `error` replaces
   // the stored reason: why the job failed, empty otherwise.
@@ -159,6 +189,13 @@ class RecordStore {
   StatusOr<std::vector<v1::Job>> list_jobs(const std::vector<v1::JobState>& states, int limit = 0);
   // How many jobs are in each state, over the whole history.
   StatusOr<std::map<v1::JobState, int64_t>> count_jobs_by_state();
+  // How many jobs wait in the queue (QUEUED) over the whole history, and how many of them
+  // `submitter` submitted: the queue that the tunerds sharing a history serve together.
+  struct QueuedJobs {
+    int64_t total = 0;
+    int64_t of_submitter = 0;
+  };
+  StatusOr<QueuedJobs> count_queued_jobs(std::string_view submitter);
   // Stores `job` as it is (id, state, times, progress), when no job has its id: how a history
   // moves to another database. Answers whether it was stored.
   StatusOr<bool> put_job(const v1::Job& job);
@@ -180,6 +217,7 @@ class RecordStore {
   // (every write about its job fails) until forget_lease().
   StatusOr<std::vector<LeaseRenewal>> renew_leases(std::string_view owner, std::chrono::milliseconds duration);
   // Gives the lease up so that another tunerd may take the job at once (the job keeps its state).
+  // While the history cannot be written (write_outage()), only stops fencing and answers why.
   Status release_lease(std::string_view job_id);
   // Stops fencing writes about `job_id` without touching the database (after its lease was lost).
   void forget_lease(std::string_view job_id);
@@ -194,8 +232,12 @@ class RecordStore {
   RecordStore(std::string path, RecordStoreOptions options, std::unique_ptr<Writer> writer);
 
   // Runs `read` in one read transaction on a reader connection, retrying while the database is
-  // busy; `read` must start from scratch each time it is called.
-  Status with_reader(const std::function<Status(Connection&)>& read);
+  // busy; `read` must start from scratch each time it is called. kOneStatement: `read` runs a single
+  // statement on PostgreSQL, which sees one snapshot by itself: it runs outside a transaction, in
+  // one round trip to the server instead of three (BEGIN and COMMIT are a round trip each, and on a
+  // busy machine each round trip is a wake-up of the server's process to wait for).
+  enum class Reads { kSeveral, kOneStatement };
+  Status with_reader(const std::function<Status(Connection&)>& read, Reads reads = Reads::kSeveral);
 
   std::string path_;
   RecordStoreOptions options_;

@@ -83,11 +83,22 @@ constexpr std::string_view kBuiltFor = R"sql(
 ALTER TABLE records ADD COLUMN built_for TEXT NOT NULL DEFAULT '';
 )sql";
 
+// A submit names its request (SubmitJob's request id) so that a client that sends it again after a
+// timeout gets the job it already made. The id is unique per submitter (who presented which token),
+// so that one client cannot reach another's job by guessing its request ids; the unique index is
+// what settles two submits of one request that arrive at once, on one tunerd or on two.
+constexpr std::string_view kRequestIds = R"sql(
+ALTER TABLE jobs ADD COLUMN submitter TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN request_id TEXT NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX jobs_by_request ON jobs (submitter, request_id) WHERE request_id <> '';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "workloads, targets, jobs and records", kTables},
     {2, "indexes for best-config queries and job listings", kQueryIndexes},
     {3, "re-measurement rounds, and an index of a config's measurements", kRemeasurements},
     {4, "the target each candidate was built for", kBuiltFor},
+    {5, "request ids of submits, unique per submitter", kRequestIds},
 };
 
 // The same tables in PostgreSQL's types. jobs gets a column named rowid, so that listings can order
@@ -153,6 +164,7 @@ CREATE INDEX records_by_config
 
 constexpr Migration kPostgresMigrations[] = {
     {1, "workloads, targets, jobs (with leases) and records, as SQLite's schema 4", kPostgresTables},
+    {2, "request ids of submits, unique per submitter (SQLite's schema 5)", kRequestIds},
 };
 
 // Any two numbers: the advisory lock that serialises the tunerds' migrations ("TUNF", "SCHM").

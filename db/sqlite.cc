@@ -80,8 +80,9 @@ Status Statement::run() {
 }
 
 StatusOr<std::unique_ptr<Connection>> Connection::open(const std::string& location, Mode mode,
-                                                       std::chrono::milliseconds busy_timeout) {
-  if (is_postgres_url(location)) return PostgresConnection::open(location, mode, busy_timeout);
+                                                       std::chrono::milliseconds busy_timeout,
+                                                       std::chrono::milliseconds reply_timeout) {
+  if (is_postgres_url(location)) return PostgresConnection::open(location, mode, busy_timeout, reply_timeout);
   return SqliteConnection::open(location, mode, busy_timeout);
 }
 

@@ -108,6 +108,9 @@ StatusOr<History> open_history(const TunerdFlags& f, const std::shared_ptr<Tuner
   options.on_commit = [metrics](double seconds, size_t writes, bool committed) {
     metrics->history_write(seconds, writes, committed);
   };
+  // A shared history that stays silent for a lease has cost this tunerd its leases anyway; waiting
+  // on longer would hold its heartbeat, and its shutdown, behind a hung connection.
+  options.reply_timeout = std::max(f.jobs.lease, std::chrono::milliseconds(1000));
   std::string location = f.history.empty() ? (std::filesystem::path(f.data_dir) / "history.db").string() : f.history;
   TF_ASSIGN_OR_RETURN(history.store, db::RecordStore::open(location, options));
   return history;
@@ -257,7 +260,13 @@ DaemonExit run_tunerd(TunerdFlags f) {
   dashboard.reset();
   jobs.shutdown();
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  if (Status s = store.flush(); !s.ok()) spdlog::error("history: {}", s.message());
+  // flush() waits out an outage; a shared history's jobs go on elsewhere, and what this tunerd
+  // could not write is measured again by the tunerd that takes them, so it stops without waiting
+  // (the store's last try says what was lost).
+  if (Status outage = store.write_outage(); store.shared() && !outage.ok())
+    spdlog::error("history: {}; stopping without waiting for it", outage.message());
+  else if (Status s = store.flush(); !s.ok())
+    spdlog::error("history: {}", s.message());
   spdlog::info("stopped");
   return DaemonExit::ok();
 }

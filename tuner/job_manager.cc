@@ -165,15 +165,9 @@ Status JobManager::start() {
   std::lock_guard<std::mutex> lock(mu_);
   // Oldest first, as they were submitted.
   for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
-    if (int crashes = BuildGuard::crashes(options_.build_mark_dir, it->id()); crashes >= kBuildCrashesBeforeFailing) {
-      std::string why = fmt::format(
-          "tunerd died {} times in a row while compiling this job's candidates (target '{}'); the job is not "
-          "resumed, so that it cannot stop the service again",
-          crashes, from_proto(it->spec().target()).ok() ? from_proto(it->spec().target())->to_string() : "?");
-      spdlog::error("job {}: {}", it->id(), why);
-      TF_ASSIGN_OR_RETURN(v1::Job failed, store_.update_job_state(it->id(), v1::FAILED, why));
-      BuildGuard::clear(options_.build_mark_dir, it->id());
-      updates_[it->id()] = JobUpdate{failed, "failed: " + why, 1, true};
+    TF_ASSIGN_OR_RETURN(std::optional<v1::Job> failed, fail_if_builds_kept_crashing(*it));
+    if (failed) {
+      updates_[it->id()] = JobUpdate{*failed, "failed: " + failed->error(), 1, true};
       continue;
     }
     spdlog::info("job {}: resuming ({})", it->id(), v1::JobState_Name(it->state()));
@@ -184,22 +178,52 @@ Status JobManager::start() {
   return Status();
 }
 
-Status JobManager::check_queue_room_locked(const std::string& client) const {
-  if (static_cast<int>(queue_.size()) >= options_.max_queued_jobs)
+StatusOr<std::optional<v1::Job>> JobManager::fail_if_builds_kept_crashing(const v1::Job& job) {
+  int crashes = BuildGuard::crashes(options_.build_mark_dir, job.id());
+  if (crashes < kBuildCrashesBeforeFailing) return std::optional<v1::Job>();
+  std::string why = fmt::format(
+      "tunerd died {} times in a row while compiling this job's candidates (target '{}'); the job is not "
+      "resumed, so that it cannot stop the service again",
+      crashes, from_proto(job.spec().target()).ok() ? from_proto(job.spec().target())->to_string() : "?");
+  spdlog::error("job {}: {}", job.id(), why);
+  TF_ASSIGN_OR_RETURN(v1::Job failed, store_.update_job_state(job.id(), v1::FAILED, why));
+  BuildGuard::clear(options_.build_mark_dir, job.id());
+  return std::optional<v1::Job>(std::move(failed));
+}
+
+Status JobManager::check_queue_room(const std::string& client, const std::string& submitter) {
+  int64_t waiting = 0, of_client = 0;
+  if (store_.shared()) {
+    // The queue is the history's: every tunerd sharing it takes from it.
+    TF_ASSIGN_OR_RETURN(db::RecordStore::QueuedJobs queued, store_.count_queued_jobs(submitter));
+    waiting = queued.total;
+    of_client = submitter.empty() ? 0 : queued.of_submitter;
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting = static_cast<int64_t>(queue_.size());
+    if (!client.empty())
+      of_client = std::count_if(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.client == client; });
+  }
+  if (waiting >= options_.max_queued_jobs)
     return resource_exhausted(fmt::format("{} jobs are already waiting to run (at most {}, --max-queued-jobs); "
                                           "submit again when some have finished, or cancel some",
-                                          queue_.size(), options_.max_queued_jobs));
+                                          waiting, options_.max_queued_jobs));
   if (client.empty()) return Status();
-  auto waiting = std::count_if(queue_.begin(), queue_.end(), [&](const Queued& q) { return q.client == client; });
-  if (waiting >= options_.max_queued_jobs_per_client)
+  if (of_client >= options_.max_queued_jobs_per_client)
     return resource_exhausted(fmt::format("{} already has {} jobs waiting to run (at most {} per client, "
                                           "--max-queued-jobs-per-client); submit again when some have finished, "
                                           "or cancel some",
-                                          client, waiting, options_.max_queued_jobs_per_client));
+                                          client, of_client, options_.max_queued_jobs_per_client));
   return Status();
 }
 
-StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::string& client) {
+StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::string& client,
+                                     const db::JobRequest& request) {
+  TF_ASSIGN_OR_RETURN(std::optional<v1::Job> earlier, store_.find_requested_job(request, submitted));
+  if (earlier) {
+    spdlog::info("job {}: submitted again (request id '{}'): the same job", earlier->id(), request.request_id);
+    return get(earlier->id());
+  }
   TF_RETURN_IF_ERROR(validate(submitted));
   v1::JobSpec spec = submitted;
   spec.clear_build_target();
@@ -229,11 +253,12 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::st
                                         build_target.to_string()));
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    TF_RETURN_IF_ERROR(check_queue_room_locked(client));
-  }
-  TF_ASSIGN_OR_RETURN(v1::Job job, store_.create_job(spec));
+  TF_RETURN_IF_ERROR(check_queue_room(client, request.submitter));
+  TF_ASSIGN_OR_RETURN(db::CreatedJob created, store_.create_job(spec, request));
+  // A submit of the same request that was being set up meanwhile, here or on another tunerd, made
+  // the job: it is queued already.
+  if (!created.created) return get(created.job.id());
+  v1::Job job = std::move(created.job);
   if (store_.shared()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -338,8 +363,8 @@ StatusOr<v1::Job> JobManager::resume(const std::string& job_id, const std::strin
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return unavailable("the tuning service is shutting down");
-    TF_RETURN_IF_ERROR(check_queue_room_locked(client));
   }
+  TF_RETURN_IF_ERROR(check_queue_room(client, ""));
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.reopen_job(job_id));
   spdlog::info("job {}: resumed on request", job_id);
   if (store_.shared()) {
@@ -880,6 +905,17 @@ bool JobManager::take_job(const std::string& job_id, const std::string& client) 
   auto generation = store_.acquire_lease(job_id, owner_, options_.lease);
   if (!generation.ok() || !*generation) return false;
   auto job = store_.get_job(job_id);
+  // A job taken over after its tunerd died is guarded as one resumed after a restart: a tunerd
+  // that died compiling it twice (its marks are in this tunerd's data directory when this is that
+  // tunerd, restarted) fails it rather than die a third time.
+  if (job.ok()) {
+    auto failed = fail_if_builds_kept_crashing(*job);
+    if (!failed.ok() || *failed) {
+      (void)store_.release_lease(job_id);
+      if (failed.ok()) publish(job_id, **failed, "failed: " + (*failed)->error());
+      return false;
+    }
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_ || !job.ok()) {
     lock.unlock();

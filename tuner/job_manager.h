@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,8 +102,10 @@ class JobManager {
   // Validates the spec (tasks, workloads, target, device key, budgets, measure options) and queues
   // the job. INVALID_ARGUMENT names the field at fault, or the device key whose agents cannot run
   // the target. `client` names who submits, for the per-client queue limit; empty: only the
-  // service-wide limit applies. RESOURCE_EXHAUSTED says which limit was reached.
-  StatusOr<v1::Job> submit(const v1::JobSpec& spec, const std::string& client = {});
+  // service-wide limit applies. RESOURCE_EXHAUSTED says which limit was reached. A `request` that
+  // made a job before answers that job, before any check (it was checked then, and the queue may
+  // have filled since): see db::RecordStore::create_job().
+  StatusOr<v1::Job> submit(const v1::JobSpec& spec, const std::string& client = {}, const db::JobRequest& request = {});
   StatusOr<v1::Job> get(const std::string& job_id);
   // Cancels a queued or running job; cancelling an ended job is FAILED_PRECONDITION.
   StatusOr<v1::Job> cancel(const std::string& job_id);
@@ -124,11 +127,16 @@ class JobManager {
  private:
   struct Running;
 
+  // Fails a job during whose builds tunerd died kBuildCrashesBeforeFailing times in a row (as its
+  // BuildGuard mark in build_mark_dir says) rather than run it again: the failed job, or nothing
+  // when it may run.
+  StatusOr<std::optional<v1::Job>> fail_if_builds_kept_crashing(const v1::Job& job);
   // Joins ended job threads, then starts queued jobs while there is room.
   void launch_queued_locked();
   void start_queued_locked();
-  // RESOURCE_EXHAUSTED when the queue, or `client`'s share of it, is full.
-  Status check_queue_room_locked(const std::string& client) const;
+  // RESOURCE_EXHAUSTED when the queue, or `client`'s share of it, is full: this tunerd's queue, or
+  // in a shared history the history's (QUEUED jobs, `submitter`'s among them).
+  Status check_queue_room(const std::string& client, const std::string& submitter);
   void run_job(const std::string& job_id);
   Status run_job_inner(const std::string& job_id, Running& running);
   void publish(const std::string& job_id, const v1::Job& job, std::string message);

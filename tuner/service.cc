@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <openssl/sha.h>
 
 #include "common/wire/credentials.h"
 #include "common/temp_dir.h"
@@ -108,11 +109,21 @@ std::string TunerService::client_of(const grpc::ServerContext* context) const {
   return {};
 }
 
+std::string TunerService::submitter_of(const grpc::ServerContext* context) const {
+  if (tokens_.open()) return {};
+  std::string_view token = presented_token(context);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest);
+  std::string hex = "sha256:";
+  for (unsigned char byte : digest) hex += fmt::format("{:02x}", byte);
+  return hex;
+}
+
 grpc::Status TunerService::SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                      v1::SubmitJobResponse* response) {
   if (auto s = authorize(context, "SubmitJob"); !s.ok()) return s;
   if (!request->has_spec()) return invalid("the request has no job spec");
-  auto job = jobs_.submit(request->spec(), client_of(context));
+  auto job = jobs_.submit(request->spec(), client_of(context), {submitter_of(context), request->request_id()});
   if (!job.ok()) return to_grpc(job.status());
   *response->mutable_job() = std::move(*job);
   return grpc::Status::OK;

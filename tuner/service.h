@@ -81,6 +81,10 @@ class TunerService final : public v1::Tuner::Service {
   // share loopback and NAT addresses, so clients cannot be told apart and only the service-wide
   // limit applies.
   std::string client_of(const grpc::ServerContext* context) const;
+  // Whose request ids a submit's are (db::JobRequest): the SHA-256 of the token presented, so that
+  // every tunerd sharing a history names a client alike whatever the order of its token list, and
+  // the history holds no token. Empty with tokens off, where every client is the same one.
+  std::string submitter_of(const grpc::ServerContext* context) const;
   // The best record of each workload for the library's target and device key, as JSON lines.
   StatusOr<std::string> best_records(const LibraryRequest& library, const std::vector<Workload>& workloads);
   // Runs the library builder on `records` and streams its files through `write`.

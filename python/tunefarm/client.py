@@ -14,15 +14,17 @@ import dataclasses
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
+import uuid
 import warnings
 
 import grpc
 
 from tunefarm import _wire
 from tunefarm._progress import progress_display, progress_line
-from tunefarm.errors import InvalidArgument, JobFailed, NotFound, from_rpc
+from tunefarm.errors import InvalidArgument, JobFailed, NotFound, TunefarmError, from_rpc
 from tunefarm.v1 import common_pb2, tuner_pb2, tuner_pb2_grpc
 
 # An uploaded model travels in chunks well under gRPC's 4 MiB message limit (as tune-client's).
@@ -32,6 +34,9 @@ _BUILD_TIMEOUT_S = 20 * 60
 # A watch follows a tunerd that restarts for this long, as `tune-client watch` does.
 _RECONNECT_FOR_S = 5 * 60
 _ENDED = {"SUCCEEDED", "FAILED", "CANCELLED"}
+# A submit whose answer is lost on the way (UNAVAILABLE, DEADLINE_EXCEEDED) is sent again, with the
+# same request id so that its job is made once, this many tries in all (as tune-client's).
+_SUBMIT_TRIES = 5
 _STRATEGIES = {"xgb-sa": tuner_pb2.XGB_SA, "random": tuner_pb2.RANDOM, "grid": tuner_pb2.GRID,
                "genetic": tuner_pb2.GENETIC}
 
@@ -468,9 +473,14 @@ class Client:
 
     def submit(self, model=None, workloads=None, *, input_shapes=None, trials=200, device="local-cpu",
                target="llvm", time_budget=None, early_stopping=0, batch_size=0, strategy="xgb-sa", priority=0,
-               seed=0, name=None, template=None):
+               seed=0, name=None, template=None, request_id=None, submit_timeout=30.0):
         """Submits a tuning job: a model's tasks (each weighed by how often it occurs) or a list of
-        workload strings. time_budget: seconds, or "10m", "1h30m". Answers the Job."""
+        workload strings. time_budget: seconds, or "10m", "1h30m". Answers the Job.
+
+        request_id names the submit (default: a random one): tunerd answers a submit of the same
+        request id and spec with the job it made, so that one whose answer was lost (tunerd slower
+        than submit_timeout seconds, or gone mid-call) is sent again, up to 5 tries, each waiting
+        twice as long as the last, without making a second job; each retry is said on stderr."""
         if (model is None) == (not workloads):
             raise InvalidArgument("give either a model or workloads, not both" if model is not None else
                                   "give workloads (workload strings) or an ONNX model")
@@ -492,8 +502,23 @@ class Client:
             spec.other_bytes = tasks.other_bytes
             if not name and not isinstance(model, (bytes, bytearray)) and not hasattr(model, "SerializeToString"):
                 spec.name = os.path.basename(os.fspath(model))
-        response = self._call("SubmitJob", tuner_pb2.SubmitJobRequest(spec=spec), "submit", timeout=30)
-        return Job(self, response.job.id)
+        request = tuner_pb2.SubmitJobRequest(spec=spec, request_id=request_id or uuid.uuid4().hex)
+        return Job(self, self._submit_with_retries(request, submit_timeout).job.id)
+
+    def _submit_with_retries(self, request, timeout):
+        pause = 0.5
+        for attempt in range(1, _SUBMIT_TRIES + 1):
+            try:
+                return self._call("SubmitJob", request, "submit", timeout=timeout)
+            except TunefarmError as e:
+                lost = getattr(e, "code", None) in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+                if not lost or attempt == _SUBMIT_TRIES:
+                    raise
+                print(f"tunefarm: submit try {attempt} of {_SUBMIT_TRIES}: {e}; sending it again in {pause:.1f} s "
+                      f"with the same request id {request.request_id} (the job is made once)", file=sys.stderr)
+            time.sleep(pause)
+            pause *= 2
+            timeout *= 2
 
     def job(self, job_id):
         """The job of that id (checked with tunerd)."""

@@ -120,14 +120,25 @@ TEST(Fault, ScribbledPagesAreReportedNotCrashedOn) {
   }
 }
 
-// 4 KB of random bytes over the page in the middle of the file.
+// 4 KB of random bytes over the middle one of the pages that hold record rows (SQLite's dbstat
+// says which they are), wherever the schema's tables and indexes put them.
 void overwrite_middle_page(const std::string& path) {
-  auto size = std::filesystem::file_size(path);
+  int64_t page_size = 0, page = 0;
+  {
+    auto connection = db::Connection::open(path, db::Connection::Mode::kReadOnly, std::chrono::seconds(1)).value();
+    page_size = connection->query_int("PRAGMA page_size").value();
+    int64_t leaves = connection->query_int("SELECT count(*) FROM dbstat WHERE name = 'records' AND pagetype = 'leaf'").value();
+    page = connection
+               ->query_int(fmt::format("SELECT pageno FROM dbstat WHERE name = 'records' AND pagetype = 'leaf' "
+                                       "ORDER BY pageno LIMIT 1 OFFSET {}",
+                                       leaves / 2))
+               .value();
+  }
   std::mt19937 random(7);
-  std::string junk(4096, '\0');
+  std::string junk(static_cast<size_t>(page_size), '\0');
   for (char& c : junk) c = static_cast<char>(random());
   std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  file.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));
+  file.seekp(static_cast<std::streamoff>((page - 1) * page_size));
   file.write(junk.data(), junk.size());
 }
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "db/record_store.h"
 #include "history_test.h"
 
@@ -122,6 +124,68 @@ TEST_P(JobStoreTest, InvalidSpecsAreRefused) {
   bad_target.mutable_target()->set_kind("cuda");
   EXPECT_EQ(store_->create_job(bad_target).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(store_->list_jobs({})->empty());
+}
+
+TEST_P(JobStoreTest, ARequestSentAgainGetsItsJobAndAnotherSpecIsRefusedNamingIt) {
+  db::JobRequest request{"sha256:aa", "req-1"};
+  auto first = store_->create_job(spec(), request);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_TRUE(first->created);
+  // The job has moved on since: a resubmit still answers it, as it is now, and stores nothing.
+  ASSERT_TRUE(store_->update_job_state(first->job.id(), v1::RUNNING).ok());
+  auto again = store_->create_job(spec(), request);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->job.id(), first->job.id());
+  EXPECT_EQ(again->job.state(), v1::RUNNING);
+  // The build target is tunerd's to fill in: a resubmit with another is the same request.
+  v1::JobSpec built = spec();
+  *built.mutable_build_target() = to_proto(testing::target("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"));
+  EXPECT_EQ(store_->find_requested_job(request, built)->value().id(), first->job.id());
+  EXPECT_EQ(store_->list_jobs({})->size(), 1u);
+
+  auto other_spec = store_->create_job(spec(128), request);
+  EXPECT_EQ(other_spec.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(other_spec.status().message().find(first->job.id()), std::string::npos) << other_spec.status().message();
+  EXPECT_EQ(store_->find_requested_job(request, spec(128)).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->list_jobs({})->size(), 1u);
+}
+
+TEST_P(JobStoreTest, RequestIdsAreEachSubmittersOwn) {
+  auto mine = store_->create_job(spec(), {"sha256:aa", "req-1"}).value();
+  // Another client's request of the same id is a request of its own: it neither gets nor learns of
+  // the first client's job.
+  EXPECT_FALSE(store_->find_requested_job({"sha256:bb", "req-1"}, spec())->has_value());
+  auto theirs = store_->create_job(spec(128), {"sha256:bb", "req-1"});
+  ASSERT_TRUE(theirs.ok()) << theirs.status().to_string();
+  EXPECT_TRUE(theirs->created);
+  EXPECT_NE(theirs->job.id(), mine.job.id());
+  // No request id: a new job every time.
+  EXPECT_TRUE(store_->create_job(spec(), {"sha256:aa", ""})->created);
+  EXPECT_TRUE(store_->create_job(spec(), {"sha256:aa", ""})->created);
+  EXPECT_FALSE(store_->find_requested_job({"sha256:aa", ""}, spec())->has_value());
+  EXPECT_EQ(store_->list_jobs({})->size(), 4u);
+  EXPECT_EQ(store_->create_job(spec(), {"", "has space"}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->create_job(spec(), {"", std::string(129, 'x')}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(JobStoreTest, SubmitsOfOneRequestAtOnceMakeOneJob) {
+  // Two stores over one history: two tunerds (PostgreSQL), or one tunerd's store and a second
+  // opened on the file (SQLite); four submits of one request race through each.
+  auto other = db::RecordStore::open(location()).value();
+  std::vector<std::thread> submits;
+  std::vector<StatusOr<db::CreatedJob>> results(8, internal_error("not run"));
+  for (size_t i = 0; i < results.size(); ++i)
+    submits.emplace_back([&, i] { results[i] = (i % 2 ? *other : *store_).create_job(spec(), {"", "same"}); });
+  for (auto& t : submits) t.join();
+  int created = 0;
+  for (const auto& result : results) {
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    created += result->created;
+    EXPECT_EQ(result->job.id(), results[0]->job.id());
+  }
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(store_->list_jobs({})->size(), 1u);
 }
 
 TEST_P(JobStoreTest, JobsSurviveReopening) {

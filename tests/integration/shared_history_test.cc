@@ -135,7 +135,8 @@ class SharedHistoryTest : public ::testing::Test {
   std::unique_ptr<Tunerd> tunerd(const std::string& name, const std::string& history) {
     return std::make_unique<Tunerd>(farm_, farm_.log_dir() + "/" + name,
                                     std::vector<std::string>{"--history", history, "--lease-s",
-                                                             fmt::format("{}", kLeaseS), "--max-jobs", "6"});
+                                                             fmt::format("{}", kLeaseS), "--max-jobs",
+                                                             fmt::format("{}", kJobs)});
   }
   static v1::JobSpec spec(int n) {
     v1::JobSpec spec;
@@ -186,18 +187,19 @@ class SharedHistoryTest : public ::testing::Test {
 
   static constexpr double kLeaseS = 2;
   static constexpr int kTrials = 12;
+  static constexpr int kJobs = 12;  // The twelve; each tunerd has room for all of them.
   std::string url_;
   Farm farm_;
 };
 
-// Three tunerds, one PostgreSQL, two agents; six jobs submitted round-robin; two tunerds killed
-// with SIGKILL one after the other while they run jobs: the others, which have room (--max-jobs 6),
+// Three tunerds, one PostgreSQL, two agents; twelve jobs submitted round-robin; two tunerds killed
+// with SIGKILL one after the other while they run jobs: the others, which have room (--max-jobs 12),
 // take their jobs over within the lease (plus a heartbeat), and any tunerd answers for any job.
 TEST_F(SharedHistoryTest, JobsOfKilledTunerdsAreTakenOverAndEndWithTheirExactBudget) {
   std::vector<std::unique_ptr<Tunerd>> tunerds;
   for (int i = 0; i < 3; ++i) tunerds.push_back(tunerd(fmt::format("tunerd-{}", i), url_));
   std::vector<v1::Job> jobs;
-  for (int i = 0; i < 6; ++i) jobs.push_back(submit(*tunerds[i % 3], spec(40 + 8 * i)));
+  for (int i = 0; i < kJobs; ++i) jobs.push_back(submit(*tunerds[i % 3], spec(40 + 8 * i)));
   // Any tunerd answers for any job.
   EXPECT_EQ(tunerds[2]->get(jobs[0].id()).id(), jobs[0].id());
 
@@ -274,6 +276,40 @@ TEST_F(SharedHistoryTest, ATunerdCutOffFromTheHistoryStopsItsJobAndAnotherTakesI
   EXPECT_NE(cut->log().find("stops its jobs before another tunerd takes them over"), std::string::npos) << cut->log();
   relay.partition(false);
   expect_exact(*other, {job});
+}
+
+// A tunerd asked to stop while its connection to PostgreSQL is silent (the relay still takes every
+// byte, so TCP and its keepalives see nothing wrong) stops within a few leases: it waits for no
+// answer longer than its lease (its renewal in flight included), and not for the history to return.
+TEST_F(SharedHistoryTest, ATunerdCutOffFromTheHistoryStopsWithoutWaitingForIt) {
+  Relay relay(PgServer::shared().port());
+  std::string through_relay = url_;
+  through_relay.replace(through_relay.find(std::to_string(PgServer::shared().port())),
+                        std::to_string(PgServer::shared().port()).size(), std::to_string(relay.port()));
+  auto cut = tunerd("cut", through_relay);
+  v1::Job job = submit(*cut, spec(64));
+  auto deadline = Clock::now() + seconds(60);
+  while (records_of(job.id()) == 0 && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
+  relay.partition(true);
+  // A heartbeat (every quarter lease) is on its way into the silence.
+  std::this_thread::sleep_for(milliseconds(static_cast<int>(kLeaseS * 1000 / 2)));
+  pid_t pid = cut->pid();
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  auto asked = Clock::now();
+  bool exited = false;
+  while (!exited && Clock::now() - asked < seconds(30)) {
+    int status = 0;
+    exited = ::waitpid(pid, &status, WNOHANG) == pid;
+    if (!exited) std::this_thread::sleep_for(milliseconds(20));
+  }
+  double took = std::chrono::duration<double>(Clock::now() - asked).count();
+  if (!exited) ::kill(pid, SIGKILL);
+  relay.partition(false);
+  ASSERT_TRUE(exited) << "tunerd still waits 30 s after SIGTERM\n" << cut->log();
+  std::printf("tunerd cut off from the history stopped %.2f s after SIGTERM (lease %.1f s)\n", took, kLeaseS);
+  // The renewal in flight gives up after a lease of silence, the job's last writes each after a
+  // connect timeout (libpq's least, 2 s); nothing waits for the history to come back.
+  EXPECT_LT(took, kLeaseS * 4 + 2) << cut->log();
 }
 
 }  // namespace

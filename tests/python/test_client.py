@@ -3,6 +3,7 @@
 tune-client prints them, over TLS and with tokens."""
 import io
 import os
+import signal
 import socket
 import sys
 import threading
@@ -197,6 +198,30 @@ def test_errors_carry_the_service_message_as_tune_client_prints_it(client, farm)
         client.submit(workloads=["matmul:M"], trials=4)
     with pytest.raises(tunefarm.InvalidArgument, match="duration '5 minutes'"):
         client.submit(workloads=[WORKLOAD], time_budget="5 minutes")
+
+
+def test_a_submit_sent_again_gets_its_job_and_another_spec_is_refused(client):
+    first = client.submit(workloads=[WORKLOAD], trials=4, batch_size=4, request_id="python-resubmit")
+    again = client.submit(workloads=[WORKLOAD], trials=4, batch_size=4, request_id="python-resubmit")
+    assert again.id == first.id
+    with pytest.raises(tunefarm.ServiceError) as other:
+        client.submit(workloads=[WORKLOAD], trials=8, batch_size=4, request_id="python-resubmit")
+    assert other.value.code == "ALREADY_EXISTS" and first.id in str(other.value)
+
+
+def test_a_submit_that_times_out_is_sent_again_and_makes_one_job(farm, capfd):
+    tunerd = farm.start_tunerd("tunerd-resubmit")
+    try:
+        # A tunerd that does not answer for a while: the first try's deadline passes, the next gets in.
+        tunerd.popen.send_signal(signal.SIGSTOP)
+        threading.Timer(1.5, lambda: tunerd.popen.send_signal(signal.SIGCONT)).start()
+        with tunefarm.Client(tunerd.address) as client:
+            job = client.submit(workloads=[WORKLOAD], trials=4, batch_size=4, submit_timeout=0.5)
+            assert [j.id for j in client.jobs()] == [job.id]
+        assert "submit try 1 of 5: submit: " in capfd.readouterr().err
+    finally:
+        tunerd.popen.send_signal(signal.SIGCONT)
+        tunerd.stop()
 
 
 def test_unreachable_service(farm):

@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "pg_server.h"
 #include "tests/search/fakes.h"
 #include "tuner/build_guard.h"
 
@@ -649,6 +650,105 @@ TEST_F(JobManagerTest, OneClientCannotFillTheQueue) {
   // A submit without a client name is held only by the service-wide limit.
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(m.submit(spec(1000)).ok()) << i;
   m.shutdown();
+}
+
+}  // namespace
+}  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+// Tunerds sharing a history in PostgreSQL (tests/db/pg_server.h), as JobManagers over stores of
+// one database: the queue they serve is the history's.
+class SharedJobManagerTest : public JobManagerTest {
+ protected:
+  void SetUp() override {
+    JobManagerTest::SetUp();
+    if (auto why = testing::PgServer::unavailable()) GTEST_SKIP() << *why;
+    url_ = testing::PgServer::shared().new_database();
+    store_ = db::RecordStore::open(url_).value();
+    other_ = db::RecordStore::open(url_).value();
+  }
+  void TearDown() override {
+    other_.reset();
+    JobManagerTest::TearDown();
+  }
+  // A manager whose jobs measure slowly (a result every 50 ms), run as `owner` under short leases.
+  JobManagerOptions shared_options(const std::string& owner) {
+    JobManagerOptions options;
+    options.max_running_jobs = 1;
+    options.lease_owner = owner;
+    options.lease = std::chrono::milliseconds(400);
+    return options;
+  }
+  BackendFactory slow() {
+    return backends([](FakeBackend& b) { b.delay = std::chrono::milliseconds(50); });
+  }
+
+  std::string url_;
+  std::unique_ptr<db::RecordStore> other_;  // Another tunerd's store.
+};
+
+// --max-queued-jobs and the per-client share count every job waiting in the history, not only the
+// ones this tunerd took: jobs submitted through another tunerd fill the same queue.
+TEST_F(SharedJobManagerTest, TheQueueLimitsCountTheHistorysQueue) {
+  JobManagerOptions options = shared_options("a");
+  options.max_queued_jobs = 2;
+  options.max_queued_jobs_per_client = 1;
+  // Not started: no heartbeat takes the other tunerd's jobs off the queue.
+  JobManager m(*store_, tasks_, slow(), known_keys, options);
+  std::string first = other_->create_job(spec(64), {"", ""})->job.id();
+  ASSERT_TRUE(other_->create_job(spec(64), {"sha256:x", ""}).ok());
+  auto refused = m.submit(spec(64));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("2 jobs are already waiting to run (at most 2"));
+  ASSERT_EQ(other_->request_cancel(first)->state(), v1::CANCELLED);
+  auto theirs = m.submit(spec(64), "client token 1", {"sha256:x", ""});
+  ASSERT_FALSE(theirs.ok());
+  EXPECT_THAT(theirs.status().message(), HasSubstr("client token 1 already has 1 jobs waiting"));
+  EXPECT_TRUE(m.submit(spec(64), "client token 2", {"sha256:y", ""}).ok());
+}
+
+// A tunerd takes over only what it can run now: with its one slot busy, a free job stays in the
+// history for a tunerd with room, and it takes the job once its slot is free.
+TEST_F(SharedJobManagerTest, AJobIsTakenOnlyWhenASlotIsFree) {
+  JobManager m(*store_, tasks_, slow(), known_keys, shared_options("a"));
+  ASSERT_TRUE(m.start().ok());
+  auto busy = m.submit(spec(24));
+  ASSERT_TRUE(busy.ok()) << busy.status().to_string();
+  std::string waiting = other_->create_job(spec(8))->id();
+  // Heartbeats of a tenth of a second go by while the slot is busy.
+  for (int i = 0; i < 10 && store_->get_job(busy->id())->state() != v1::SUCCEEDED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(other_->unleased_jobs(10).value(), std::vector<std::string>{waiting}) << "taken with no free slot";
+  }
+  EXPECT_EQ(wait_until_ended(m, busy->id()).state(), v1::SUCCEEDED);
+  for (int i = 0; i < 100 && store_->get_job(waiting)->state() != v1::SUCCEEDED; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(store_->get_job(waiting)->state(), v1::SUCCEEDED);
+}
+
+}  // namespace
+}  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+// A job taken over in a shared history is guarded as one resumed after a restart: a tunerd whose
+// marks say it died compiling the job twice fails it instead of taking it on.
+TEST_F(SharedJobManagerTest, AJobThatKeptCrashingTunerdWhileCompilingIsFailedWhenTakenOver) {
+  std::string twice = other_->create_job(spec(8))->id();
+  std::ofstream(dir_ / (twice + ".building")) << "2\n";
+  JobManagerOptions options = shared_options("a");
+  options.build_mark_dir = dir_.string();
+  JobManager m(*store_, tasks_, slow(), known_keys, options);
+  ASSERT_TRUE(m.start().ok());
+  v1::Job failed = wait_until_ended(m, twice);
+  EXPECT_EQ(failed.state(), v1::FAILED);
+  EXPECT_THAT(failed.error(), HasSubstr("died 2 times in a row while compiling this job's candidates"));
+  EXPECT_EQ(store_->count_measured_configs(twice).value(), 0);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / (twice + ".building")));
 }
 
 }  // namespace
