@@ -408,7 +408,18 @@ StatusOr<Scheduled> blocked_k_schedule(const Gemm& g, const Config& c) {
     // whole packed B going out to memory and coming back.
     auto& pk = s[t.packed];
     pk.compute_at(*r, rk);
-    pk.vectorize(pk.axis(2));
+    if (g.transpose_b) {
+      // W[N, K] is read along its rows, 16 values of K (a cache line) of one row at a time, and
+      // written down the panel; reading 48 rows at once for a vector of columns gathered from
+      // rows 12 KiB apart (K = 3072), all in one L1 set. The inner split of the columns keeps
+      // them the innermost dimension of the block's layout (a block's layout follows its loops).
+      auto [kpo, kpi] = pk.split(pk.axis(1), 16);
+      auto [jno, jni] = pk.split(pk.axis(2), 1);
+      pk.reorder({pk.axis(0), kpo, jno, kpi, jni});
+      pk.unroll(kpi);
+    } else {
+      pk.vectorize(pk.axis(2));
+    }
     // A block computed at a loop lives on the stack; one larger than a few hundred KiB (a tuned
     // config may ask for 512 x 32 x 64) goes to the workspace, allocated once per block.
     constexpr int64_t kStackBlockBytes = 256 * 1024;
