@@ -148,6 +148,21 @@ TEST(CompilerDefaults, TransformerGemmTilesDivideAndLongKIsBlocked) {
   }
 }
 
+// A ViT's 197 tokens divide into no tile: the default takes all the rows (and columns) as one
+// block, so that the partial tile starts at a constant row and stays in registers.
+TEST(CompilerDefaults, APartialTileEndsTheOneBlock) {
+  Target target = *parse_target("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  for (const char* workload : {"batch_matmul:B=12,M=197,N=197,K=64", "dense:M=197,N=768,K=768,bias=1"}) {
+    auto config = default_config(*parse_workload(workload), target);
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    auto tile_m = std::get<std::vector<int64_t>>(*config->find("tile_m"));
+    auto tile_n = std::get<std::vector<int64_t>>(*config->find("tile_n"));
+    EXPECT_GE(tile_m[1] * tile_m[2], 197) << workload << ": " << config->to_json();
+    if (197 % tile_n[2] != 0 && std::string(workload).find("N=197") != std::string::npos)
+      EXPECT_GE(tile_n[1] * tile_n[2], 197) << workload << ": " << config->to_json();
+  }
+}
+
 TEST(CompilerConfigSpace, FactorSplitsDivideTheExtent) {
   ops::ConfigSpace s("t");
   s.define_split_factors("tile", 12, 3);
