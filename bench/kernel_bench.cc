@@ -367,7 +367,8 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "interleaved rounds")->check(CLI::Range(1, 1000));
   app.add_option("--min-ms", min_ms, "length of one timed sample");
   std::string clock = "wall";
-  app.add_option("--clock", clock, "what samples are timed by: wall, or thread (the calling thread's CPU time; one thread only)")
+  app.add_option("--clock", clock,
+                 "what samples are timed by: wall, or thread (the calling thread's CPU time; one thread only)")
       ->check(CLI::IsMember({"wall", "thread"}));
   CLI11_PARSE(app, argc, argv);
   if (clock == "thread" && threads != 1) {
@@ -407,7 +408,8 @@ int main(int argc, char** argv) {
   double load[1] = {0};
   getloadavg(load, 1);
   fmt::print("kernel_bench on {} ({} CPUs online, load average {:.2f}), {} thread(s), {} interleaved rounds of ~{} ms "
-             "{} samples; OPENBLAS_CORETYPE={}\n", host_name, sysconf(_SC_NPROCESSORS_ONLN), load[0], threads, repeats, min_ms, clock,
+             "{} samples; OPENBLAS_CORETYPE={}\n", host_name, sysconf(_SC_NPROCESSORS_ONLN), load[0], threads, repeats, min_ms,
+             clock,
              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   Target host;

@@ -199,11 +199,17 @@ int64_t largest_at_most(const std::vector<int64_t>& choices, int64_t limit) {
   return best;
 }
 
+int64_t smallest_at_least(const std::vector<int64_t>& choices, int64_t limit) {
+  for (int64_t c : choices)
+    if (c >= limit) return c;
+  return choices.back();
+}
+
 // The register tile: as many accumulators as leave registers for B's vectors and A's broadcast,
-// with rows and columns that divide the output where a tile can (a partial tile at the edge runs
-// through memory, not registers: 128 rows in tiles of 12 left 8 rows, 6% of the work, that ran
-// several times slower). Among tiles of as many accumulators, two vectors of columns first, then three, then
-// four: 12x32, 8x48, 6x64 on AVX-512.
+// with rows and columns that divide the output where a tile can (a partial tile at the edge of a
+// block runs through memory, not registers: 128 rows in tiles of 12 left 8 rows, 6% of the
+// work, that ran several times slower). Among tiles of as many accumulators, two vectors of
+// columns first, then three, then four: 12x32, 8x48, 6x64 on AVX-512.
 std::pair<int64_t, int64_t> register_tile(const Gemm& g, const CpuModel& cpu) {
   int64_t best_mr = 0, best_nr = 0;
   for (int64_t vectors : {2, 3, 4}) {
@@ -259,13 +265,7 @@ Config cpu_default(const std::string& name, const Workload& w, const CpuModel& c
     // a constant row and stays in registers (a ViT's 197 rows in tiles of 12: dense 1.16-1.29x,
     // batch_matmul 12x197x197x64 1.59x faster than blocks of 16 or 8 tiles, whose partial tile
     // moves with the block and runs through memory).
-    int64_t all = kMb.back();
-    for (int64_t c : kMb)
-      if (c >= row_tiles) {
-        all = c;
-        break;
-      }
-    mb = std::min(mb, all);
+    mb = std::min(mb, smallest_at_least(kMb, row_tiles));
   } else {
     mb = std::min(mb, largest_at_most(kMb, std::max<int64_t>(1, row_tiles)));
   }
@@ -273,23 +273,17 @@ Config cpu_default(const std::string& name, const Workload& w, const CpuModel& c
   if (g.N % nr != 0) {
     // A partial tile of columns likewise: one block of all the columns where B's block fits
     // (attention's 197 columns as 128 + 69 left batch_matmul 12x197x197x64 at 0.54x oneDNN).
-    int64_t all = kNb.back();
-    for (int64_t c : kNb)
-      if (c >= column_tiles) {
-        all = c;
-        break;
-      }
-    nb = std::min(nb, all);
+    nb = std::min(nb, smallest_at_least(kNb, column_tiles));
   } else {
     nb = std::min(nb, largest_at_most(kNb, column_tiles));
   }
-  // Blocks that divide the rows' and columns' tiles, where they can: a last block of a different
-  // width (384 columns as 256 + 128) made attention's batch_matmul B=16,M=384,N=384,K=64 about
-  // 1.8x slower than blocks of 128 (interleaved, six configs).
   // Without K blocks or a batch, at least two blocks of rows where there are two tiles: the outer
   // loop is what threads share (with K blocks, the blocks of columns join it; halving the rows
   // there would pack each block of B twice).
   if (kc == 0 && !g.batched && g.M >= 2 * mr) mb = std::min(mb, largest_at_most(kMb, (g.M / mr) / 2));
+  // Blocks that divide the rows' and columns' tiles, where they can: a last block of a different
+  // width (384 columns as 256 + 128) made attention's batch_matmul B=16,M=384,N=384,K=64 about
+  // 1.8x slower than blocks of 128 (interleaved, six configs).
   if (g.M % mr == 0)
     while (mb > 1 && (g.M / mr) % mb != 0) mb /= 2;
   if (g.N % nr == 0)
