@@ -12,6 +12,7 @@
 // Debian's OpenBLAS misdetects this CPU, so the program sets OPENBLAS_CORETYPE=SkylakeX (and one
 // thread everywhere) and re-executes itself before the libraries load.
 #include <dlfcn.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -234,12 +235,27 @@ Baselines conv_baselines(const Workload& w, std::vector<Buffer>& in, Buffer& out
   return bl;
 }
 
+// What a sample is timed by: wall time (default), or with --clock thread, the calling thread's CPU
+// time, which leaves out the time other processes held the core (on one thread every library
+// runs on the calling thread). On a machine loaded by other work, wall-time samples of one
+// contender swing by 2-3x with whoever else runs; the thread's CPU time still includes what
+// they did to the caches.
+bool g_thread_clock = false;
+
+double now_ms() {
+  if (!g_thread_clock)
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
 // Repetitions per sample so that one sample takes about `min_ms`.
 int calibrate(const Fn& fn, double min_ms) {
   fn();
-  auto t0 = std::chrono::steady_clock::now();
+  double t0 = now_ms();
   fn();
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms = now_ms() - t0;
   return std::max(1, static_cast<int>(min_ms / std::max(ms, 1e-3)));
 }
 
@@ -251,9 +267,9 @@ constexpr std::chrono::milliseconds kContenderGap{10};
 // One untimed run first: it wakes the contender's threads, which slept through the gap.
 double sample_ms(const Fn& fn, int reps) {
   fn();
-  auto t0 = std::chrono::steady_clock::now();
+  double t0 = now_ms();
   for (int i = 0; i < reps; ++i) fn();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+  return (now_ms() - t0) / reps;
 }
 
 StatusOr<std::map<std::string, Config>> read_config_file(const std::string& path) {
@@ -350,7 +366,16 @@ int main(int argc, char** argv) {
                  "directory of `tune-client build`: its kernels race the configs they were built from");
   app.add_option("--repeats", repeats, "interleaved rounds")->check(CLI::Range(1, 1000));
   app.add_option("--min-ms", min_ms, "length of one timed sample");
+  std::string clock = "wall";
+  app.add_option("--clock", clock,
+                 "what samples are timed by: wall, or thread (the calling thread's CPU time; one thread only)")
+      ->check(CLI::IsMember({"wall", "thread"}));
   CLI11_PARSE(app, argc, argv);
+  if (clock == "thread" && threads != 1) {
+    fmt::print(stderr, "kernel_bench: --clock thread times the calling thread only; use it with --threads 1\n");
+    return 1;
+  }
+  g_thread_clock = clock == "thread";
 
   auto workloads = read_workload_file(workloads_file);
   if (!workloads.ok()) {
@@ -383,7 +408,8 @@ int main(int argc, char** argv) {
   double load[1] = {0};
   getloadavg(load, 1);
   fmt::print("kernel_bench on {} ({} CPUs online, load average {:.2f}), {} thread(s), {} interleaved rounds of ~{} ms "
-             "samples; OPENBLAS_CORETYPE={}\n", host_name, sysconf(_SC_NPROCESSORS_ONLN), load[0], threads, repeats, min_ms,
+             "{} samples; OPENBLAS_CORETYPE={}\n", host_name, sysconf(_SC_NPROCESSORS_ONLN), load[0], threads, repeats, min_ms,
+             clock,
              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   Target host;

@@ -48,27 +48,31 @@ constexpr int kRecordsScanned = 1000;  // query_best's most
 // does not clearly beat it; then `fell_back` says why.
 v1::Record clearly_best(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
                         const v1::Record& best, std::string& fell_back) {
-  auto def = default_config(w, request.target);
-  if (!def.ok()) return best;
-  auto space = config_space(w, request.target, def->template_name);
-  auto ranked = store.query_best(w, request.target, request.device_key, kRecordsScanned);
-  if (!space.ok() || !ranked.ok()) return best;
-  std::string want = def->to_json();
-  for (const v1::Record& r : *ranked) {
-    auto c = space->complete(from_proto(r.config()));
-    if (!c.ok() || c->to_json() != want || r.device_key() != best.device_key()) continue;
-    if (best.gflops() > r.gflops() * kClearlyFaster) return best;
-    auto best_config = space->complete(from_proto(best.config()));
-    if (!best_config.ok() || best_config->to_json() != want)
-      fell_back = fmt::format("{}: the best tuned config ({:.1f} GFLOP/s) does not beat the template's default "
-                              "({:.1f} GFLOP/s) by {:.0f}% on device key '{}': built from the default",
-                              w.to_string(), best.gflops(), r.gflops(), (kClearlyFaster - 1) * 100, r.device_key());
-    return r;
-  }
-  return best;
+  std::optional<v1::Record> r = default_record(store, w, request, best.device_key());
+  if (!r || best.gflops() > r->gflops() * kClearlyFaster) return best;
+  if (from_proto(best.config()).to_json() != from_proto(r->config()).to_json())
+    fell_back = fmt::format("{}: the best tuned config ({:.1f} GFLOP/s) does not beat the template's default "
+                            "({:.1f} GFLOP/s) by {:.0f}% on device key '{}': built from the default",
+                            w.to_string(), best.gflops(), r->gflops(), (kClearlyFaster - 1) * 100, r->device_key());
+  return *r;
 }
 
 }  // namespace
+
+std::optional<v1::Record> default_record(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
+                                         const std::string& device_key) {
+  auto def = default_config(w, request.target);
+  if (!def.ok()) return std::nullopt;
+  auto space = config_space(w, request.target, def->template_name);
+  auto ranked = store.query_best(w, request.target, request.device_key, kRecordsScanned);
+  if (!space.ok() || !ranked.ok()) return std::nullopt;
+  std::string want = def->to_json();
+  for (const v1::Record& r : *ranked) {
+    auto c = space->complete(from_proto(r.config()));
+    if (c.ok() && c->to_json() == want && r.device_key() == device_key) return r;
+  }
+  return std::nullopt;
+}
 
 StatusOr<model::ChosenKernel> choose_kernel(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
                                             std::vector<std::string>& warnings) {

@@ -6,6 +6,7 @@
 // tune-client on records exported from one.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct BuiltLibrary {
 // Checks the request (workloads given, distinct and at most kMaxLibraryWorkloads, a valid name, a
 // target LLVM can build for) before anything is compiled.
 Status check_library_request(const LibraryRequest& request);
+
+// The template's default config's own record (the figure of its measurements) for the request's
+// target on `device_key`, when the history has one: what the best record must clearly beat.
+std::optional<v1::Record> default_record(db::RecordStore& store, const Workload& workload, const LibraryRequest& request,
+                                         const std::string& device_key);
 
 // The kernel for one workload: the best record for the request's target and device key, else the
 // template's default config (saying so in `warnings`), else with require_tuned an error.

@@ -64,9 +64,9 @@ Status derive_axes(const schedule::Stage& stage, StageBounds& sb, RangeMap& rang
   return Status();
 }
 
-// The range of each root axis of `reader` over its leaves from `relax_from` on (the leaves
-// before it stay at their loop variables).
-StatusOr<IntervalMap> root_intervals(const schedule::Stage& reader, const StageBounds& rb, size_t relax_from,
+// The range of `reader`'s leaves from `relax_from` on (the leaves before it stay at their loop
+// variables).
+StatusOr<IntervalMap> leaf_intervals(const schedule::Stage& reader, const StageBounds& rb, size_t relax_from,
                                      MemScope producer_scope) {
   const auto& leaves = reader.leaf_iter_vars();
   IntervalMap leaf_iv;
@@ -77,6 +77,13 @@ StatusOr<IntervalMap> root_intervals(const schedule::Stage& reader, const StageB
     if (!ext) return internal_error("bound inference: cannot bound the extent of " + leaves[k]->var->name);
     leaf_iv[leaves[k]->var.get()] = Interval{int_imm(0), sub(ext->max, int_imm(1))};
   }
+  return leaf_iv;
+}
+
+// The range of each root axis of `reader` over its leaves from `relax_from` on.
+StatusOr<IntervalMap> root_intervals(const schedule::Stage& reader, const StageBounds& rb, size_t relax_from,
+                                     MemScope producer_scope) {
+  TF_ASSIGN_OR_RETURN(IntervalMap leaf_iv, leaf_intervals(reader, rb, relax_from, producer_scope));
   IntervalMap root_iv;
   auto roots = reader.root_iter_vars();
   for (size_t r = 0; r < roots.size(); ++r) {
@@ -111,8 +118,8 @@ Status add_reads(const schedule::Stage& producer, const schedule::Stage& reader,
 }
 
 // The region of `producer` that one iteration of its consumer's loops outside the attach point
-// reads: what the consumer reads there, and what the `siblings` (stages computed at the same
-// point, after it) read in all of their loops.
+// reads: what the consumer reads there, and what the `siblings` (stages computed at the consumer,
+// at the same point or inside it) read in all of their loops and the consumer's loops between.
 Status infer_region(const schedule::Stage& producer, const schedule::Stage& consumer, const Bounds& bounds,
                     const std::vector<const schedule::Stage*>& siblings, const IntervalMap& thread_vars, StageBounds& pb) {
   const auto& leaves = consumer.leaf_iter_vars();
@@ -120,10 +127,19 @@ Status infer_region(const schedule::Stage& producer, const schedule::Stage& cons
   bool shared = producer.scope() == MemScope::kShared;
   size_t ndim = producer.op()->axes.size();
   std::vector<Expr> lo(ndim), hi(ndim);
-  TF_ASSIGN_OR_RETURN(IntervalMap root_iv, root_intervals(consumer, bounds.stages.at(&consumer), pos + 1, producer.scope()));
+  const StageBounds& cb = bounds.stages.at(&consumer);
+  TF_ASSIGN_OR_RETURN(IntervalMap root_iv, root_intervals(consumer, cb, pos + 1, producer.scope()));
   TF_RETURN_IF_ERROR(add_reads(producer, consumer, root_iv, lo, hi));
+  TF_ASSIGN_OR_RETURN(IntervalMap inner_iv, leaf_intervals(consumer, cb, pos + 1, producer.scope()));
   for (const schedule::Stage* sibling : siblings) {
     TF_ASSIGN_OR_RETURN(IntervalMap sibling_iv, root_intervals(*sibling, bounds.stages.at(sibling), 0, producer.scope()));
+    // A sibling computed inside the attach point starts its region at the consumer's inner loops:
+    // widen it over them.
+    for (auto& [var, iv] : sibling_iv) {
+      auto l = eval_interval(iv.min, inner_iv), h = eval_interval(iv.max, inner_iv);
+      if (!l || !h) return internal_error("bound inference: cannot bound the region read by " + sibling->op()->name);
+      iv = Interval{l->min, h->max};
+    }
     TF_RETURN_IF_ERROR(add_reads(producer, *sibling, sibling_iv, lo, hi));
   }
   // A shared-memory stage holds what the whole thread block reads: relax every thread index.
@@ -164,13 +180,18 @@ StatusOr<Bounds> infer_bounds(const schedule::Schedule& sched) {
       auto cit = out.stages.find(consumer);
       if (cit == out.stages.end())
         return invalid_argument(fmt::format("stage {} is computed at {}, which does not consume it", op->name, consumer->op()->name));
-      // Other readers must be computed at the same point (a row's statistics beside the row that
-      // reads them): there the region covers their reads too.
+      // Other readers must be computed at the consumer, at the same point (a row's statistics
+      // beside the row that reads them) or inside it (a packed block of B that the register
+      // tiles inside the block's loop read): the region covers their reads too.
       std::vector<const schedule::Stage*> siblings;
+      const auto& consumer_leaves = consumer->leaf_iter_vars();
+      auto position = [&](const te::IterVar& iv) {
+        return std::find(consumer_leaves.begin(), consumer_leaves.end(), iv) - consumer_leaves.begin();
+      };
       for (const auto& other : stages) {
         if (other.get() == consumer || other.get() == &stage) continue;
         if (std::find(other->op()->inputs.begin(), other->op()->inputs.end(), op) == other->op()->inputs.end()) continue;
-        if (other->attach_stage() != consumer || other->attach_iv() != stage.attach_iv())
+        if (other->attach_stage() != consumer || position(other->attach_iv()) < position(stage.attach_iv()))
           return invalid_argument(fmt::format("stage {} is computed at {} but {} reads it too", op->name,
                                               consumer->op()->name, other->op()->name));
         siblings.push_back(other.get());

@@ -199,41 +199,115 @@ int64_t largest_at_most(const std::vector<int64_t>& choices, int64_t limit) {
   return best;
 }
 
-Config cpu_default(const std::string& name, const Workload& w, const CpuModel& cpu) {
-  Gemm g = gemm_of(w);
-  // Two vectors of columns (32 on AVX-512, 16 on AVX2, 8 on NEON), as many rows as leave a few
-  // registers for B's vectors and A's broadcasts: 12x32 on AVX-512, 6x16 on AVX2.
+int64_t smallest_at_least(const std::vector<int64_t>& choices, int64_t limit) {
+  for (int64_t c : choices)
+    if (c >= limit) return c;
+  return choices.back();
+}
+
+// The register tile: as many accumulators as leave registers for B's vectors and A's broadcast,
+// with rows and columns that divide the output where a tile can (a partial tile at the edge of a
+// block runs through memory, not registers: 128 rows in tiles of 12 left 8 rows, 6% of the
+// work, that ran several times slower). Among tiles of as many accumulators, two vectors of
+// columns first, then three, then four: 12x32, 8x48, 6x64 on AVX-512.
+std::pair<int64_t, int64_t> register_tile(const Gemm& g, const CpuModel& cpu) {
+  int64_t best_mr = 0, best_nr = 0;
+  for (int64_t vectors : {2, 3, 4}) {
+    int64_t nr = vectors * cpu.lanes;
+    if (g.N % nr != 0 || std::find(kNr.begin(), kNr.end(), nr) == kNr.end()) continue;
+    int64_t rows = std::min<int64_t>(12, (cpu.vector_registers - vectors - 1) / vectors);
+    for (int64_t mr = rows; mr >= 4; --mr) {
+      // A partial tile of 1% of the rows or less (4096 rows in tiles of 12) costs less than
+      // fewer accumulators in every tile.
+      bool rows_fit = g.M % mr == 0 || (g.M % mr) * 100 <= g.M;
+      if (!rows_fit || std::find(kMr.begin(), kMr.end(), mr) == kMr.end()) continue;
+      if (mr * vectors > best_mr * best_nr / cpu.lanes) best_mr = mr, best_nr = nr;
+      break;
+    }
+  }
+  if (best_mr > 0) return {best_mr, best_nr};
+  // Nothing divides: two vectors of columns (32 on AVX-512, 16 on AVX2, 8 on NEON) and as many
+  // rows as leave a few registers for B's vectors and A's broadcasts.
   int64_t nr = largest_at_most(kNr, std::min<int64_t>(2 * cpu.lanes, g.N >= 16 ? g.N : 8));
   int64_t vectors = std::max<int64_t>(1, nr / cpu.lanes);
   int64_t rows = std::max<int64_t>(1, (cpu.vector_registers - 4) / vectors);
-  int64_t mr = largest_at_most(kMr, std::min<int64_t>({g.M, 12, rows}));
-  // An A block of a quarter of L2 beside a B block the size of L2: B's block streams through L2
-  // from L3 while A's stays (on Zen 4's 1 MiB L2, halving the B block made 1000^3 1.15x slower).
-  int64_t a_floats = cpu.l2_bytes / 4 / 4, b_floats = cpu.l2_bytes / 4;
-  int64_t mb = largest_at_most(kMb, std::max<int64_t>(1, a_floats / std::max<int64_t>(1, g.K * mr)));
-  int64_t nb = largest_at_most(kNb, std::max<int64_t>(1, b_floats / std::max<int64_t>(1, g.K * nr)));
-  mb = std::min(mb, largest_at_most(kMb, std::max<int64_t>(1, (g.M + mr - 1) / mr)));
-  nb = std::min(nb, largest_at_most(kNb, std::max<int64_t>(1, (g.N + nr - 1) / nr)));
-  // Blocks of columns that divide the columns' vectors, where they can: a last block of a
-  // different width (384 columns as 256 + 128) made attention's batch_matmul B=16,M=384,N=384,K=64
-  // about 1.8x slower than blocks of 128 (interleaved, six configs).
+  return {largest_at_most(kMr, std::min<int64_t>({g.M, 12, rows})), nr};
+}
+
+Config cpu_default(const std::string& name, const Workload& w, const CpuModel& cpu) {
+  Gemm g = gemm_of(w);
+  auto [mr, nr] = register_tile(g, cpu);
+  // K in blocks of 256 where that divides it (and K is longer): the B panel slice of a block
+  // (256 x nr) stays in L1 beside A's rows, and B's block is packed where the tiles read it
+  // rather than all of B up front (9 MiB of a 128x768x3072 GEMM's B went out to memory and came
+  // back). 128x768x3072 went from 0.58x to 0.85-0.92x oneDNN. Batched GEMMs keep all of K
+  // (attention's K is 64).
+  int64_t kc = 0;
+  if (!g.batched)
+    for (int64_t c : {256, 512, 128})
+      if (g.K > c && g.K % c == 0) {
+        kc = c;
+        break;
+      }
+  int64_t k_block = kc > 0 ? kc : g.K;
+  // All of M in one block where A's block (rows x K block) fits in half of L2: each packed B
+  // block is then packed once. Beside it, B's block fills a quarter of L2 (with all of K, the
+  // size of L2: B's block streams through L2 from L3 while A's stays; on Zen 4's 1 MiB L2,
+  // halving it made 1000^3 1.15x slower).
+  int64_t a_floats = kc > 0 ? cpu.l2_bytes / 2 / 4 : cpu.l2_bytes / 4 / 4;
+  int64_t b_floats = kc > 0 ? cpu.l2_bytes / 4 / 4 : cpu.l2_bytes / 4;
+  int64_t mb = largest_at_most(kMb, std::max<int64_t>(1, a_floats / std::max<int64_t>(1, k_block * mr)));
+  int64_t nb = largest_at_most(kNb, std::max<int64_t>(1, b_floats / std::max<int64_t>(1, k_block * nr)));
+  int64_t row_tiles = (g.M + mr - 1) / mr;
+  if (kc > 0 || g.batched) {
+    // With K blocks (or a batch, which threads share instead of the blocks of rows), one block
+    // of all the rows where A's block fits: a partial tile at the end of the one block starts at
+    // a constant row and stays in registers (a ViT's 197 rows in tiles of 12: dense 1.16-1.29x,
+    // batch_matmul 12x197x197x64 1.59x faster than blocks of 16 or 8 tiles, whose partial tile
+    // moves with the block and runs through memory).
+    mb = std::min(mb, smallest_at_least(kMb, row_tiles));
+  } else {
+    mb = std::min(mb, largest_at_most(kMb, std::max<int64_t>(1, row_tiles)));
+  }
+  int64_t column_tiles = (g.N + nr - 1) / nr;
+  if (g.N % nr != 0) {
+    // A partial tile of columns likewise: one block of all the columns where B's block fits
+    // (attention's 197 columns as 128 + 69 left batch_matmul 12x197x197x64 at 0.54x oneDNN).
+    nb = std::min(nb, smallest_at_least(kNb, column_tiles));
+  } else {
+    nb = std::min(nb, largest_at_most(kNb, column_tiles));
+  }
+  // Without K blocks or a batch, at least two blocks of rows where there are two tiles: the outer
+  // loop is what threads share (with K blocks, the blocks of columns join it; halving the rows
+  // there would pack each block of B twice).
+  if (kc == 0 && !g.batched && g.M >= 2 * mr) mb = std::min(mb, largest_at_most(kMb, (g.M / mr) / 2));
+  // Blocks that divide the rows' and columns' tiles, where they can: a last block of a different
+  // width (384 columns as 256 + 128) made attention's batch_matmul B=16,M=384,N=384,K=64 about
+  // 1.8x slower than blocks of 128 (interleaved, six configs).
+  if (g.M % mr == 0)
+    while (mb > 1 && (g.M / mr) % mb != 0) mb /= 2;
   if (g.N % nr == 0)
     while (nb > 1 && (g.N / nr) % nb != 0) nb /= 2;
+  // B is read where it lies when its rows are contiguous along the columns and it is not packed
+  // by blocks: packing all of it up front cost more than it saved (batch_matmul 16x384x384x64
+  // 82 vs 93 GFLOP/s). A transposed B (dense's W) is always packed: its columns are strided.
+  bool pack = g.M >= 4 && (g.transpose_b || kc > 0);
   Config c;
   c.template_name = name;
   c.knobs = {{"tile_m", std::vector<int64_t>{-1, mb, mr}},
              {"tile_n", std::vector<int64_t>{-1, nb, nr}},
              {"unroll_k", int64_t{2}},
              {"order", kTileOrders[0]},
-             {"pack_b", int64_t{g.M >= 4 ? 1 : 0}},
+             {"pack_b", int64_t{pack ? 1 : 0}},
              {"parallel", std::string("none")},
-             // Blocking K is left to tuning: on this kind of machine the measurements were too noisy
-             // to show which K it pays off from.
-             {"tile_k", int64_t{0}}};
+             {"tile_k", kc}};
   return c;
 }
 
 StatusOr<Scheduled> blocked_k_schedule(const Gemm& g, const Config& c);
+
+// Iterations of an outer loop that two threads (and a few more) share evenly enough.
+constexpr int64_t kEnoughIterations = 8;
 
 StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
   Gemm g = gemm_of(w);
@@ -272,7 +346,6 @@ StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
     // The outermost tile loop, fused with the next where it has too few iterations to share
     // evenly among threads: a BERT layer's 128 rows in blocks of 48 are 3, two threads' shares
     // 2 and 1; with the 3 blocks of columns inside them, 9.
-    constexpr int64_t kEnoughIterations = 8;
     const int64_t extents[] = {(g.M + mb * mr - 1) / (mb * mr), (g.N + nb * nr - 1) / (nb * nr), mb, nb};
     te::IterVar outer = leaf_order[0];
     if (!g.batched && extents[order[0]] < kEnoughIterations) outer = out.fuse(leaf_order[0], leaf_order[1]);
@@ -317,24 +390,34 @@ StatusOr<Scheduled> blocked_k_schedule(const Gemm& g, const Config& c) {
   auto [jm, ji] = out.split(j1, nr);
   out.vectorize(ji);
   out.unroll(ii);
-  if (par) out.parallel(io);
   // The stage that sums the K blocks, tiled like the output: the output itself, or the
   // accumulator block of an epilogue's output block.
-  te::IterVar rn;
+  bool epilogue = t.out.op != t.acc.op;
+  if (epilogue) out.reorder({io, jo, im, jm, ii, ji});
+  else out.reorder({io, jo, out.reduce_axis(0), im, jm, ii, ji});
+  te::IterVar block = jo;
+  if (par) {
+    // The blocks of rows, fused with the blocks of columns where they are too few to share (a
+    // BERT layer's 128 rows are one block: its 4 or 16 blocks of columns are what threads share).
+    int64_t row_blocks = (g.M + mb * mr - 1) / (mb * mr);
+    if (row_blocks < kEnoughIterations) block = out.fuse(io, jo);
+    out.parallel(row_blocks < kEnoughIterations ? block : io);
+  }
+  te::IterVar rn, rk;
   schedule::Stage* r = &out;
-  if (t.out.op != t.acc.op) {
-    out.reorder({io, jo, im, jm, ii, ji});
+  if (epilogue) {
     auto& a = s[t.acc];
-    a.compute_at(out, jo);
+    a.compute_at(out, block);
     auto [am, ai] = a.split(a.axis(0), mr);
     auto [an, aj] = a.split(a.axis(1), nr);
-    a.reorder({a.reduce_axis(0), am, an, ai, aj});
+    rk = a.reduce_axis(0);
+    a.reorder({rk, am, an, ai, aj});
     a.vectorize(aj);
     a.unroll(ai);
     r = &a;
     rn = an;
   } else {
-    out.reorder({io, jo, out.reduce_axis(0), im, jm, ii, ji});
+    rk = out.reduce_axis(0);
     rn = jm;
   }
   auto& p = s[t.partial];
@@ -346,9 +429,27 @@ StatusOr<Scheduled> blocked_k_schedule(const Gemm& g, const Config& c) {
   p.unroll(p.axis(0));
   p.vectorize(p.axis(1));
   if (pack) {
+    // B is packed a block at a time, the panels of this block of columns over this block of K,
+    // just before the register tiles read them: the packed block stays in L2 instead of the
+    // whole packed B going out to memory and coming back.
     auto& pk = s[t.packed];
-    pk.vectorize(pk.axis(2));
-    if (par) pk.parallel(pk.axis(0));
+    pk.compute_at(*r, rk);
+    if (g.transpose_b) {
+      // W[N, K] is read along its rows, 16 values of K (a cache line) of one row at a time, and
+      // written down the panel; reading 48 rows at once for a vector of columns gathered from
+      // rows 12 KiB apart (K = 3072), all in one L1 set. The inner split of the columns keeps
+      // them the innermost dimension of the block's layout (a block's layout follows its loops).
+      auto [kpo, kpi] = pk.split(pk.axis(1), 16);
+      auto [jno, jni] = pk.split(pk.axis(2), 1);
+      pk.reorder({pk.axis(0), kpo, jno, kpi, jni});
+      pk.unroll(kpi);
+    } else {
+      pk.vectorize(pk.axis(2));
+    }
+    // A block computed at a loop lives on the stack; one larger than a few hundred KiB (a tuned
+    // config may ask for 512 x 32 x 64) goes to the workspace, allocated once per block.
+    constexpr int64_t kStackBlockBytes = 256 * 1024;
+    if (kc * nb * nr * 4 > kStackBlockBytes) pk.set_scope(ir::MemScope::kWorkspace);
   }
   return Scheduled{std::move(owned), ComputeDef{t.inputs, t.out}.args()};
 }

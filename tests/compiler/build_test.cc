@@ -123,6 +123,48 @@ TEST(CompilerDefaults, ColumnBlocksDivideTheColumns) {
   }
 }
 
+// Transformer GEMMs: the register tile divides the rows and columns (a partial tile runs through
+// memory), K is blocked where it is long, and B is packed by blocks where it is transposed or K
+// is blocked; attention's batched GEMMs read B where it lies.
+TEST(CompilerDefaults, TransformerGemmTilesDivideAndLongKIsBlocked) {
+  Target target = *parse_target("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  struct Case {
+    const char* workload;
+    int64_t rows, columns, tile_k, pack_b;
+  };
+  for (const Case& c : {Case{"matmul:M=128,N=768,K=3072", 128, 768, 256, 1},
+                        Case{"dense:M=128,N=3072,K=768,bias=1", 128, 3072, 256, 1},
+                        Case{"matmul:M=384,N=4096,K=1024", 384, 4096, 256, 1},
+                        Case{"batch_matmul:B=12,M=128,N=128,K=64", 128, 128, 0, 0},
+                        Case{"batch_matmul:B=16,M=384,N=384,K=64", 384, 384, 0, 0}}) {
+    auto config = default_config(*parse_workload(c.workload), target);
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    auto tile_m = std::get<std::vector<int64_t>>(*config->find("tile_m"));
+    auto tile_n = std::get<std::vector<int64_t>>(*config->find("tile_n"));
+    EXPECT_EQ(c.rows % tile_m[2], 0) << c.workload << ": " << config->to_json();
+    EXPECT_EQ(c.columns % tile_n[2], 0) << c.workload << ": " << config->to_json();
+    EXPECT_GE(tile_m[2] * tile_n[2] / 16, 16) << c.workload << ": " << config->to_json();
+    EXPECT_EQ(std::get<int64_t>(*config->find("tile_k")), c.tile_k) << c.workload;
+    EXPECT_EQ(std::get<int64_t>(*config->find("pack_b")), c.pack_b) << c.workload;
+  }
+}
+
+// A ViT's 197 tokens divide into no tile: the default takes all the rows (and columns) as one
+// block, so that the partial tile starts at a constant row and stays in registers.
+TEST(CompilerDefaults, APartialTileEndsTheOneBlock) {
+  Target target = *parse_target("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  for (const char* workload : {"batch_matmul:B=12,M=197,N=197,K=64", "dense:M=197,N=768,K=768,bias=1"}) {
+    auto config = default_config(*parse_workload(workload), target);
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    auto tile_m = std::get<std::vector<int64_t>>(*config->find("tile_m"));
+    auto tile_n = std::get<std::vector<int64_t>>(*config->find("tile_n"));
+    EXPECT_GE(tile_m[1] * tile_m[2], 197) << workload << ": " << config->to_json();
+    if (std::string(workload).find("N=197") != std::string::npos) {
+      EXPECT_GE(tile_n[1] * tile_n[2], 197) << workload << ": " << config->to_json();
+    }
+  }
+}
+
 TEST(CompilerConfigSpace, FactorSplitsDivideTheExtent) {
   ops::ConfigSpace s("t");
   s.define_split_factors("tile", 12, 3);

@@ -65,6 +65,38 @@ TEST_P(CpuTemplates, DefaultConfigMatchesReference) {
   EXPECT_EQ(compare(bufs.output, bufs.expected), "");
 }
 
+// The GEMM defaults of transformer-like shapes block K and pack B a block at a time inside the
+// K loop (with and without an epilogue); a tuned block too large for the stack goes to the
+// workspace. All must match the reference.
+TEST(GemmBlocks, PackedBlocksOfBInsideTheKLoopMatchReference) {
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"dense:M=16,N=96,K=512,bias=1", ""},
+      {"matmul:M=24,N=64,K=512", ""},
+      {"dense:M=8,N=48,K=768,bias=1,relu=1", ""},
+      {"matmul:M=24,N=70,K=1100",
+       R"({"template":"matmul.cpu.packed","knobs":{"tile_m":[-1,2,6],"tile_n":[-1,32,64],"unroll_k":2,)"
+       R"("order":[0,1,2,3],"pack_b":1,"parallel":"none","tile_k":512}})"},
+      {"dense:M=9,N=40,K=600,bias=1",
+       R"({"template":"dense.cpu.packed","knobs":{"tile_m":[-1,1,4],"tile_n":[-1,32,48],"unroll_k":4,)"
+       R"("order":[1,0,2,3],"pack_b":1,"parallel":"outer","tile_k":512}})"},
+  };
+  for (const auto& [workload, config] : cases) {
+    Workload w = *parse_workload(workload);
+    auto c = config.empty() ? default_config(w, Target{}) : parse_config_json(config);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    if (config.empty()) {
+      EXPECT_GT(std::get<int64_t>(*c->find("tile_k")), 0) << workload << ": " << c->to_json();
+      EXPECT_EQ(std::get<int64_t>(*c->find("pack_b")), 1) << workload << ": " << c->to_json();
+    }
+    auto jit = jit_kernel(w, *c);
+    ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+    auto bufs = make_buffers(w, 5);
+    auto args = bufs.arg_pointers();
+    ASSERT_EQ((*jit)->run(args.data()), 0);
+    EXPECT_EQ(compare(bufs.output, bufs.expected), "") << workload << " " << c->to_json();
+  }
+}
+
 // A tile tail whose position depends on the block (45 columns in blocks of 32 in tiles of 16)
 // runs as masked vectors; the result must not change.
 TEST(CpuTails, BlockDependentTailRunsMaskedAndMatches) {

@@ -84,7 +84,14 @@ TEST_F(LibraryTest, TunedWorkloadsBecomeALibraryThatTheExampleLinksAndRuns) {
   HelperRun built = client({"--server", tunerd.address(), "build", "--workloads", kExample + "/workloads.txt", "-o", out,
                             "--name", "example_kernels", "--require-tuned"});
   ASSERT_EQ(built.exit_code, 0) << built.err << tunerd.log();
-  EXPECT_THAT(built.out, ::testing::HasSubstr("built 2 kernels (2 tuned, 0 from template defaults)"));
+  // A best record that does not clearly beat the default's own is built from the default, and the
+  // build says so (the defaults of this GEMM are often within noise of its best).
+  auto fell_back = [&](const std::string& workload) {
+    return built.err.find(workload + ": the best tuned config") != std::string::npos;
+  };
+  int defaults = fell_back(kGemm) + fell_back(kConv);
+  EXPECT_THAT(built.out, ::testing::HasSubstr(fmt::format("built 2 kernels ({} tuned, {} from template defaults)",
+                                                          2 - defaults, defaults)));
   for (const char* f : {"libexample_kernels.so", "libexample_kernels.a", "example_kernels.h", "manifest.json"})
     EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
   EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 4) << "no scratch left behind";
@@ -93,13 +100,14 @@ TEST_F(LibraryTest, TunedWorkloadsBecomeALibraryThatTheExampleLinksAndRuns) {
   nlohmann::json m = manifest(out);
   ASSERT_EQ(m["kernels"].size(), 2u) << m.dump();
   for (const auto& k : m["kernels"]) {
+    EXPECT_EQ(k["config"]["knobs"]["parallel"], "outer") << k.dump();
+    if (fell_back(k["workload"].get<std::string>())) continue;
     EXPECT_EQ(k["source"], "tuned");
     auto best = tunerd.best(k["workload"].get<std::string>());
     ASSERT_EQ(best.size(), 1u);
     // The record's config, built with its outer loop split over the library's threads.
     EXPECT_EQ(k.value("chosen_config", k["config"]).dump(),
               nlohmann::json::parse(from_proto(best[0].config()).to_json()).dump());
-    EXPECT_EQ(k["config"]["knobs"]["parallel"], "outer") << k.dump();
     EXPECT_DOUBLE_EQ(k["gflops"].get<double>(), best[0].gflops());
     EXPECT_EQ(k["device_key"], "local-cpu");
   }

@@ -76,5 +76,33 @@ TEST(BoundInference, AReaderComputedAtTheSamePlaceWidensTheRegion) {
   EXPECT_FALSE(infer_bounds(apart).ok());
 }
 
+// A GEMM's packed block of B: p is computed at out's block loop, outside the point where its
+// reader t (the register tile) is computed; p's region covers t's reads over the loops between.
+TEST(BoundInference, AStageOutsideItsReadersAttachPointCoversTheLoopsBetween) {
+  te::Tensor x = te::placeholder("x", {32});
+  te::Tensor p = te::compute("p", {32}, [&](const std::vector<Var>& i) { return x(i[0]); }, {"x"});
+  te::Tensor t = te::compute("t", {32}, [&](const std::vector<Var>& i) { return p(i[0]) * ir::float_imm(2); }, {"t"});
+  te::Tensor out = te::compute("out", {32}, [&](const std::vector<Var>& i) { return t(i[0]); }, {"i"});
+  schedule::Schedule s({out});
+  auto [o, in] = s[out].split(s[out].axis(0), 8);
+  auto [m, r] = s[out].split(in, 4);
+  s[t].compute_at(s[out], m);
+  s[p].compute_at(s[out], o);
+  auto bounds = infer_bounds(s);
+  ASSERT_TRUE(bounds.ok()) << bounds.status().to_string();
+  EXPECT_EQ(ir::to_string(bounds->stages.at(&s[t]).root_extent[0]), "4");
+  const StageBounds& pb = bounds->stages.at(&s[p]);
+  EXPECT_EQ(ir::to_string(pb.root_min[0]), "(i.o*8)");
+  EXPECT_EQ(ir::to_string(pb.root_extent[0]), "8");
+
+  // The other way round, the reader's attach point outside the stage's, is an error.
+  schedule::Schedule inverted({out});
+  auto [o2, in2] = inverted[out].split(inverted[out].axis(0), 8);
+  auto [m2, r2] = inverted[out].split(in2, 4);
+  inverted[t].compute_at(inverted[out], o2);
+  inverted[p].compute_at(inverted[out], m2);
+  EXPECT_FALSE(infer_bounds(inverted).ok());
+}
+
 }  // namespace
 }  // namespace tunefarm::lower
