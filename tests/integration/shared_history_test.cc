@@ -132,6 +132,12 @@ class SharedHistoryTest : public ::testing::Test {
     ASSERT_TRUE(farm_.wait_for_agents("local-cpu", 2, seconds(20))) << farm_.logs();
   }
 
+  // The history's URL with the relay's port in place of the server's.
+  std::string through(const Relay& relay) const {
+    std::string url = url_;
+    std::string port = std::to_string(PgServer::shared().port());
+    return url.replace(url.find(port), port.size(), std::to_string(relay.port()));
+  }
   std::unique_ptr<Tunerd> tunerd(const std::string& name, const std::string& history) {
     return std::make_unique<Tunerd>(farm_, farm_.log_dir() + "/" + name,
                                     std::vector<std::string>{"--history", history, "--lease-s",
@@ -255,10 +261,7 @@ TEST_F(SharedHistoryTest, JobsOfKilledTunerdsAreTakenOverAndEndWithTheirExactBud
 // cut-off tunerd still held is refused by the fence, and the job ends with exactly its budget.
 TEST_F(SharedHistoryTest, ATunerdCutOffFromTheHistoryStopsItsJobAndAnotherTakesItOver) {
   Relay relay(PgServer::shared().port());
-  std::string through_relay = url_;
-  through_relay.replace(through_relay.find(std::to_string(PgServer::shared().port())),
-                        std::to_string(PgServer::shared().port()).size(), std::to_string(relay.port()));
-  auto cut = tunerd("cut", through_relay);
+  auto cut = tunerd("cut", through(relay));
   v1::Job job = submit(*cut, spec(64));
   auto other = tunerd("other", url_);
   auto deadline = Clock::now() + seconds(60);
@@ -283,10 +286,7 @@ TEST_F(SharedHistoryTest, ATunerdCutOffFromTheHistoryStopsItsJobAndAnotherTakesI
 // answer longer than its lease (its renewal in flight included), and not for the history to return.
 TEST_F(SharedHistoryTest, ATunerdCutOffFromTheHistoryStopsWithoutWaitingForIt) {
   Relay relay(PgServer::shared().port());
-  std::string through_relay = url_;
-  through_relay.replace(through_relay.find(std::to_string(PgServer::shared().port())),
-                        std::to_string(PgServer::shared().port()).size(), std::to_string(relay.port()));
-  auto cut = tunerd("cut", through_relay);
+  auto cut = tunerd("cut", through(relay));
   v1::Job job = submit(*cut, spec(64));
   auto deadline = Clock::now() + seconds(60);
   while (records_of(job.id()) == 0 && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));

@@ -274,13 +274,19 @@ def test_tls_and_tokens(secure_tunerd, farm, tmp_path):
         tunefarm.Client(address, tls_ca=not_pem)
 
 
+_DEFAULT_KEPT = "does not beat the template's default"
+
+
 def test_build_library(client, finished_job, tmp_path):
     out = tmp_path / "kernels"
     with pytest.warns(tunefarm.BuildWarning, match="no record of matmul:M=8,N=8,K=8"):
         build = client.build_library([WORKLOAD, "matmul:M=8,N=8,K=8"], out, name="pykernels")
     assert "libpykernels.so" in build.files and "pykernels.h" in build.files
     assert sorted(os.listdir(out)) == sorted(build.files), "no staging directory is left behind"
-    assert build.warnings == ["no record of matmul:M=8,N=8,K=8 for target 'llvm': built from the template's default config"]
+    # The tuned kernel is used only where it beats the default by 5% on the key; on a short job it
+    # may not, and the build says so: the one warning that must be there is the missing record's.
+    assert "no record of matmul:M=8,N=8,K=8 for target 'llvm': built from the template's default config" in build.warnings
+    assert all(w.startswith("no record of") or _DEFAULT_KEPT in w for w in build.warnings), build.warnings
     with pytest.raises(tunefarm.ServiceError) as refused:
         client.build_library(["matmul:M=8,N=8,K=8"], tmp_path / "refused", require_tuned=True)
     assert str(refused.value).startswith("build: ")
@@ -308,10 +314,13 @@ def test_model_tasks_submit_build_and_load(client, tiny_model, tmp_path):
     assert status.name == "tiny.onnx" and len(status.tasks) == 2
     assert status.latency_ms and status.latency_ms > 0
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
         build = client.build_model(tiny_model, tmp_path / "tiny", device="local-cpu", require_tuned=True)
-    assert build.warnings == [] and "manifest.json" in build.files and "libtiny.so" in build.files
+    # Every task was tuned; a task whose best config did not beat the default by 5% keeps the default.
+    assert all(_DEFAULT_KEPT in str(w.message) for w in warned), [str(w.message) for w in warned]
+    assert all(_DEFAULT_KEPT in w for w in build.warnings) and "manifest.json" in build.files
+    assert "libtiny.so" in build.files
     model = build.load(num_threads=1)
     assert [(i.name, i.shape) for i in model.inputs] == [("x", (1, 3, 8, 8))]
 
