@@ -90,6 +90,15 @@ void matches_onnxruntime(const std::string& file, const std::string& dir, const 
   EXPECT_NE(run->out.find("max_relative_difference"), std::string::npos) << run->out << run->err;
 }
 
+// Builds an imported model untuned into `out` and runs it beside ONNX Runtime (within 1e-4).
+void builds_and_matches(const Graph& graph, const std::string& file, const std::string& out) {
+  std::filesystem::create_directories(out);
+  auto model = build_model(graph, "m", Target{}, defaults);
+  ASSERT_TRUE(model.ok()) << file << ": " << model.status().to_string();
+  for (const auto& f : model->files) std::ofstream(out + "/" + f.name, std::ios::binary) << f.content;
+  matches_onnxruntime(file, out, "1e-4");
+}
+
 void runs_and_refuses_bad_input(const std::string& file, const std::string& name, const ImportOptions& options = {}) {
   Built b = build(file, name, options);
   ASSERT_FALSE(b.model.files.empty());
@@ -287,12 +296,7 @@ TEST(ModelBuild, ExportersPatternsMatchOnnxRuntime) {
     std::string file = dir + "/" + name + ".onnx";
     auto graph = import_onnx_file(file);
     ASSERT_TRUE(graph.ok()) << graph.status().to_string();
-    std::string out = fmt::format("{}/{}", dir, name);
-    std::filesystem::create_directories(out);
-    auto model = build_model(*graph, "m", Target{}, defaults);
-    ASSERT_TRUE(model.ok()) << name << ": " << model.status().to_string();
-    for (const auto& f : model->files) std::ofstream(out + "/" + f.name, std::ios::binary) << f.content;
-    matches_onnxruntime(file, out, "1e-4");
+    builds_and_matches(*graph, file, fmt::format("{}/{}", dir, name));
   }
 }
 
@@ -333,12 +337,7 @@ TEST(ModelBuild, ActivationsAndSqueezeExcitationStayInChannelBlocks) {
       // The SiLU after a 1x1 convolution.
       EXPECT_EQ(fused, 1) << name << ":" << steps;
     }
-    std::string out = fmt::format("{}/{}", dir, name);
-    std::filesystem::create_directories(out);
-    auto model = build_model(*graph, "m", Target{}, defaults);
-    ASSERT_TRUE(model.ok()) << name << ": " << model.status().to_string();
-    for (const auto& f : model->files) std::ofstream(out + "/" + f.name, std::ios::binary) << f.content;
-    matches_onnxruntime(file, out, "1e-4");
+    builds_and_matches(*graph, file, fmt::format("{}/{}", dir, name));
   }
 }
 
