@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Writes the ONNX models tunefarm is tested and benchmarked with: ResNet-50 v1.5, MobileNetV2 1.0
-(224x224) and one BERT-base encoder layer (sequence 128), plus small variants of each for tests.
+(224x224), one BERT-base encoder layer (sequence 128), one ViT-B/16 encoder block (197 tokens) and
+one MiniLM-style encoder layer (sequence 128, with an attention mask), plus small variants of each
+for tests.
 
 No model can be downloaded where tunefarm is built, so these are written here with the `onnx`
 package and deterministic random weights (numpy's generator with a fixed seed). The graphs follow
@@ -95,15 +97,15 @@ class Builder:
         b = self.const((0.02 * self.rng.standard_normal(fout)).astype(np.float32), "bias")
         return self.node("Add", [self.node("MatMul", [x, w]), b])
 
-    def layer_norm(self, x, hidden):
+    def layer_norm(self, x, hidden, eps=1e-12):
         if self.opset >= 17:
             return self.node("LayerNormalization", [x, self.const(np.ones(hidden, np.float32), "ln_gamma"),
                                                     self.const(np.zeros(hidden, np.float32), "ln_beta")],
-                             axis=-1, epsilon=1e-12)
+                             axis=-1, epsilon=eps)
         mean = self.node("ReduceMean", [x], axes=[-1])
         d = self.node("Sub", [x, mean])
         var = self.node("ReduceMean", [self.node("Pow", [d, self.const(np.float32(2.0), "two")])], axes=[-1])
-        std = self.node("Sqrt", [self.node("Add", [var, self.const(np.float32(1e-12), "eps")])])
+        std = self.node("Sqrt", [self.node("Add", [var, self.const(np.float32(eps), "eps")])])
         y = self.node("Div", [d, std])
         y = self.node("Mul", [y, self.const(np.ones(hidden, np.float32), "ln_gamma")])
         return self.node("Add", [y, self.const(np.zeros(hidden, np.float32), "ln_beta")])
@@ -193,27 +195,86 @@ def mobilenet_v2(small):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, classes])])
 
 
-def bert_layer(small, opset=OPSET):
-    b = Builder(128, opset=opset, constant_nodes=opset >= 17)
-    seq, hidden, heads, ffn = (16, 64, 2, 128) if small else (128, 768, 12, 3072)
+def bert_encoder(b, x, hidden, heads, ffn, mask=None):
+    """A BERT encoder layer (post-norm) over x [batch, seq, hidden] as PyTorch's exporter writes
+    Hugging Face's BertLayer: Q, K and V projections split into heads by Reshape/Transpose, scores
+    scaled by Div and, when given, an additive mask [batch, 1, 1, seq] added before the Softmax."""
     head_dim = hidden // heads
-    x = "hidden_states"
     batch, length = b.dim(x, 0), b.dim(x, 1)
     q = b.split_heads(b.linear(x, hidden, hidden), batch, length, heads, head_dim)
     k = b.split_heads(b.linear(x, hidden, hidden), batch, length, heads, head_dim)
     v = b.split_heads(b.linear(x, hidden, hidden), batch, length, heads, head_dim)
     scores = b.node("MatMul", [q, b.node("Transpose", [k], perm=[0, 1, 3, 2])])
     scores = b.node("Div", [scores, b.const(np.float32(np.sqrt(head_dim)), "scale")])
+    if mask is not None:
+        scores = b.node("Add", [scores, mask])
     probs = b.node("Softmax", [scores], axis=-1)
     context = b.node("Transpose", [b.node("MatMul", [probs, v])], perm=[0, 2, 1, 3])
     merged = b.node("Concat", [batch, length, b.const(np.array([hidden], np.int64), "hidden")], axis=0)
     context = b.node("Reshape", [context, merged])
     attn = b.layer_norm(b.node("Add", [b.linear(context, hidden, hidden), x]), hidden)
     inter = b.gelu(b.linear(attn, hidden, ffn))
-    out = b.layer_norm(b.node("Add", [b.linear(inter, ffn, hidden), attn]), hidden)
+    return b.layer_norm(b.node("Add", [b.linear(inter, ffn, hidden), attn]), hidden)
+
+
+def bert_layer(small, opset=OPSET):
+    b = Builder(128, opset=opset, constant_nodes=opset >= 17)
+    seq, hidden, heads, ffn = (16, 64, 2, 128) if small else (128, 768, 12, 3072)
+    x = "hidden_states"
+    out = bert_encoder(b, x, hidden, heads, ffn)
     return b.model("bert_layer" + ("_opset17" if opset >= 17 else "") + ("_small" if small else ""),
                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", seq, hidden])],
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["batch", seq, hidden])])
+
+
+def additive_mask(b, wide):
+    """BERT's extended attention mask from a [batch, 1, 1, seq] mask of ones and zeros: 0 where it
+    is 1, float32's lowest where it is 0 ((1 - mask) * min, after a Cast)."""
+    return b.node("Mul", [b.node("Sub", [b.const(np.float32(1), "one"), b.node("Cast", [wide], to=TensorProto.FLOAT)]),
+                          b.const(np.float32(np.finfo(np.float32).min), "lowest")])
+
+
+def minilm_layer(small):
+    """A MiniLM-style encoder layer (all-MiniLM-L6's shape: hidden 384, 12 heads of 32, FFN 1536,
+    sequence 128), post-norm as BERT's, fed as users export one: the hidden states and an int64
+    attention mask [1, seq], turned into BERT's additive mask (Unsqueeze, Cast, Sub, Mul)."""
+    b = Builder(384)
+    seq, hidden, heads, ffn = (16, 32, 4, 64) if small else (128, 384, 12, 1536)
+    x, mask = "hidden_states", "attention_mask"
+    wide = b.node("Unsqueeze", [mask, b.const(np.array([1, 2], np.int64), "axes")])
+    out = bert_encoder(b, x, hidden, heads, ffn, mask=additive_mask(b, wide))
+    return b.model("minilm_layer" + ("_small" if small else ""),
+                   [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, seq, hidden]),
+                    helper.make_tensor_value_info(mask, TensorProto.INT64, [1, seq])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, seq, hidden])])
+
+
+def vit_block(small):
+    """One ViT-B/16 encoder block as torchvision builds it (197 tokens of 768: 196 patches and the
+    class token; 12 heads of 64, MLP 3072), pre-norm: x + attention(LN(x)), then y + MLP(LN(y)),
+    LayerNorm's epsilon 1e-6, exact GELU (through Erf). nn.MultiheadAttention's packed projection
+    is one MatMul to 3 x 768, split into Q, K and V by Reshape [1, tokens, 3, heads, 64],
+    Transpose and Gather; the scores scaled by Mul."""
+    b = Builder(16)
+    tokens, hidden, heads, mlp = (17, 64, 4, 128) if small else (197, 768, 12, 3072)
+    head_dim = hidden // heads
+    x = "x"
+    h = b.layer_norm(x, hidden, eps=1e-6)
+    qkv = b.linear(h, hidden, 3 * hidden)
+    qkv = b.node("Reshape", [qkv, b.const(np.array([1, tokens, 3, heads, head_dim], np.int64), "shape")])
+    qkv = b.node("Transpose", [qkv], perm=[2, 0, 3, 1, 4])
+    q, k, v = (b.node("Gather", [qkv, b.const(np.int64(i), "index")], axis=0) for i in range(3))
+    scores = b.node("MatMul", [q, b.node("Transpose", [k], perm=[0, 1, 3, 2])])
+    scores = b.node("Mul", [scores, b.const(np.float32(head_dim ** -0.5), "scale")])
+    probs = b.node("Softmax", [scores], axis=-1)
+    context = b.node("Transpose", [b.node("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    context = b.node("Reshape", [context, b.const(np.array([1, tokens, hidden], np.int64), "shape")])
+    y = b.node("Add", [x, b.linear(context, hidden, hidden)])
+    h = b.gelu(b.linear(b.layer_norm(y, hidden, eps=1e-6), hidden, mlp))
+    out = b.node("Add", [y, b.linear(h, mlp, hidden)])
+    return b.model("vit_block" + ("_small" if small else ""),
+                   [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, tokens, hidden])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, tokens, hidden])])
 
 
 def token_encoder(small=True):
@@ -233,8 +294,7 @@ def token_encoder(small=True):
     x = b.layer_norm(b.node("Add", [words, positions]), hidden)
     lowest = np.float32(np.finfo(np.float32).min)
     wide = b.node("Unsqueeze", [mask, b.const(np.array([1, 2], np.int64), "axes")])
-    additive = b.node("Mul", [b.node("Sub", [b.const(np.float32(1), "one"), b.node("Cast", [wide], to=TensorProto.FLOAT)]),
-                              b.const(lowest, "lowest")])
+    additive = additive_mask(b, wide)
     padded = b.node("Equal", [wide, b.const(np.int64(0), "zero")])
     rows = np.stack([np.zeros(seq, np.int64), np.arange(seq, dtype=np.int64)], axis=-1).reshape(1, 1, 1, seq, 2)
     keep = b.node("GatherND", [b.node("Cast", [mask], to=TensorProto.BOOL), b.const(rows, "kv_index")])
@@ -540,7 +600,9 @@ def exporter_patterns(out_dir):
 MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "bert_layer": bert_layer,
           # The same layer as exporters write it at opset 17: LayerNormalization as one operator,
           # constants as Constant nodes, linear weights behind Transpose nodes.
-          "bert_layer_opset17": lambda small: bert_layer(small, opset=17)}
+          "bert_layer_opset17": lambda small: bert_layer(small, opset=17),
+          # Transformer layers in the shapes of models nobody here tuned for.
+          "vit_block": vit_block, "minilm_layer": minilm_layer}
 
 
 def resnet18_160():

@@ -162,6 +162,20 @@ TEST(ModelBuild, SmallBertLayerRunsAndRefusesBadInput) {
   runs_and_refuses_bad_input("bert_layer_small.onnx", "bert_small", options);
 }
 
+// Transformer layers in the shapes of models nobody here tuned for, small: a ViT block (pre-norm,
+// packed Q/K/V split by Reshape/Transpose/Gather, scores scaled by Mul, an odd token count) and a
+// MiniLM-style layer (post-norm, an int64 attention mask made additive), within 1e-4 of ONNX
+// Runtime's outputs.
+TEST(ModelBuild, SmallVitBlockRunsAndRefusesBadInput) { runs_and_refuses_bad_input("vit_block_small.onnx", "vit_small"); }
+
+TEST(ModelBuild, SmallVitAndMiniLmLayersMatchOnnxRuntime) {
+  for (const char* name : {"vit_block_small", "minilm_layer_small"}) {
+    Built b = build(std::string(name) + ".onnx", name);
+    ASSERT_FALSE(b.model.files.empty()) << name;
+    matches_onnxruntime(std::string(name) + ".onnx", b.dir, "1e-4");
+  }
+}
+
 // A transformer fed as users export one: int64 token ids and attention mask. The library takes
 // them as int64 (its header and manifest say so), looks the ids up in the embedding, applies the
 // mask as BERT (Cast, Sub, Mul) and scaled_dot_product_attention (Equal, Where) write it, and

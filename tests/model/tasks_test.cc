@@ -63,16 +63,21 @@ TEST(ModelTasks, ResNetMobileNetAndBertTasksMatchTheirModels) {
   ImportOptions bert;
   bert.input_shapes["hidden_states"] = {1, 16, 64};
   expect_tasks_match_the_model("bert_layer_small.onnx", 8, bert);
+  expect_tasks_match_the_model("vit_block_small.onnx", 6);
+  expect_tasks_match_the_model("minilm_layer_small.onnx", 8);
 }
 
 // The full-size models: ResNet-50 v1.5 has 53 convolutions and a classifier, MobileNetV2 52 and a
-// classifier, a BERT-base layer 8 matrix multiplies (Q, K, V, scores, context, output, two FFN).
+// classifier, a BERT-base layer 8 matrix multiplies (Q, K, V, scores, context, output, two FFN), as
+// has the MiniLM layer; the ViT block 6 (Q, K and V in one).
 TEST(ModelTasks, FullSizeModelsGiveTheirWholeTaskTables) {
   expect_tasks_match_the_model("resnet50.onnx", 54);
   expect_tasks_match_the_model("mobilenet_v2.onnx", 53);
   ImportOptions bert;
   bert.input_shapes["hidden_states"] = {1, 128, 768};
   expect_tasks_match_the_model("bert_layer.onnx", 8, bert);
+  expect_tasks_match_the_model("vit_block.onnx", 6);
+  expect_tasks_match_the_model("minilm_layer.onnx", 8);
   auto graph = import_onnx_file(test_model("resnet50.onnx"));
   ASSERT_TRUE(graph.ok());
   auto table = extract_tasks(*graph);
