@@ -370,30 +370,37 @@ class CodeGen {
     return b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, id, {x->getType()}), {x});
   }
 
-  // e^x for float32 scalars or vectors, as arithmetic: x = n ln2 + r with |r| <= ln2/2 (ln2 in two
-  // parts, so that n ln2 is exact), e^r by Cephes' degree-7 polynomial (relative error ~1e-7), and
-  // 2^n as 2^m, m = n clamped to a normal float's exponents and put into the exponent field, times
-  // 1 + n - m: 2 where n = 128 (e^x near FLT_MAX, or past it, where the product overflows to +inf)
-  // and 0 where n = -127 (e^x below FLT_MIN, flushed to 0). x is clamped to [-88, 89], whose n are
-  // [-127, 128], so that e^+inf = +inf and e^-inf = 0; a NaN, which the clamp drops, is selected
-  // back (softmax's row of -inf is NaN, as ONNX Runtime gives). Every step stays in vector lanes.
+  // e^x for float32 scalars or vectors, as arithmetic in 13 vector instructions (the form of
+  // oneDNN's and Cephes' vector exponentials): x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts,
+  // so that n ln2 is exact), n rounded by adding 1.5 * 2^23 (the sum's low mantissa bits are n
+  // itself), e^r by a degree-5 polynomial fitted for relative error (1e-7; 1.7e-7 with rounding,
+  // two units in the last place), and 2^n put into the exponent field straight from the sum's bits.
+  // The field holds 2^(n-1) (n - 1 + 127 in [0, 254] for n in [-126, 128]) and the polynomial is
+  // doubled, so that e^x up to FLT_MAX stays finite and x clamped to [-87.5, 88.8] covers both
+  // ends: past 88.72 the product overflows to +inf, and where n - 1 < -126 (x < -86.99, e^x below
+  // 2^-125) the field is 0 and so is e^x. The clamps are selects that let a NaN through (one vmaxps
+  // or vminps each, where LLVM's minnum/maxnum take three instructions on x86 for their NaN rule),
+  // and the NaN propagates through the arithmetic (softmax's row of -inf is NaN, as ONNX Runtime
+  // gives). Every step stays in vector lanes.
   llvm::Value* emit_exp_arith(llvm::Value* x) {
     llvm::Type* t = x->getType();
     auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
-    auto clamp = [&](llvm::Value* v, double lo, double hi) { return b_.CreateMinNum(b_.CreateMaxNum(v, c(lo)), c(hi)); };
-    llvm::Value* xc = clamp(x, -88.0, 89.0);
-    llvm::Value* n = unary_intrinsic(llvm::Intrinsic::floor, b_.CreateFAdd(b_.CreateFMul(xc, c(1.44269504088896341)), c(0.5)));
-    llvm::Value* r = b_.CreateFSub(b_.CreateFSub(xc, b_.CreateFMul(n, c(0.693359375))), b_.CreateFMul(n, c(-2.12194440e-4)));
-    llvm::Value* p = c(1.9875691500e-4);
-    for (double k : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1})
-      p = b_.CreateFAdd(b_.CreateFMul(p, r), c(k));
-    p = b_.CreateFAdd(b_.CreateFAdd(b_.CreateFMul(p, b_.CreateFMul(r, r)), r), c(1.0));
-    llvm::Value* m = clamp(n, -126.0, 127.0);
+    auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* addend) {
+      return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, addend});
+    };
+    llvm::Value* xc = b_.CreateSelect(b_.CreateFCmpOLT(x, c(-87.5)), c(-87.5), x);
+    xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, c(88.8)), c(88.8), xc);
+    const double shifter = 12582912.0 + 126.0;  // 1.5 * 2^23, plus the exponent's bias less one.
+    llvm::Value* sum = fma(xc, c(1.44269504088896341), c(shifter));
+    llvm::Value* n = b_.CreateFSub(sum, c(shifter));
+    llvm::Value* r = fma(n, c(-0.693359375), xc);
+    r = fma(n, c(2.12194440e-4), r);
+    llvm::Value* p = c(2 * 8.2636559e-3);
+    for (double k : {4.1898224e-2, 1.6668080e-1, 4.9999148e-1, 9.9999952e-1, 1.0}) p = fma(p, r, c(2 * k));
     llvm::Type* it = t->isVectorTy() ? llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(t)->getElementCount())
                                      : static_cast<llvm::Type*>(b_.getInt32Ty());
-    llvm::Value* bits = b_.CreateShl(b_.CreateAdd(b_.CreateFPToSI(m, it), llvm::ConstantInt::get(it, 127)), 23);
-    llvm::Value* y = b_.CreateFMul(b_.CreateFMul(p, b_.CreateBitCast(bits, t)), b_.CreateFAdd(b_.CreateFSub(n, m), c(1.0)));
-    return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, y);
+    llvm::Value* scale = b_.CreateBitCast(b_.CreateShl(b_.CreateBitCast(sum, it), 23), t);
+    return b_.CreateFMul(p, scale);
   }
 
   // erf(x) by Abramowitz and Stegun's 7.1.26: 1 - t(a1 + t(a2 + ... a5 t)) e^(-x^2) with

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -191,10 +192,8 @@ TEST(EndToEnd, MaxReductionWithFusedParallelLoops) {
 }
 
 // `name` applied to `in` by a kernel vectorized in 16s (points past the last multiple of 16 are the
-// scalar tail): each within `tolerance` of `reference`, relative to max(1, |reference|) where
-// `relative`, else absolute; where the reference is NaN or infinite, the same.
-void expect_math_function(const std::string& name, const std::vector<float>& in, float (*reference)(float),
-                          double tolerance, bool relative) {
+// scalar tail); `ir_text` gets the kernel's IR. Empty where it did not compile or run.
+std::vector<float> apply_math_function(const std::string& name, const std::vector<float>& in, std::string* ir_text) {
   const auto N = static_cast<int64_t>(in.size());
   te::Tensor x = te::placeholder("x", {N});
   te::Tensor y = te::compute("y", {N}, [&](const std::vector<Var>& i) { return ir::call(ir::Type::f32(), name, {x(i[0])}); },
@@ -203,12 +202,22 @@ void expect_math_function(const std::string& name, const std::vector<float>& in,
   auto& st = s[y];
   auto [io, ii] = st.split(st.axis(0), 16);
   st.vectorize(ii);
-  std::string ir_text;
-  auto jit = jit_kernel(s, {x, y}, &ir_text);
-  ASSERT_NE(jit, nullptr);
+  auto jit = jit_kernel(s, {x, y}, ir_text);
+  if (!jit) return {};
   std::vector<float> out(in.size(), 7.0f);
   void* args[] = {const_cast<float*>(in.data()), out.data()};
-  ASSERT_EQ(jit->run(args), 0);
+  if (jit->run(args) != 0) return {};
+  return out;
+}
+
+// Each of `name`'s values within `tolerance` of `reference`, relative to max(1, |reference|) where
+// `relative`, else absolute; where the reference is NaN or infinite, the same.
+void expect_math_function(const std::string& name, const std::vector<float>& in, float (*reference)(float),
+                          double tolerance, bool relative) {
+  const auto N = static_cast<int64_t>(in.size());
+  std::string ir_text;
+  std::vector<float> out = apply_math_function(name, in, &ir_text);
+  ASSERT_EQ(out.size(), in.size()) << ir_text;
   for (int64_t i = 0; i < N; ++i) {
     double want = reference(in[i]);
     if (std::isnan(want)) {
@@ -244,7 +253,7 @@ std::vector<float> special_inputs() {
 // erf, exp and tanh are arithmetic in the generated code, in vector and scalar form (GELU's and
 // softmax's steps vectorize them; the C library's functions would be a call per lane): erf and
 // tanh within 5e-7, exp within 4e-7 of its value, of the C library's, and NaN, +-inf and the ends
-// of float's range as it gives them (exp's results below FLT_MIN within 4e-7 absolute: flushed to 0).
+// of float's range as it gives them (exp's results below 2^-125 within 4e-7 absolute: flushed to 0).
 TEST(EndToEnd, VectorizedErfMatchesTheCLibrary) {
   expect_math_function("erf", spaced(-6, 6), std::erf, 5e-7, false);
   expect_math_function("erf", special_inputs(), std::erf, 5e-7, false);
@@ -255,6 +264,42 @@ TEST(EndToEnd, VectorizedExpMatchesTheCLibrary) {
   expect_math_function("exp", spaced(-1, 1), std::exp, 4e-7, true);
   expect_math_function("exp", spaced(85, 88.72f), std::exp, 4e-7, true);
   expect_math_function("exp", special_inputs(), std::exp, 4e-7, true);
+}
+
+// exp relative to its own value (softmax's and GELU's need ~1e-6): within 2.5e-7 (two units in the
+// last place) of the double-precision value wherever that is at least 2^-125, over the whole
+// range, finely around 0 and over the range of softmax's shifted arguments; exactly 1 at 0, +inf
+// past 88.73 and at +inf, NaN at NaN, 0 at -inf and far below, and at most 2^-125 where the
+// value is smaller (flushed to 0 there).
+TEST(EndToEnd, VectorizedExpIsAccurateRelativeToItsValue) {
+  std::vector<float> in;
+  for (auto [lo, hi] : {std::pair{-86.9f, 88.72f}, {-1.f, 1.f}, {-20.f, 0.f}, {-100.f, -80.f}, {85.f, 100.f}}) {
+    std::vector<float> part = spaced(lo, hi);
+    in.insert(in.end(), part.begin(), part.end());
+  }
+  std::vector<float> special = special_inputs();
+  in.insert(in.end(), special.begin(), special.end());
+  for (float v : {-1e-30f, 1e-30f, -std::numeric_limits<float>::max(), std::numeric_limits<float>::max(), 88.73f, -87.5f})
+    in.push_back(v);
+  std::string ir_text;
+  std::vector<float> out = apply_math_function("exp", in, &ir_text);
+  ASSERT_EQ(out.size(), in.size()) << ir_text;
+  const double smallest = std::ldexp(1.0, -125);
+  for (size_t i = 0; i < in.size(); ++i) {
+    double want = std::exp(static_cast<double>(in[i]));
+    if (std::isnan(in[i])) {
+      EXPECT_TRUE(std::isnan(out[i])) << "exp(NaN) = " << out[i];
+    } else if (want > std::numeric_limits<float>::max()) {
+      EXPECT_EQ(out[i], std::numeric_limits<float>::infinity()) << "exp(" << in[i] << ")";
+    } else if (want < smallest) {
+      EXPECT_GE(out[i], 0.0f) << "exp(" << in[i] << ")";
+      EXPECT_LE(out[i], smallest) << "exp(" << in[i] << ")";
+      if (in[i] < -88.f) EXPECT_EQ(out[i], 0.0f) << "exp(" << in[i] << ")";
+    } else {
+      ASSERT_LE(std::abs(out[i] - want) / want, 2.5e-7) << "exp(" << in[i] << ") = " << out[i] << ", not " << want << " (" << i << ")";
+    }
+  }
+  EXPECT_EQ(out[std::find(in.begin(), in.end(), 0.0f) - in.begin()], 1.0f);
 }
 
 TEST(EndToEnd, VectorizedTanhMatchesTheCLibrary) {
