@@ -294,7 +294,9 @@ TEST(EndToEnd, VectorizedExpIsAccurateRelativeToItsValue) {
     } else if (want < smallest) {
       EXPECT_GE(out[i], 0.0f) << "exp(" << in[i] << ")";
       EXPECT_LE(out[i], smallest) << "exp(" << in[i] << ")";
-      if (in[i] < -88.f) EXPECT_EQ(out[i], 0.0f) << "exp(" << in[i] << ")";
+      if (in[i] < -88.f) {
+        EXPECT_EQ(out[i], 0.0f) << "exp(" << in[i] << ")";
+      }
     } else {
       ASSERT_LE(std::abs(out[i] - want) / want, 2.5e-7) << "exp(" << in[i] << ") = " << out[i] << ", not " << want << " (" << i << ")";
     }
