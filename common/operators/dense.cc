@@ -8,7 +8,9 @@
 namespace tunefarm::operators {
 
 Operator dense() {
-  return gemm_operator("dense", {dim("M"), dim("N"), dim("K"), flag("bias"), flag("relu"), {"w_block", false, 0, 0, 64, false}}, false, true);
+  // w_block: optional, 0 (W[N, K]) by default and then not printed; at most the widest tile.
+  ParamSpec w_block = {"w_block", false, 0, 0, 64, false};
+  return gemm_operator("dense", {dim("M"), dim("N"), dim("K"), flag("bias"), flag("relu"), w_block}, false, true);
 }
 
 }  // namespace tunefarm::operators

@@ -23,8 +23,8 @@ struct GemmShape {
 // Reads M, N, K and, where the operator has them, B (the batch), bias and relu.
 GemmShape read_gemm(const Workload& w, bool batched, bool transpose_b);
 
-// A, then B [K, N] or W [N, K] (or its panels), then bias [N] when there is one, then C [M, N]; batched ones
-// with the batch in front.
+// A, then B [K, N] or W [N, K] (or its panels), then bias [N] when there is one, then C [M, N];
+// batched ones with the batch in front.
 std::vector<TensorArg> gemm_args(const GemmShape& g);
 double gemm_flops(const GemmShape& g);
 // K.

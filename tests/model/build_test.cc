@@ -191,7 +191,8 @@ TEST(ModelBuild, DenseWeightsArePackedOnceAtBuildTime) {
     const Value* from = program->graph.find(step.tensors[1].substr(0, step.tensors[1].find('/')));
     ASSERT_NE(from, nullptr);
     int64_t i = k - 1, j = n - 1;
-    EXPECT_EQ(w->floats[static_cast<size_t>((j / wb * k + i) * wb + j % wb)], from->floats[static_cast<size_t>(i * n + j)]);
+    EXPECT_EQ(w->floats[static_cast<size_t>((j / wb * k + i) * wb + j % wb)],
+              from->floats[static_cast<size_t>(i * n + j)]);
     auto f = lower_candidate(*step.workload, Target{}, *default_config(*step.workload, Target{}));
     ASSERT_TRUE(f.ok()) << f.status().to_string();
     EXPECT_EQ(ir::to_string(*f).find("Bp"), std::string::npos) << "the built step packs its weight again";
