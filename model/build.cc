@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/operators/operator.h"
 #include "compiler/build.h"
 #include "compiler/c_source.h"
 #include "model/passes/passes.h"
@@ -160,7 +161,27 @@ StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Tar
     return unimplemented(fmt::format("models are built for CPU targets; '{}' is not one", target.to_string()));
   if (graph.inputs.empty() || graph.outputs.empty()) return invalid_argument("the model has no inputs or no outputs");
   TF_RETURN_IF_ERROR(run_passes(graph));
-  TF_ASSIGN_OR_RETURN(Program program, lower_graph(std::move(graph)));
+  TF_ASSIGN_OR_RETURN(Program program, lower_graph(graph));
+  // Each tuned workload's kernel, chosen once. Where the chooser answers with a record of another
+  // form of the workload (a dense layer's from before weights were packed at build time), the
+  // nodes are lowered again to that form.
+  std::map<std::string, ChosenKernel> chosen_of;
+  std::set<std::string> unpacked;
+  for (const Step& step : program.steps) {
+    if (!step.workload || chosen_of.count(step.workload->to_string())) continue;
+    TF_ASSIGN_OR_RETURN(ChosenKernel chosen, choose(*step.workload));
+    std::string key = step.workload->to_string();
+    if (chosen.workload && !(*chosen.workload == *step.workload)) {
+      if (!(*chosen.workload == operators::without_weight_panels(*step.workload)))
+        return internal_error(fmt::format("the kernel chosen for {} is of {}", key, chosen.workload->to_string()));
+      unpacked.insert(key);
+      chosen_of[chosen.workload->to_string()] = chosen;
+    }
+    chosen_of[key] = std::move(chosen);
+  }
+  if (!unpacked.empty()) {
+    TF_ASSIGN_OR_RETURN(program, lower_graph(std::move(graph), unpacked));
+  }
   MemoryPlan plan = plan_memory(program);
   Tensors weights = collect_weights(program);
 
@@ -178,7 +199,7 @@ StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Tar
         entries.push_back(it->second);
         continue;
       }
-      TF_ASSIGN_OR_RETURN(ChosenKernel chosen, choose(*step.workload));
+      const ChosenKernel& chosen = chosen_of.at(key);
       Config config = with_parallelism(chosen.config, parallel_pays(*step.workload));
       auto object = build_kernel_object(*step.workload, target, config, entry);
       if (!object.ok()) return object.status().with_context(fmt::format("node '{}' ({})", step.node, key));

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct ChosenKernel {
   double gflops = 0;
   double time_s = 0;
   std::string device_key;
+  // Set when the record is of the workload in another form, which the model is then built to: a
+  // dense layer tuned before its weight arrived in panels (no w_block), whose node then takes
+  // W[N, K] and packs it at run time, as it did when that record was measured.
+  std::optional<Workload> workload;
 };
 using KernelChooser = std::function<StatusOr<ChosenKernel>(const Workload&)>;
 

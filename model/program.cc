@@ -18,20 +18,26 @@ constexpr int64_t kAlignment = 64;
 
 int64_t aligned(int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
-// A dense layer's weight in the layout its kernel takes: [K, N] as [N, K].
-Status add_transposed(Graph& graph, const Node& node, const std::string& from, const std::string& to) {
+// A dense layer's weight in the layout its kernel takes, from [K, N] (`kn`) or [N, K]: [N, K], or
+// with `block` > 0 its column panels [ceil(N / block), K, block], the last one zero-padded.
+Status add_dense_weight(Graph& graph, const Node& node, const std::string& from, const std::string& to, bool kn,
+                        int64_t block) {
   if (graph.find(to)) return Status();
   TF_ASSIGN_OR_RETURN(const Value* w, graph.value_of(node, from));
   if (!w->constant || w->shape.size() != 2 || w->floats.size() != static_cast<size_t>(w->elements()))
     return invalid_argument(fmt::format("node '{}' ({}): weight '{}' must be a constant matrix", node.name, node.op, from));
-  int64_t k = w->shape[0], n = w->shape[1];
+  int64_t k = kn ? w->shape[0] : w->shape[1], n = kn ? w->shape[1] : w->shape[0];
+  int64_t panels = block > 0 ? (n + block - 1) / block : 1, width = block > 0 ? block : n;
   Value t;
   t.name = to;
-  t.shape = {n, k};
+  t.shape = block > 0 ? std::vector<int64_t>{panels, k, block} : std::vector<int64_t>{n, k};
   t.constant = true;
-  t.floats.resize(w->floats.size());
+  t.floats.assign(static_cast<size_t>(panels * k * width), 0.f);
   for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = 0; j < n; ++j) t.floats[static_cast<size_t>(j * k + i)] = w->floats[static_cast<size_t>(i * n + j)];
+    for (int64_t j = 0; j < n; ++j) {
+      size_t at = static_cast<size_t>(block > 0 ? (j / block * k + i) * block + j % block : j * k + i);
+      t.floats[at] = w->floats[static_cast<size_t>(kn ? i * n + j : j * k + i)];
+    }
   graph.values[to] = std::move(t);
   return Status();
 }
@@ -84,7 +90,7 @@ bool has_reduction(const te::Operation& op) {
 
 class Lowering {
  public:
-  Lowering(Graph& graph, Program& p) : graph_(graph), p_(p) {
+  Lowering(Graph& graph, Program& p, const std::set<std::string>& unpacked) : graph_(graph), p_(p), unpacked_(unpacked) {
     outputs_.insert(graph.outputs.begin(), graph.outputs.end());
   }
 
@@ -124,9 +130,10 @@ class Lowering {
   }
 
   Status tuned(const Node& node) {
-    TF_ASSIGN_OR_RETURN(TunedCall call, tuned_call_of(graph_, node));
-    if (!call.transposed_weight.empty())
-      TF_RETURN_IF_ERROR(add_transposed(graph_, node, call.transposed_weight, call.transposed_name));
+    TF_ASSIGN_OR_RETURN(TunedCall call, tuned_call_of(graph_, node, unpacked_));
+    if (!call.dense_weight.empty())
+      TF_RETURN_IF_ERROR(add_dense_weight(graph_, node, call.dense_weight, call.tensors[1], call.dense_weight_kn,
+                                          operators::gemm_shape(call.workload).w_block));
     const std::string& out = node.outputs[0];
     if (call.output_block > 0) return blocked_conv(node, call);
     // Everything else reads NCHW (its runtime operands: constants have no layout).
@@ -311,13 +318,14 @@ class Lowering {
 
   Graph& graph_;
   Program& p_;
+  const std::set<std::string>& unpacked_;
   std::set<std::string> outputs_;
   std::map<std::string, int64_t> block_;  // Storage value -> the channel block it is kept in.
 };
 
 }  // namespace
 
-StatusOr<Program> lower_graph(Graph graph) {
+StatusOr<Program> lower_graph(Graph graph, const std::set<std::string>& unpacked) {
   Program p;
   // An integer input (token ids, an attention mask) is converted to float32 once, by the first
   // steps, and every node reads the converted value: what is computed from it is held as float32.
@@ -341,7 +349,7 @@ StatusOr<Program> lower_graph(Graph graph) {
   // Outputs are written as float32 whatever the file says (an integer output is held so too).
   for (const std::string& out : graph.outputs)
     if (Value* v = graph.find(out)) v->dtype = "float32";
-  Lowering lowering(graph, p);
+  Lowering lowering(graph, p, unpacked);
   for (const Node& node : graph.nodes) {
     if (node.outputs.empty()) continue;
     if (is_tunable(node.op)) TF_RETURN_IF_ERROR(lowering.tuned(node));

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,9 @@ struct Program {
 };
 
 // Lowers a graph that went through the passes (model/tasks.h extract_tasks); an error names the
-// first node a built model cannot run.
-StatusOr<Program> lower_graph(Graph graph);
+// first node a built model cannot run. `unpacked`: dense workloads whose nodes take W[N, K] rather
+// than panels (model/tasks.h tuned_call_of).
+StatusOr<Program> lower_graph(Graph graph, const std::set<std::string>& unpacked = {});
 
 // Whether a build can run every node of `graph` (after the passes): an error names every node it
 // cannot, with the reason of each, so that a model is refused before anything is tuned for it.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/operators/operator.h"
+#include "compiler/ops/op.h"
 #include "model/passes/group_epilogues.h"
 #include "model/passes/passes.h"
 #include "model/program.h"
@@ -132,12 +133,23 @@ bool has_epilogue(const Node& node, const std::string& op, size_t at) {
   return node.epilogue.size() > at && node.epilogue[at].op == op;
 }
 
-// A GEMM whose second operand is a constant weight is a dense layer (the weight is packed at build
-// time; MatMul's [K, N] weight is transposed there): bias and ReLU go into the workload.
-std::string dense(int64_t m, int64_t n, int64_t k, const Node& node) {
+// A dense layer's workload: bias and ReLU go into it, and a constant weight arrives packed in the
+// column panels of the kernel's register tile (w_block), packed once when the model is built, so
+// that the kernel tuned and measured is the one the model runs and packs nothing at run time.
+// The panel width is the default tile's on the AVX-512 the farm's boards have (as conv_blocks'
+// vectors of 16): tasks are extracted before any board is chosen.
+std::string dense_text(int64_t m, int64_t n, int64_t k, bool bias, bool relu, bool constant_weight) {
+  int64_t w_block = constant_weight ? ops::dense_weight_block(m, n, k, ops::CpuModel{}) : 0;
+  return fmt::format("dense:M={},N={},K={}{}{}{}", m, n, k, bias ? ",bias=1" : "", relu ? ",relu=1" : "",
+                     w_block > 0 ? fmt::format(",w_block={}", w_block) : "");
+}
+
+// A GEMM whose second operand is a constant weight is a dense layer, its bias and ReLU the
+// epilogues the passes grouped after it.
+std::string dense(int64_t m, int64_t n, int64_t k, const Node& node, bool constant_weight) {
   bool bias = has_epilogue(node, "bias", 0);
   bool relu = bias && has_epilogue(node, "relu", 1);
-  return fmt::format("dense:M={},N={},K={}{}{}", m, n, k, bias ? ",bias=1" : "", relu ? ",relu=1" : "");
+  return dense_text(m, n, k, bias, relu, constant_weight);
 }
 
 StatusOr<Workload> gemm_workload(const Graph& graph, const Node& node) {
@@ -153,10 +165,8 @@ StatusOr<Workload> gemm_workload(const Graph& graph, const Node& node) {
   bool bias = node.inputs.size() > 2 && !node.inputs[2].empty();
   if (b->constant || trans_b) {
     // Gemm's own C input is its bias; a following Add was not folded as one then.
-    std::string text = fmt::format("dense:M={},N={},K={}{}{}", m, n, k, bias ? ",bias=1" : "",
-                                   bias && has_epilogue(node, "relu", 0) ? ",relu=1" : "");
-    if (!bias) text = dense(m, n, k, node);
-    return make_workload(node, text);
+    if (!bias) return make_workload(node, dense(m, n, k, node, b->constant));
+    return make_workload(node, dense_text(m, n, k, true, has_epilogue(node, "relu", 0), b->constant));
   }
   return make_workload(node, fmt::format("matmul:M={},N={},K={}", m, n, k));
 }
@@ -171,7 +181,7 @@ StatusOr<Workload> matmul_workload(const Graph& graph, const Node& node) {
   int64_t batch_a = a->elements() / (m * k), batch_b = b->elements() / (k * n);
   if (b->shape.size() == 2) {
     // Rows of every batch share the weight: one GEMM of batch x M rows.
-    if (b->constant) return make_workload(node, dense(batch_a * m, n, k, node));
+    if (b->constant) return make_workload(node, dense(batch_a * m, n, k, node, true));
     return make_workload(node, fmt::format("matmul:M={},N={},K={}", batch_a * m, n, k));
   }
   if (batch_a != batch_b || a->shape.size() != b->shape.size())
@@ -207,9 +217,10 @@ StatusOr<Workload> workload_of(const Graph& graph, const Node& node) {
   return unsupported(node, "is not a tunable operator");
 }
 
-StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
+StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node, const std::set<std::string>& unpacked) {
   TunedCall call;
   TF_ASSIGN_OR_RETURN(call.workload, workload_of(graph, node));
+  if (unpacked.count(call.workload.to_string())) call.workload = operators::without_weight_panels(call.workload);
   std::vector<Epilogue> epilogues = node.epilogue;
   if (operators::is_conv(call.workload)) {
     operators::ConvShape conv = operators::conv_shape(call.workload);
@@ -239,10 +250,13 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node) {
     operators::GemmShape dense = operators::gemm_shape(call.workload);
     bool trans_b = node.op == "Gemm" && node.int_attr("transB", 0);
     call.tensors = {node.inputs[0], node.inputs[1]};
-    if (!trans_b) {
-      call.transposed_weight = node.inputs[1];
-      call.transposed_name = node.inputs[1] + "/transposed";
-      call.tensors[1] = call.transposed_name;
+    if (!trans_b || dense.w_block > 0) {
+      // Named for the layout ("w/transposed", "w/transposed/nk48n", "w/nk48n"): a weight that one
+      // node reads as [K, N] and another as [N, K] gets two copies.
+      call.dense_weight = node.inputs[1];
+      call.dense_weight_kn = !trans_b;
+      call.tensors[1] = node.inputs[1] + (trans_b ? "" : "/transposed");
+      if (dense.w_block > 0) call.tensors[1] += "/" + lower(operators::tensor_args(call.workload)[1].layout);
     }
     bool own_bias = node.op == "Gemm" && node.inputs.size() > 2 && !node.inputs[2].empty();
     size_t consumed = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,9 +51,11 @@ int64_t grouped_conv_groups(const Graph& graph, const Node& node);
 struct TunedCall {
   Workload workload;
   std::vector<std::string> tensors;
-  // A constant the kernel needs in another layout: a MatMul's [K, N] weight as dense's [N, K].
-  std::string transposed_weight;     // The node's weight value, empty when none.
-  std::string transposed_name;       // The name the transposed copy goes by in `tensors`.
+  // A dense layer's constant weight in the layout its kernel takes, made once when the model is
+  // built (tensors[1] names it): MatMul's [K, N] transposed to dense's [N, K], or either packed
+  // into the workload's column panels (w_block).
+  std::string dense_weight;          // The node's weight value; empty when the kernel reads it as it is.
+  bool dense_weight_kn = false;      // The node's weight is [K, N] (MatMul, Gemm with transB=0).
   std::vector<Epilogue> remaining;   // Applied by a step of their own, in order.
   // A channel-blocked convolution (conv2d_nchwc): its input converted to NCHW[input_block]c and
   // its weight packed to OIHW[input_block]i[output_block]o (tensors[0] and [1] name them), and its
@@ -67,7 +70,9 @@ struct TunedCall {
   int64_t groups = 1;
   std::vector<int64_t> group_strides;
 };
-StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node);
+// `unpacked`: dense workloads (with w_block) whose kernels are built from a record of the same
+// workload without it, made before weights arrived in panels: those nodes' calls take W[N, K].
+StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node, const std::set<std::string>& unpacked = {});
 
 // Runs the passes (model/passes/passes.h) and extracts the tasks; a model with a node the build
 // cannot run is refused, naming every such node (model/program.h check_buildable).

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/operators/operator.h"
 #include "common/wire/wire.h"
 #include "compiler/build.h"
 #include "compiler/codegen/codegen.h"
@@ -79,6 +80,17 @@ StatusOr<model::ChosenKernel> choose_kernel(db::RecordStore& store, const Worklo
   TF_ASSIGN_OR_RETURN(auto best, store.query_best(w, request.target, request.device_key, 1));
   std::string where = request.device_key.empty() ? "" : fmt::format(" on device key '{}'", request.device_key);
   model::ChosenKernel k;
+  if (best.empty() && w.param("w_block") > 0) {
+    // A dense layer tuned before models packed its weight into panels at build time: its record
+    // builds the layer as it was measured, taking W[N, K].
+    Workload plain = operators::without_weight_panels(w);
+    TF_ASSIGN_OR_RETURN(auto older, store.query_best(plain, request.target, request.device_key, 1));
+    if (!older.empty()) {
+      TF_ASSIGN_OR_RETURN(k, choose_kernel(store, plain, request, warnings));
+      k.workload = plain;
+      return k;
+    }
+  }
   if (best.empty()) {
     if (request.require_tuned)
       return not_found(fmt::format("no successful record of {} for target '{}'{} (--require-tuned)", w.to_string(),

@@ -1,11 +1,16 @@
 // dense: C[M, N] = A[M, K] · W[N, K]ᵀ (a fully connected layer's weight as it is stored), with an
-// optional bias[N] and ReLU applied in the kernel.
+// optional bias[N] and ReLU applied in the kernel. With w_block=b, W arrives already in the column
+// panels the register tiles read, [ceil(N/b), K, b] ("NK{b}n", the last panel zero-padded): a
+// model packs its constant weights so once when it is built, and tuning measures that kernel,
+// which then packs nothing at run time.
 #include "common/operators/operator.h"
 
 namespace tunefarm::operators {
 
 Operator dense() {
-  return gemm_operator("dense", {dim("M"), dim("N"), dim("K"), flag("bias"), flag("relu")}, false, true);
+  // w_block: optional, 0 (W[N, K]) by default and then not printed; at most the widest tile.
+  ParamSpec w_block = {"w_block", false, 0, 0, 64, false};
+  return gemm_operator("dense", {dim("M"), dim("N"), dim("K"), flag("bias"), flag("relu"), w_block}, false, true);
 }
 
 }  // namespace tunefarm::operators

@@ -1,5 +1,7 @@
 #include "common/operators/gemm.h"
 
+#include <fmt/format.h>
+
 namespace tunefarm::operators {
 
 GemmShape read_gemm(const Workload& w, bool batched, bool transpose_b) {
@@ -12,6 +14,7 @@ GemmShape read_gemm(const Workload& w, bool batched, bool transpose_b) {
   if (batched) g.batch = w.param("B");
   g.bias = w.param("bias") != 0;
   g.relu = w.param("relu") != 0;
+  if (transpose_b) g.w_block = w.param("w_block");
   return g;
 }
 
@@ -21,7 +24,11 @@ std::vector<TensorArg> gemm_args(const GemmShape& g) {
     return shape;
   };
   std::vector<TensorArg> args = {TensorArg::input("A", with_batch({g.M, g.K}))};
-  args.push_back(g.transpose_b ? TensorArg::input("W", {g.N, g.K}) : TensorArg::input("B", with_batch({g.K, g.N})));
+  if (g.w_block > 0)
+    args.push_back({"W", {(g.N + g.w_block - 1) / g.w_block, g.K, g.w_block}, DType::kFloat32, false,
+                    fmt::format("NK{}n", g.w_block)});
+  else
+    args.push_back(g.transpose_b ? TensorArg::input("W", {g.N, g.K}) : TensorArg::input("B", with_batch({g.K, g.N})));
   if (g.bias) args.push_back(TensorArg::input("bias", {g.N}));
   args.push_back({"C", with_batch({g.M, g.N}), DType::kFloat32, true, ""});
   return args;
@@ -32,5 +39,11 @@ double gemm_flops(const GemmShape& g) { return 2.0 * g.batch * g.M * g.N * g.K; 
 int64_t gemm_reduction_length(const GemmShape& g) { return g.K; }
 
 Status check_gemm(const GemmShape&) { return Status(); }
+
+Workload without_weight_panels(Workload w) {
+  for (auto& [name, value] : w.params)
+    if (name == "w_block") value = 0;
+  return w;
+}
 
 }  // namespace tunefarm::operators

@@ -4,6 +4,8 @@
 //
 // CPU template "<op>.cpu.packed" (what fast CPU GEMMs do):
 //   - B is packed into column panels Bp[j/nr][k][nr] (contiguous vector loads, a padded tail);
+//     a dense workload with w_block=nr takes W already in those panels (a model packs its
+//     constant weights once when it is built), so that its kernel packs nothing;
 //   - the output is blocked for the caches (mb·mr rows × nb·nr columns), the block loops in one
 //     of four orders;
 //   - an mr × nr register tile accumulates in a local buffer over the whole reduction
@@ -17,6 +19,7 @@
 // CPU template "dense.cpu.dot" (GEMV-shaped dense layers, few rows): W[N, K] is contiguous along
 //   the reduction, so the reduction itself is vectorized: partial sums over K in vector lanes
 //   for a few output columns at a time (rfactor-style), then a horizontal sum and the epilogue.
+//   (It reads W in panels too, but strided: a model packs no weight of so few rows.)
 // CUDA template "<op>.cuda.tiled": blocks over output tiles, threads over sub-tiles, each thread
 // accumulating an ry × rx register tile.
 #include <algorithm>
@@ -48,6 +51,10 @@ void gemm_reference(const Workload& w, const std::vector<const float*>& in, floa
   const float* a = in[0];
   const float* b = in[1];
   const float* bias = g.bias ? in[2] : nullptr;
+  auto b_at = [&](const float* bn, int64_t k, int64_t j) {
+    if (g.w_block > 0) return bn[(j / g.w_block * g.K + k) * g.w_block + j % g.w_block];
+    return g.transpose_b ? bn[j * g.K + k] : bn[k * g.N + j];
+  };
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* an = a + n * g.M * g.K;
     const float* bn = b + n * g.K * g.N;
@@ -56,7 +63,7 @@ void gemm_reference(const Workload& w, const std::vector<const float*>& in, floa
       for (int64_t j = 0; j < g.N; ++j) {
         double acc = 0.0;
         for (int64_t k = 0; k < g.K; ++k)
-          acc += double(an[i * g.K + k]) * double(g.transpose_b ? bn[j * g.K + k] : bn[k * g.N + j]);
+          acc += double(an[i * g.K + k]) * double(b_at(bn, k, j));
         if (bias) acc += bias[j];
         if (g.relu && acc < 0) acc = 0;
         cn[i * g.N + j] = static_cast<float>(acc);
@@ -76,10 +83,15 @@ struct GemmTensors {
   te::IterVar k;
 };
 
+// `pack_nr` > 0 packs B into panels of that many columns first (ignored when W arrives in panels).
 GemmTensors define_gemm(const Gemm& g, int64_t pack_nr, int64_t kc = 0) {
   GemmTensors t;
   te::Tensor A = te::placeholder("A", with_batch(g, {g.M, g.K}));
-  te::Tensor B = g.transpose_b ? te::placeholder("W", {g.N, g.K}) : te::placeholder("B", with_batch(g, {g.K, g.N}));
+  const int64_t wb = g.w_block;
+  te::Tensor B = wb > 0            ? te::placeholder("W", {(g.N + wb - 1) / wb, g.K, wb})
+                 : g.transpose_b ? te::placeholder("W", {g.N, g.K})
+                                 : te::placeholder("B", with_batch(g, {g.K, g.N}));
+  if (wb > 0) pack_nr = 0;
   t.inputs = {A, B};
   te::Tensor bias;
   if (g.bias) {
@@ -88,6 +100,7 @@ GemmTensors define_gemm(const Gemm& g, int64_t pack_nr, int64_t kc = 0) {
   }
   // b is the batch index (ignored when not batched).
   auto b_at = [&](Expr b, Expr k, Expr j) -> Expr {
+    if (wb > 0) return B(j / wb, k, j % wb);
     if (g.transpose_b) return B(j, k);
     return g.batched ? B(b, k, j) : B(k, j);
   };
@@ -173,13 +186,15 @@ const std::vector<std::vector<int64_t>> kTileOrders = {{0, 1, 2, 3}, {1, 0, 3, 2
 // Vector accumulators the register tile may use (of 32 zmm registers; the rest hold B and A).
 constexpr int64_t kMaxTileElements = 28 * 16;
 
-ConfigSpace cpu_space(const std::string& name) {
+ConfigSpace cpu_space(const std::string& name, const Workload& w) {
   ConfigSpace s(name);
+  // W in panels fixes the register tile's columns to the panels' and leaves nothing to pack.
+  int64_t wb = gemm_of(w).w_block;
   s.define_split_candidates("tile_m", {kMb, kMr});
-  s.define_split_candidates("tile_n", {kNb, kNr});
+  s.define_split_candidates("tile_n", {kNb, wb > 0 ? std::vector<int64_t>{wb} : kNr});
   s.define_knob("unroll_k", std::vector<int64_t>{1, 2, 4});
   s.define_reorder("order", kTileOrders);
-  s.define_knob("pack_b", std::vector<int64_t>{1, 0});
+  s.define_knob("pack_b", wb > 0 ? std::vector<int64_t>{0} : std::vector<int64_t>{1, 0});
   s.define_annotate("parallel", {"none", "outer"});
   // 0: the register tile sums all of K (the template before K blocking, first for old configs).
   s.define_knob("tile_k", std::vector<int64_t>{0, 128, 256, 512});
@@ -209,11 +224,12 @@ int64_t smallest_at_least(const std::vector<int64_t>& choices, int64_t limit) {
 // with rows and columns that divide the output where a tile can (a partial tile at the edge of a
 // block runs through memory, not registers: 128 rows in tiles of 12 left 8 rows, 6% of the
 // work, that ran several times slower). Among tiles of as many accumulators, two vectors of
-// columns first, then three, then four: 12x32, 8x48, 6x64 on AVX-512.
+// columns first, then three, then four: 12x32, 8x48, 6x64 on AVX-512. W in panels fixes the columns.
 std::pair<int64_t, int64_t> register_tile(const Gemm& g, const CpuModel& cpu) {
   int64_t best_mr = 0, best_nr = 0;
   for (int64_t vectors : {2, 3, 4}) {
     int64_t nr = vectors * cpu.lanes;
+    if (g.w_block > 0 && nr != g.w_block) continue;
     if (g.N % nr != 0 || std::find(kNr.begin(), kNr.end(), nr) == kNr.end()) continue;
     int64_t rows = std::min<int64_t>(12, (cpu.vector_registers - vectors - 1) / vectors);
     for (int64_t mr = rows; mr >= 4; --mr) {
@@ -228,8 +244,8 @@ std::pair<int64_t, int64_t> register_tile(const Gemm& g, const CpuModel& cpu) {
   if (best_mr > 0) return {best_mr, best_nr};
   // Nothing divides: two vectors of columns (32 on AVX-512, 16 on AVX2, 8 on NEON) and as many
   // rows as leave a few registers for B's vectors and A's broadcasts.
-  int64_t nr = largest_at_most(kNr, std::min<int64_t>(2 * cpu.lanes, g.N >= 16 ? g.N : 8));
-  int64_t vectors = std::max<int64_t>(1, nr / cpu.lanes);
+  int64_t nr = g.w_block > 0 ? g.w_block : largest_at_most(kNr, std::min<int64_t>(2 * cpu.lanes, g.N >= 16 ? g.N : 8));
+  int64_t vectors = std::max<int64_t>(1, (nr + cpu.lanes - 1) / cpu.lanes);
   int64_t rows = std::max<int64_t>(1, (cpu.vector_registers - 4) / vectors);
   return {largest_at_most(kMr, std::min<int64_t>({g.M, 12, rows})), nr};
 }
@@ -290,8 +306,9 @@ Config cpu_default(const std::string& name, const Workload& w, const CpuModel& c
     while (nb > 1 && (g.N / nr) % nb != 0) nb /= 2;
   // B is read where it lies when its rows are contiguous along the columns and it is not packed
   // by blocks: packing all of it up front cost more than it saved (batch_matmul 16x384x384x64
-  // 82 vs 93 GFLOP/s). A transposed B (dense's W) is always packed: its columns are strided.
-  bool pack = g.M >= 4 && (g.transpose_b || kc > 0);
+  // 82 vs 93 GFLOP/s). A transposed B (dense's W) is always packed: its columns are strided;
+  // W in panels already is.
+  bool pack = g.w_block == 0 && g.M >= 4 && (g.transpose_b || kc > 0);
   Config c;
   c.template_name = name;
   c.knobs = {{"tile_m", std::vector<int64_t>{-1, mb, mr}},
@@ -315,7 +332,7 @@ StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
   int64_t nb = knob_list(c, "tile_n")[1], nr = knob_list(c, "tile_n")[2];
   int64_t ku = knob_int(c, "unroll_k");
   const auto& order = knob_list(c, "order");
-  bool pack = knob_int(c, "pack_b") != 0;
+  bool pack = knob_int(c, "pack_b") != 0 && g.w_block == 0;
   bool par = knob_str(c, "parallel") == "outer";
   int64_t kc = knob_int(c, "tile_k");
   if (kc > 0 && kc < g.K && !g.batched) return blocked_k_schedule(g, c);
@@ -377,7 +394,7 @@ StatusOr<Scheduled> blocked_k_schedule(const Gemm& g, const Config& c) {
   int64_t mb = knob_list(c, "tile_m")[1], mr = knob_list(c, "tile_m")[2];
   int64_t nb = knob_list(c, "tile_n")[1], nr = knob_list(c, "tile_n")[2];
   int64_t ku = knob_int(c, "unroll_k"), kc = knob_int(c, "tile_k");
-  bool pack = knob_int(c, "pack_b") != 0;
+  bool pack = knob_int(c, "pack_b") != 0 && g.w_block == 0;
   bool par = knob_str(c, "parallel") == "outer";
   GemmTensors t = define_gemm(g, pack ? nr : 0, kc);
   auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{t.out});
@@ -571,7 +588,9 @@ StatusOr<Scheduled> dot_schedule(const Workload& w, const Config& c) {
   bool par = knob_str(c, "parallel") == "outer";
   int64_t ko_extent = (g.K + v - 1) / v;
   te::Tensor A = te::placeholder("A", {g.M, g.K});
-  te::Tensor W = te::placeholder("W", {g.N, g.K});
+  const int64_t wb = g.w_block;
+  te::Tensor W = wb > 0 ? te::placeholder("W", {(g.N + wb - 1) / wb, g.K, wb}) : te::placeholder("W", {g.N, g.K});
+  auto w_at = [&](Expr j, Expr k) -> Expr { return wb > 0 ? W(j / wb, k, j % wb) : W(j, k); };
   std::vector<te::Tensor> inputs = {A, W};
   te::Tensor bias;
   if (g.bias) {
@@ -582,10 +601,10 @@ StatusOr<Scheduled> dot_schedule(const Workload& w, const Config& c) {
   // Lane kv of the partial sums accumulates k = ko*v + kv; lanes past K add zeros.
   te::Tensor partial = te::compute("partial", {g.M, g.N, v}, [&](const std::vector<Var>& i) {
     Expr k = Expr(ko->var) * v + i[2];
-    Expr prod = A(i[0], k) * W(i[1], k);
+    Expr prod = A(i[0], k) * w_at(i[1], k);
     if (g.K % v != 0) {
       Expr kc = ir::min(k, ir::int_imm(g.K - 1));
-      prod = ir::select(ir::lt(k, ir::int_imm(g.K)), A(i[0], kc) * W(i[1], kc), ir::float_imm(0));
+      prod = ir::select(ir::lt(k, ir::int_imm(g.K)), A(i[0], kc) * w_at(i[1], kc), ir::float_imm(0));
     }
     return te::sum(prod, {ko});
   }, {"i", "j", "kv"});
@@ -642,7 +661,7 @@ OpDef gemm_op(const std::string& name) {
   op.reference = gemm_reference;
   op.compute = gemm_compute;
   std::string cpu = name + ".cpu.packed", cuda = name + ".cuda.tiled";
-  op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload&) { return cpu_space(cpu); },
+  op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload& w) { return cpu_space(cpu, w); },
                           [cpu](const Workload& w, const CpuModel& m) { return cpu_default(cpu, w, m); }, cpu_schedule, nullptr});
   op.templates.push_back({cuda, Target::Kind::kCUDA, [cuda](const Workload&) { return cuda_space(cuda); },
                           [cuda](const Workload& w, const CpuModel&) { return cuda_default(cuda, w); }, cuda_schedule, nullptr});
@@ -650,12 +669,21 @@ OpDef gemm_op(const std::string& name) {
     std::string dot = name + ".cpu.dot";
     op.templates.push_back({dot, Target::Kind::kLLVM, [dot](const Workload&) { return dot_space(dot); },
                             [dot](const Workload& w, const CpuModel& m) { return dot_default(dot, w, m); }, dot_schedule,
-                            [](const Workload& w) { return w.param("M") <= 4; }});
+                            [](const Workload& w) { return w.param("M") <= 4 && w.param("w_block") == 0; }});
   }
   return op;
 }
 
 }  // namespace
+
+int64_t dense_weight_block(int64_t m, int64_t n, int64_t k, const CpuModel& cpu) {
+  // As the dot template's preference: GEMV-shaped layers read W[N, K] along its rows.
+  if (m <= 4) return 0;
+  Gemm g;
+  g.transpose_b = true;
+  g.M = m, g.N = n, g.K = k;
+  return register_tile(g, cpu).second;
+}
 
 std::vector<OpDef> gemm_ops() { return {gemm_op("matmul"), gemm_op("dense"), gemm_op("batch_matmul")}; }
 

@@ -90,6 +90,12 @@ Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind);
 // one value per row, excepted; the caller knows the body vectorizes).
 Scheduled plain_schedule(const ComputeDef& def, bool vectorize = false, bool parallel = true);
 
+// The panel width a model packs a dense layer's constant weight to when it is built (its workload's
+// w_block): the register tile's columns of the packed CPU template's default on `cpu`, so that
+// the default and every tuned config of that workload read the panels where they lie. 0 for a
+// layer of four rows or fewer, whose default template reads W[N, K] along its rows.
+int64_t dense_weight_block(int64_t m, int64_t n, int64_t k, const CpuModel& cpu);
+
 // The per-family definitions, collected by op_library().
 std::vector<OpDef> gemm_ops();
 std::vector<OpDef> conv_ops();

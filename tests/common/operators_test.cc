@@ -40,6 +40,16 @@ TEST(Operators, GemmShapesAndArguments) {
   EXPECT_TRUE(args[3].is_output);
   EXPECT_DOUBLE_EQ(flops(dense), 2.0 * 4 * 8 * 16);
 
+  // W in column panels of 16: [ceil(20 / 16), K, 16], the second panel padded; same FLOPs. The
+  // workload without them is the plain dense layer.
+  Workload panels = parse("dense:M=4,N=20,K=16,bias=1,w_block=16");
+  EXPECT_EQ(gemm_shape(panels).w_block, 16);
+  EXPECT_EQ(tensor_args(panels)[1].shape, (std::vector<int64_t>{2, 16, 16}));
+  EXPECT_EQ(tensor_args(panels)[1].layout, "NK16n");
+  EXPECT_DOUBLE_EQ(flops(panels), 2.0 * 4 * 20 * 16);
+  EXPECT_EQ(without_weight_panels(panels).to_string(), "dense:M=4,N=20,K=16,bias=1");
+  EXPECT_EQ(without_weight_panels(dense), dense);
+
   Workload bmm = parse("batch_matmul:B=3,M=4,N=5,K=6");
   EXPECT_EQ(gemm_shape(bmm).batch, 3);
   EXPECT_EQ(output_shape(bmm), (std::vector<int64_t>{3, 4, 5}));

@@ -97,6 +97,35 @@ TEST(GemmBlocks, PackedBlocksOfBInsideTheKLoopMatchReference) {
   }
 }
 
+// A dense workload whose W arrives in panels (w_block) reads them where they lie: its kernels,
+// default and tuned, have no packing stage, and every tile's columns are the panels'.
+TEST(GemmBlocks, WeightInPanelsIsReadWithoutAPackStage) {
+  for (const char* workload : {"dense:M=128,N=96,K=768,bias=1,w_block=48", "dense:M=12,N=40,K=64,w_block=16"}) {
+    Workload w = *parse_workload(workload);
+    auto c = default_config(w, Target{});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(std::get<std::vector<int64_t>>(*c->find("tile_n"))[2], w.param("w_block")) << c->to_json();
+    auto f = lower_candidate(w, Target{}, *c);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    EXPECT_EQ(ir::to_string(*f).find("Bp"), std::string::npos) << workload;
+    auto space = config_space(w, Target{}, "dense.cpu.packed");
+    ASSERT_TRUE(space.ok());
+    for (const Config& r : random_valid_configs(*space, 8, 3))
+      EXPECT_EQ(std::get<std::vector<int64_t>>(*r.find("tile_n"))[2], w.param("w_block")) << r.to_json();
+    auto jit = jit_kernel(w, *c);
+    ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+    auto bufs = make_buffers(w, 6);
+    auto args = bufs.arg_pointers();
+    ASSERT_EQ((*jit)->run(args.data()), 0);
+    EXPECT_EQ(compare(bufs.output, bufs.expected), "") << workload;
+  }
+  // The same layer taking W[N, K] packs it at run time, as before.
+  Workload plain = *parse_workload("dense:M=128,N=96,K=768,bias=1");
+  auto f = lower_candidate(plain, Target{}, *default_config(plain, Target{}));
+  ASSERT_TRUE(f.ok());
+  EXPECT_NE(ir::to_string(*f).find("Bp"), std::string::npos);
+}
+
 // A tile tail whose position depends on the block (45 columns in blocks of 32 in tiles of 16)
 // runs as masked vectors; the result must not change.
 TEST(CpuTails, BlockDependentTailRunsMaskedAndMatches) {

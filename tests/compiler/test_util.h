@@ -28,6 +28,10 @@ inline const std::vector<std::string>& small_workloads() {
       // K long enough for the K-blocked path (tile_k 128..512; 700 leaves a partial block).
       "matmul:M=13,N=40,K=700",
       "dense:M=9,N=33,K=300,bias=1,relu=1",
+      // W in panels of 16 (a model's prepacked weight), the last panel padded; and K long enough
+      // for the K-blocked path with its partial block.
+      "dense:M=10,N=37,K=21,bias=1,w_block=16",
+      "dense:M=7,N=48,K=300,w_block=48",
       "batch_matmul:B=3,M=11,N=35,K=9",
       "batch_matmul:B=2,M=20,N=17,K=24",
       "conv2d_nchw:N=1,C=5,H=9,W=11,K=7,R=3,S=3,stride=1,pad=1",

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,7 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/helper_program.h"
+#include "common/operators/operator.h"
 #include "compiler/build.h"
+#include "compiler/ir/printer.h"
 #include "model/build.h"
 #include "model/onnx_import.h"
 #include "model/passes/passes.h"
@@ -175,6 +178,85 @@ TEST(ModelBuild, SmallVitAndMiniLmLayersMatchOnnxRuntime) {
     ASSERT_FALSE(b.model.files.empty()) << name;
     matches_onnxruntime(std::string(name) + ".onnx", b.dir, "1e-4");
   }
+}
+
+// A dense layer's constant weight is packed once, when the model is built, into the column panels
+// its workload names (w_block): the step reads a constant of that layout and its kernel has no
+// packing stage. Outputs within 1e-4 of ONNX Runtime's.
+TEST(ModelBuild, DenseWeightsArePackedOnceAtBuildTime) {
+  ImportOptions options;
+  options.input_shapes["hidden_states"] = {1, 16, 64};
+  auto graph = import_onnx_file(test_model("bert_layer_small.onnx"), options);
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  Graph g = *graph;
+  ASSERT_TRUE(run_passes(g).ok());
+  auto program = lower_graph(g);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  int dense = 0;
+  for (const Step& step : program->steps) {
+    if (!step.workload || step.workload->op != "dense") continue;
+    ++dense;
+    int64_t wb = step.workload->param("w_block"), n = step.workload->param("N"), k = step.workload->param("K");
+    ASSERT_GT(wb, 0) << step.workload->to_string();
+    const Value* w = program->graph.find(step.tensors[1]);
+    ASSERT_NE(w, nullptr) << step.tensors[1];
+    EXPECT_TRUE(w->constant);
+    EXPECT_EQ(w->shape, (std::vector<int64_t>{(n + wb - 1) / wb, k, wb})) << step.tensors[1];
+    // MatMul's [K, N] weight: column j of row i lands in panel j / wb at (i, j % wb).
+    const Value* from = program->graph.find(step.tensors[1].substr(0, step.tensors[1].find('/')));
+    ASSERT_NE(from, nullptr);
+    int64_t i = k - 1, j = n - 1;
+    EXPECT_EQ(w->floats[static_cast<size_t>((j / wb * k + i) * wb + j % wb)],
+              from->floats[static_cast<size_t>(i * n + j)]);
+    auto f = lower_candidate(*step.workload, Target{}, *default_config(*step.workload, Target{}));
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    EXPECT_EQ(ir::to_string(*f).find("Bp"), std::string::npos) << "the built step packs its weight again";
+  }
+  EXPECT_EQ(dense, 6);
+  builds_and_matches(*graph, test_model("bert_layer_small.onnx"),
+                     fmt::format("{}/model_build_test_{}/packed", ::testing::TempDir(), getpid()));
+}
+
+// A record of a dense layer from before weights were packed at build time (its workload without
+// w_block) builds the layer as it was measured: W[N, K], packed by the kernel at run time.
+TEST(ModelBuild, DenseRecordsFromBeforePanelsBuildAsMeasured) {
+  ImportOptions options;
+  options.input_shapes["hidden_states"] = {1, 16, 64};
+  auto graph = import_onnx_file(test_model("bert_layer_small.onnx"), options);
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  std::vector<std::string> asked;
+  auto older = [&](const Workload& w) -> StatusOr<ChosenKernel> {
+    asked.push_back(w.to_string());
+    if (w.op != "dense") return defaults(w);
+    Workload plain = operators::without_weight_panels(w);
+    TF_ASSIGN_OR_RETURN(ChosenKernel chosen, defaults(plain));
+    chosen.tuned = true;
+    chosen.record_json = "{}";
+    chosen.workload = plain;
+    return chosen;
+  };
+  auto model = build_model(*graph, "older", Target{}, older);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  std::string manifest;
+  for (const auto& f : model->files)
+    if (f.name == "manifest.json") manifest = f.content;
+  auto kernels = nlohmann::json::parse(manifest)["kernels"];
+  int dense = 0;
+  for (const auto& k : kernels) {
+    std::string w = k["workload"];
+    if (!w.starts_with("dense:")) continue;
+    ++dense;
+    EXPECT_EQ(w.find("w_block"), std::string::npos) << w;
+    EXPECT_EQ(k["source"], "tuned");
+  }
+  EXPECT_EQ(dense, 3);
+  // Each workload was asked for once.
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(std::adjacent_find(asked.begin(), asked.end()), asked.end());
+  std::string dir = fmt::format("{}/model_build_test_{}/older", ::testing::TempDir(), getpid());
+  std::filesystem::create_directories(dir);
+  for (const auto& f : model->files) std::ofstream(dir + "/" + f.name, std::ios::binary) << f.content;
+  matches_onnxruntime(test_model("bert_layer_small.onnx"), dir, "1e-4");
 }
 
 // A transformer fed as users export one: int64 token ids and attention mask. The library takes

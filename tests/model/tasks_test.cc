@@ -127,10 +127,11 @@ TEST(ModelTasks, ConvolutionsAndDenseLayersCarryTheirShapesAndEpilogues) {
   ASSERT_TRUE(tasks.ok()) << tasks.status().to_string();
   std::map<std::string, int> counts;
   for (const Task& t : tasks->tasks) counts[t.workload.to_string()] = t.count;
-  // Q, K, V and the output projection: MatMul + Add of a transposed weight is a dense layer with a bias.
-  EXPECT_EQ(counts["dense:M=16,N=64,K=64,bias=1"], 4);
-  EXPECT_EQ(counts["dense:M=16,N=128,K=64,bias=1"], 1);
-  EXPECT_EQ(counts["dense:M=16,N=64,K=128,bias=1"], 1);
+  // Q, K, V and the output projection: MatMul + Add of a transposed weight is a dense layer with a
+  // bias, its constant weight packed into the default register tile's panels (8x32 here) at build time.
+  EXPECT_EQ(counts["dense:M=16,N=64,K=64,bias=1,w_block=32"], 4);
+  EXPECT_EQ(counts["dense:M=16,N=128,K=64,bias=1,w_block=32"], 1);
+  EXPECT_EQ(counts["dense:M=16,N=64,K=128,bias=1,w_block=32"], 1);
   EXPECT_EQ(counts["batch_matmul:B=2,M=16,N=16,K=32"], 1);
   EXPECT_EQ(counts["batch_matmul:B=2,M=16,N=32,K=16"], 1);
   EXPECT_GT(tasks->untuned_ops["Softmax"], 0);

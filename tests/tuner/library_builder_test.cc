@@ -122,6 +122,34 @@ TEST_F(ChooseKernel, ARecordTheTemplateNoLongerBuildsFallsBackToTheDefault) {
   EXPECT_NE(warnings[0].find("no longer builds"), std::string::npos) << warnings[0];
 }
 
+// A dense layer tuned before models packed their weights at build time has records of its
+// workload without w_block: with none of the packed workload's own, they are what the layer is
+// built from (as measured, W[N, K]); once the packed workload has a record, that one is.
+TEST_F(ChooseKernel, ADenseRecordFromBeforeWeightPanelsBuildsTheLayerAsMeasured) {
+  Workload packed = *parse_workload("dense:M=16,N=64,K=64,bias=1,w_block=32");
+  Workload plain = *parse_workload("dense:M=16,N=64,K=64,bias=1");
+  Config old = *default_config(plain, Target{});
+  for (auto& [name, value] : old.knobs)
+    if (name == "unroll_k") value = int64_t{4};
+  record(plain, old, 1e-5);
+  std::vector<std::string> warnings;
+  request_.require_tuned = true;
+  auto chosen = choose_kernel(*store_, packed, request_, warnings);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
+  EXPECT_TRUE(chosen->tuned);
+  EXPECT_EQ(chosen->config, old);
+  ASSERT_TRUE(chosen->workload.has_value());
+  EXPECT_EQ(chosen->workload->to_string(), plain.to_string());
+  EXPECT_TRUE(warnings.empty());
+
+  Config now = *default_config(packed, Target{});
+  record(packed, now, 2e-5);
+  chosen = choose_kernel(*store_, packed, request_, warnings);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
+  EXPECT_EQ(chosen->config, now);
+  EXPECT_FALSE(chosen->workload.has_value());
+}
+
 // Records of an `llvm` job on a key of haswell boards were built for haswell: a library of them
 // is too, so that it runs what those boards measured, not code for this host's CPU.
 TEST_F(ChooseKernel, ALibraryIsBuiltForTheCpuItsRecordsWereBuiltFor) {
