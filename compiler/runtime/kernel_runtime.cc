@@ -2,7 +2,9 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <memory>
@@ -87,11 +89,15 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
 
-  // Runs the launch on the pool; false (nothing run) when another thread's launch holds the pool,
-  // and the caller runs its tasks itself.
+  // Runs the launch on the pool; false (nothing run) when another thread's launch holds the pool
+  // or the pool is backing off, and the caller runs its tasks itself.
   bool try_launch(tunefarm_parallel_lambda fn, void* closure, int32_t num_tasks, int32_t* rc) {
     std::unique_lock<std::mutex> one_launch(launch_mu_, std::try_to_lock);
     if (!one_launch.owns_lock()) return false;
+    if (skip_ > 0) {
+      --skip_;
+      return false;
+    }
     fn_ = fn;
     closure_ = closure;
     num_tasks_ = num_tasks;
@@ -108,11 +114,24 @@ class ThreadPool {
       state_.store(open, std::memory_order_seq_cst);
     }
     if (sleepers_.load(std::memory_order_acquire) > 0) wake_.notify_all();
+    auto start = std::chrono::steady_clock::now();
     run_tasks(0);
+    auto worked = std::chrono::steady_clock::now();
     state_.store(open & ~uint64_t{1}, std::memory_order_seq_cst);
     if (!wait_briefly([&] { return joined_.load(std::memory_order_seq_cst) == 0; })) {
       std::unique_lock<std::mutex> lock(mu_);
       done_.wait(lock, [&] { return joined_.load(std::memory_order_seq_cst) == 0; });
+    }
+    // Where the launcher waited at the join longer than it worked, a worker lost its core inside
+    // a task (the machine has more runnable threads than cores): the launch took longer than on
+    // one thread. The next launches run on the calling thread alone, twice as many after each such
+    // launch in a row (up to kMaxSkip), so that on a machine that stays busy a model runs about as
+    // fast as on one thread, and on one whose cores come free the pool is tried again soon.
+    if (std::chrono::steady_clock::now() - worked > worked - start) {
+      backoff_ = std::min(backoff_ > 0 ? 2 * backoff_ : 1, kMaxSkip);
+      skip_ = backoff_;
+    } else {
+      backoff_ = 0;
     }
     *rc = result_.load(std::memory_order_relaxed);
     return true;
@@ -205,6 +224,11 @@ class ThreadPool {
   void* closure_ = nullptr;
   int32_t num_tasks_ = 0;
   std::atomic<int32_t> result_{0};
+  // Launches still to run on the calling thread, and how many the last backoff skipped (both
+  // under launch_mu_).
+  static constexpr int kMaxSkip = 64;
+  int skip_ = 0;
+  int backoff_ = 0;
 };
 
 std::mutex pool_mu;
