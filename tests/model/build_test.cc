@@ -5,9 +5,11 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -230,6 +232,24 @@ TEST(ModelBuild, TwoThreadsGiveWhatOneThreadGives) {
     float* outs[] = {o.data()};
     ASSERT_EQ(run(model, ins, &in_n, outs, &out_n), 0) << last_error();
   }
+  // Two instances run side by side on two threads, the pool's two threads between them (a step
+  // whose launch finds the pool held by the other's runs on its own thread): neither waits on the
+  // other for ever, and both give what one thread gave.
+  void* second = nullptr;
+  ASSERT_EQ(create((dir + "/threads.weights").c_str(), &second), 0) << last_error();
+  std::atomic<int> wrong{0};
+  auto runs = [&](void* instance) {
+    std::vector<float> o(static_cast<size_t>(out_n));
+    const void* ins[] = {in.data()};
+    float* outs[] = {o.data()};
+    for (int r = 0; r < 20; ++r)
+      if (run(instance, ins, &in_n, outs, &out_n) != 0 || o != out[0]) wrong.fetch_add(1);
+  };
+  std::thread side_a(runs, model), side_b(runs, second);
+  side_a.join();
+  side_b.join();
+  EXPECT_EQ(wrong.load(), 0);
+  destroy(second);
   destroy(model);
   double row_sum = 0;
   for (int64_t c = 0; c < 4096; ++c) row_sum += out[0][static_cast<size_t>(c)];
