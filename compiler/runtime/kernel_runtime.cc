@@ -115,22 +115,28 @@ class ThreadPool {
     }
     if (sleepers_.load(std::memory_order_acquire) > 0) wake_.notify_all();
     auto start = std::chrono::steady_clock::now();
-    run_tasks(0);
+    bool helped = run_tasks(0) < num_tasks;
     auto worked = std::chrono::steady_clock::now();
     state_.store(open & ~uint64_t{1}, std::memory_order_seq_cst);
     if (!wait_briefly([&] { return joined_.load(std::memory_order_seq_cst) == 0; })) {
       std::unique_lock<std::mutex> lock(mu_);
       done_.wait(lock, [&] { return joined_.load(std::memory_order_seq_cst) == 0; });
     }
-    // Where the launcher waited at the join longer than it worked, a worker lost its core inside
-    // a task (the machine has more runnable threads than cores): the launch took longer than on
-    // one thread. The next launches run on the calling thread alone, twice as many after each such
-    // launch in a row (up to kMaxSkip), so that on a machine that stays busy a model runs about as
-    // fast as on one thread, and on one whose cores come free the pool is tried again soon.
-    if (std::chrono::steady_clock::now() - worked > worked - start) {
+    // The pool backs off where it does not pay: where the launcher waited at the join longer than
+    // it worked (a worker lost its core inside a task: the launch took longer than on one thread),
+    // or where kUnhelped launches in a row ran every task on the launcher (the workers get no core
+    // in time; each launch still paid for waking them, and their spinning took CPU time from this
+    // process: 2 threads ran 3-5% slower than 1 on a machine whose other vCPU was busy). The next
+    // launches run on the calling thread alone, twice as many after each backoff in a row (up to
+    // kMaxSkip), so that on a machine that stays busy a model runs about as fast as on one
+    // thread, and on one whose cores come free the pool is tried again soon.
+    bool waited = std::chrono::steady_clock::now() - worked > worked - start;
+    unhelped_ = helped ? 0 : unhelped_ + 1;
+    if (waited || unhelped_ >= kUnhelped) {
       backoff_ = std::min(backoff_ > 0 ? 2 * backoff_ : 1, kMaxSkip);
       skip_ = backoff_;
-    } else {
+      unhelped_ = 0;
+    } else if (helped) {
       backoff_ = 0;
     }
     *rc = result_.load(std::memory_order_relaxed);
@@ -159,9 +165,12 @@ class ThreadPool {
   }
 
   // Runs thread `self`'s own tasks, then the others' from their backs, until none is left unclaimed.
-  void run_tasks(int self) {
+  // Answers how many tasks this thread ran.
+  int32_t run_tasks(int self) {
     in_parallel_body = true;
+    int32_t ran = 0;
     auto run = [&](int32_t task) {
+      ++ran;
       if (int32_t rc = fn_(task, num_tasks_, closure_)) {
         int32_t expected = 0;
         result_.compare_exchange_strong(expected, rc);
@@ -179,6 +188,7 @@ class ThreadPool {
       }
     }
     in_parallel_body = false;
+    return ran;
   }
 
   void worker_loop(int self) {
@@ -224,11 +234,13 @@ class ThreadPool {
   void* closure_ = nullptr;
   int32_t num_tasks_ = 0;
   std::atomic<int32_t> result_{0};
-  // Launches still to run on the calling thread, and how many the last backoff skipped (both
-  // under launch_mu_).
+  // Launches still to run on the calling thread, how many the last backoff skipped, and the
+  // launches in a row no worker took part in (all under launch_mu_).
   static constexpr int kMaxSkip = 64;
+  static constexpr int kUnhelped = 8;
   int skip_ = 0;
   int backoff_ = 0;
+  int unhelped_ = 0;
 };
 
 std::mutex pool_mu;
