@@ -274,15 +274,16 @@ int32_t run_inline(tunefarm_parallel_lambda fn, void* closure, int32_t num_tasks
 extern "C" {
 
 int32_t tunefarm_parallel_launch(tunefarm_parallel_lambda fn, void* closure, int32_t num_tasks) {
+  // On the calling thread a loop the pool would cut is one task: the code a single thread runs.
+  int32_t inline_tasks = num_tasks > 0 ? num_tasks : 1;
   // Nested parallelism runs inline: the outer loop already occupies the pool.
-  if (in_parallel_body) return run_inline(fn, closure, num_tasks > 0 ? num_tasks : 1);
+  if (in_parallel_body) return run_inline(fn, closure, inline_tasks);
   std::shared_ptr<ThreadPool> p = get_pool();
   int32_t n = num_tasks > 0 ? num_tasks : p->num_threads() * kTasksPerThread;
-  if (p->num_threads() == 1) return run_inline(fn, closure, num_tasks > 0 ? num_tasks : 1);
   int32_t rc = 0;
   // Where another thread's launch (another model instance's step) holds the pool, this one runs
   // on its own thread rather than waiting: the cores are busy either way.
-  if (n == 1 || !p->try_launch(fn, closure, n, &rc)) return run_inline(fn, closure, n);
+  if (p->num_threads() == 1 || n == 1 || !p->try_launch(fn, closure, n, &rc)) return run_inline(fn, closure, inline_tasks);
   return rc;
 }
 
