@@ -5,7 +5,6 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -237,18 +236,18 @@ TEST(ModelBuild, TwoThreadsGiveWhatOneThreadGives) {
   // other for ever, and both give what one thread gave.
   void* second = nullptr;
   ASSERT_EQ(create((dir + "/threads.weights").c_str(), &second), 0) << last_error();
-  std::atomic<int> wrong{0};
-  auto runs = [&](void* instance) {
+  int wrong[2] = {0, 0};
+  auto runs = [&](void* instance, int* wrong_runs) {
     std::vector<float> o(static_cast<size_t>(out_n));
     const void* ins[] = {in.data()};
     float* outs[] = {o.data()};
     for (int r = 0; r < 20; ++r)
-      if (run(instance, ins, &in_n, outs, &out_n) != 0 || o != out[0]) wrong.fetch_add(1);
+      if (run(instance, ins, &in_n, outs, &out_n) != 0 || o != out[0]) ++*wrong_runs;
   };
-  std::thread side_a(runs, model), side_b(runs, second);
+  std::thread side_a(runs, model, &wrong[0]), side_b(runs, second, &wrong[1]);
   side_a.join();
   side_b.join();
-  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(wrong[0] + wrong[1], 0);
   destroy(second);
   destroy(model);
   double row_sum = 0;
