@@ -752,10 +752,10 @@ class CodeGen {
     llvm::Value* n = emit(op->extent);
     llvm::Value* task = b_.CreateSExt(body_fn->getArg(0), i64);
     llvm::Value* ntasks = b_.CreateSExt(body_fn->getArg(1), i64);
-    llvm::Value* chunk = b_.CreateSDiv(b_.CreateAdd(n, b_.CreateSub(ntasks, b_.getInt64(1))), ntasks);
-    llvm::Value* begin = b_.CreateMul(task, chunk);
-    llvm::Value* stop = b_.CreateAdd(begin, chunk);
-    stop = b_.CreateSelect(b_.CreateICmpSLT(stop, n), stop, n);
+    // Shares of n * task / num_tasks iterations differ by at most one, and none is empty while
+    // there are more iterations than tasks (rounding every share up left the last tasks nothing).
+    llvm::Value* begin = b_.CreateSDiv(b_.CreateMul(n, task), ntasks);
+    llvm::Value* stop = b_.CreateSDiv(b_.CreateMul(n, b_.CreateAdd(task, b_.getInt64(1))), ntasks);
     emit_serial_loop(op->var.get(), b_.CreateAdd(lo, begin), b_.CreateAdd(lo, stop), op->body);
     b_.CreateRet(b_.getInt32(0));
 
@@ -770,9 +770,10 @@ class CodeGen {
 
     auto launch = m_.getOrInsertFunction("tunefarm_parallel_launch", i32, ptr, ptr, i32);
     // Up to 64 iterations, one task each, so that the pool evens out uneven work (tails); beyond
-    // that, one contiguous share per pool thread (num_tasks = 0): a loop of many small iterations
-    // (rows of an image, fused with channel blocks) handed out one at a time has every thread read
-    // every block's weights and every row's neighbours, and ran slower on two threads than on one.
+    // that, the pool picks the count (num_tasks = 0): a few contiguous shares per thread, each
+    // thread working through its own from the front (a loop of many small iterations -- rows of an
+    // image, fused with channel blocks -- handed out one at a time had every thread read every
+    // block's weights and every row's neighbours), the rest taken by whichever thread is free.
     constexpr int64_t kTaskPerIteration = 64;
     llvm::Value* ntask = b_.CreateTrunc(
         b_.CreateSelect(b_.CreateICmpSLE(extent, b_.getInt64(kTaskPerIteration)), extent, b_.getInt64(0)), i32);

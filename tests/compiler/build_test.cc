@@ -379,5 +379,37 @@ TEST(CompilerBuildApi, APlainStepsFewHeadsFuseWithTheirRowsForThreads) {
   EXPECT_EQ(outs[0], outs[1]);
 }
 
+// A step's parallel loop, short (a task per iteration) or long (the pool cuts it into a few shares
+// per thread), at odd lengths, gives on any number of threads exactly what it gives on one.
+TEST(CompilerBuildApi, AParallelLoopIsRightOnAnyNumberOfThreads) {
+  for (int64_t rows : {int64_t{7}, int64_t{131}}) {
+    const int64_t C = 19;
+    te::Tensor x = te::placeholder("x", {rows, C});
+    te::Tensor y = te::compute("y", {rows, C}, [&](const std::vector<ir::Var>& i) { return x(i[0], i[1]) * ir::float_imm(3.0) + ir::float_imm(1.0); });
+    ops::Scheduled scheduled = ops::plain_schedule(ops::ComputeDef{{x}, y}, true, true);
+    auto f = lower::lower(*scheduled.schedule, scheduled.args, "step");
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    ASSERT_NE(ir::to_string(*f).find("parallel"), std::string::npos) << ir::to_string(*f);
+    auto obj = codegen::compile_object(*f, Target{}, "step");
+    ASSERT_TRUE(obj.ok()) << obj.status().to_string();
+    auto jit = codegen::JitKernel::create(*obj, "step");
+    ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+    std::vector<float> in(static_cast<size_t>(rows * C));
+    for (size_t i = 0; i < in.size(); ++i) in[i] = std::cos(0.11f * static_cast<float>(i));
+    std::vector<float> one_thread;
+    for (int threads : {1, 2, 3, 5}) {
+      tunefarm_runtime_set_num_threads(threads);
+      std::vector<float> out(in.size(), NAN);
+      void* args[] = {in.data(), out.data()};
+      ASSERT_EQ((*jit)->run(args), 0);
+      for (size_t i = 0; i < in.size(); ++i)
+        ASSERT_NEAR(out[i], in[i] * 3.0f + 1.0f, 1e-6) << rows << " rows on " << threads << " threads, element " << i;
+      if (threads == 1) one_thread = out;
+      EXPECT_EQ(out, one_thread) << rows << " rows on " << threads << " threads";
+    }
+  }
+  tunefarm_runtime_set_num_threads(0);
+}
+
 }  // namespace
 }  // namespace tunefarm

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -327,6 +328,24 @@ TEST(ModelBuild, TwoThreadsGiveWhatOneThreadGives) {
     float* outs[] = {o.data()};
     ASSERT_EQ(run(model, ins, &in_n, outs, &out_n), 0) << last_error();
   }
+  // Two instances run side by side on two threads, the pool's two threads between them (a step
+  // whose launch finds the pool held by the other's runs on its own thread): neither waits on the
+  // other for ever, and both give what one thread gave.
+  void* second = nullptr;
+  ASSERT_EQ(create((dir + "/threads.weights").c_str(), &second), 0) << last_error();
+  int wrong[2] = {0, 0};
+  auto runs = [&](void* instance, int* wrong_runs) {
+    std::vector<float> o(static_cast<size_t>(out_n));
+    const void* ins[] = {in.data()};
+    float* outs[] = {o.data()};
+    for (int r = 0; r < 20; ++r)
+      if (run(instance, ins, &in_n, outs, &out_n) != 0 || o != out[0]) ++*wrong_runs;
+  };
+  std::thread side_a(runs, model, &wrong[0]), side_b(runs, second, &wrong[1]);
+  side_a.join();
+  side_b.join();
+  EXPECT_EQ(wrong[0] + wrong[1], 0);
+  destroy(second);
   destroy(model);
   double row_sum = 0;
   for (int64_t c = 0; c < 4096; ++c) row_sum += out[0][static_cast<size_t>(c)];
