@@ -359,12 +359,13 @@ StatusOr<v1::Job> JobManager::cancel(const std::string& job_id) {
   return cancelled;
 }
 
-StatusOr<v1::Job> JobManager::resume(const std::string& job_id, const std::string& client) {
+StatusOr<v1::Job> JobManager::resume(const std::string& job_id, const std::string& client,
+                                     const std::string& submitter) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return unavailable("the tuning service is shutting down");
   }
-  TF_RETURN_IF_ERROR(check_queue_room(client, ""));
+  TF_RETURN_IF_ERROR(check_queue_room(client, submitter));
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.reopen_job(job_id));
   spdlog::info("job {}: resumed on request", job_id);
   if (store_.shared()) {

@@ -110,8 +110,10 @@ class JobManager {
   // Cancels a queued or running job; cancelling an ended job is FAILED_PRECONDITION.
   StatusOr<v1::Job> cancel(const std::string& job_id);
   // Queues a FAILED or CANCELLED job again; it resumes from its records. FAILED_PRECONDITION for
-  // a job in another state.
-  StatusOr<v1::Job> resume(const std::string& job_id, const std::string& client = {});
+  // a job in another state. `client` and `submitter` name who resumes it, for the queue limits as
+  // in submit(): a resume queues a job as a submit does.
+  StatusOr<v1::Job> resume(const std::string& job_id, const std::string& client = {},
+                           const std::string& submitter = {});
   StatusOr<std::vector<v1::Job>> list(const std::vector<v1::JobState>& states, int limit);
 
   // The job's state once it is newer than `after_version`, or as it is when `timeout` passes.

@@ -710,6 +710,23 @@ TEST_F(SharedJobManagerTest, TheQueueLimitsCountTheHistorysQueue) {
   EXPECT_TRUE(m.submit(spec(64), "client token 2", {"sha256:y", ""}).ok());
 }
 
+// A resume queues a job as a submit does: the resumer's share of the history's queue holds it too.
+TEST_F(SharedJobManagerTest, AResumeIsHeldByTheResumersShareOfTheQueue) {
+  JobManagerOptions options = shared_options("a");
+  options.max_queued_jobs = 10;
+  options.max_queued_jobs_per_client = 1;
+  JobManager m(*store_, tasks_, slow(), known_keys, options);
+  std::string stopped = other_->create_job(spec(64), {"sha256:x", "first"})->job.id();
+  ASSERT_EQ(other_->request_cancel(stopped)->state(), v1::CANCELLED);
+  ASSERT_TRUE(other_->create_job(spec(64), {"sha256:x", "second"}).ok());
+  auto refused = m.resume(stopped, "client token 1", "sha256:x");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("client token 1 already has 1 jobs waiting"));
+  EXPECT_EQ(store_->get_job(stopped)->state(), v1::CANCELLED);
+  EXPECT_TRUE(m.resume(stopped, "client token 2", "sha256:y").ok());
+}
+
 // A tunerd takes over only what it can run now: with its one slot busy, a free job stays in the
 // history for a tunerd with room, and it takes the job once its slot is free.
 TEST_F(SharedJobManagerTest, AJobIsTakenOnlyWhenASlotIsFree) {
