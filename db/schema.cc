@@ -178,10 +178,17 @@ CREATE INDEX records_by_config
   ON records (workload_id, target_id, config, device_key, mean_cost_s) INCLUDE (id) WHERE error_code = 0;
 )sql";
 
+// The build marks of jobs (tuner/build_guard.h): in a history that several tunerds share, the one
+// that takes a job over must know that the one before it died compiling the job's candidates.
+constexpr std::string_view kBuildMarks = R"sql(
+ALTER TABLE jobs ADD COLUMN build_crashes BIGINT NOT NULL DEFAULT 0;
+)sql";
+
 constexpr Migration kPostgresMigrations[] = {
     {1, "workloads, targets, jobs (with leases) and records, as SQLite's schema 4", kPostgresTables},
     {2, "request ids of submits, unique per submitter (SQLite's schema 5)", kRequestIds},
     {3, "best-query indexes that hold the columns the query reads", kPostgresCoveringIndexes},
+    {4, "build marks of jobs, for the tunerd that takes a job over", kBuildMarks},
 };
 
 // Any two numbers: the advisory lock that serialises the tunerds' migrations ("TUNF", "SCHM").
