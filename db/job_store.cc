@@ -223,7 +223,8 @@ StatusOr<std::map<std::string, JobRequest>> RecordStore::job_requests() {
     for (;;) {
       TF_ASSIGN_OR_RETURN(bool row, stmt.step());
       if (!row) return Status();
-      requests[std::string(stmt.column_text(0))] = JobRequest{std::string(stmt.column_text(1)), std::string(stmt.column_text(2))};
+      requests[std::string(stmt.column_text(0))] =
+          JobRequest{std::string(stmt.column_text(1)), std::string(stmt.column_text(2))};
     }
   }));
   return requests;

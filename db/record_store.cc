@@ -420,7 +420,8 @@ StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& worklo
       // One round trip, and a row per figure: over a network, a query per candidate config would cost
       // a round trip each, and reading every measurement of every candidate here cost as much CPU
       // as the server's whole answer (about 80 rows for a top 1, each a record to parse).
-      TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(best_figures_sql(!device_key.empty(), figures_candidates(candidates))));
+      TF_ASSIGN_OR_RETURN(Statement stmt,
+                          connection.prepare(best_figures_sql(!device_key.empty(), figures_candidates(candidates))));
       stmt.bind(1, workload_text);
       stmt.bind(2, target_text);
       stmt.bind(3, candidates);  // Unused (it is in the SQL), but typed, so that ?4 and ?5 have places after it.

@@ -99,7 +99,9 @@ std::unique_ptr<BuildMarks> file_build_marks(std::string directory) {
   return std::make_unique<FileMarks>(std::move(directory));
 }
 
-std::unique_ptr<BuildMarks> history_build_marks(db::RecordStore& store) { return std::make_unique<HistoryMarks>(store); }
+std::unique_ptr<BuildMarks> history_build_marks(db::RecordStore& store) {
+  return std::make_unique<HistoryMarks>(store);
+}
 
 BuildGuard::BuildGuard(BuildMarks& marks, std::string job_id)
     : marks_(marks), job_id_(std::move(job_id)), prior_crashes_(marks.crashes(job_id_)) {}

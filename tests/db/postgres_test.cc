@@ -77,8 +77,8 @@ TEST_F(PostgresTest, AnOlderHistoryGetsTheBestQueryIndexesOnceAndAnswersAsBefore
                       ->exec(fmt::format(
                           "INSERT INTO records (workload_id, target_id, device_key, config, config_index, costs, "
                           "mean_cost_s, gflops, error_code, error_msg, build_time_s, started_at_us, finished_at_us, "
-                          "job_id, agent_id, attempts) VALUES (1, 1, 'local-cpu', '{}', {}, '[{}]', {}, 1, 0, '', 0, {}, {}, "
-                          "'job-1', 'agent-a', 1)",
+                          "job_id, agent_id, attempts) VALUES (1, 1, 'local-cpu', '{}', {}, '[{}]', {}, 1, 0, '', 0, "
+                          "{}, {}, 'job-1', 'agent-a', 1)",
                           testing::config(i % 8).to_json(), i % 8, cost(i), cost(i), 1'000'000 + i, 1'000'100 + i))
                       .ok());
     }
@@ -90,7 +90,8 @@ TEST_F(PostgresTest, AnOlderHistoryGetsTheBestQueryIndexesOnceAndAnswersAsBefore
   for (auto& t : starts) t.join();
   for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.to_string();
   auto connection = db::Connection::open(url, db::Connection::Mode::kReadOnly, std::chrono::seconds(1)).value();
-  EXPECT_EQ(connection->query_int("SELECT version FROM tunefarm_schema").value(), db::postgres_migrations().back().version);
+  EXPECT_EQ(connection->query_int("SELECT version FROM tunefarm_schema").value(),
+            db::postgres_migrations().back().version);
   EXPECT_EQ(connection->query_int("SELECT count(*) FROM pg_indexes WHERE tablename = 'records' AND indexdef LIKE "
                                   "'%INCLUDE%'")
                 .value(),
@@ -182,15 +183,13 @@ TEST_F(PostgresTest, BestQueriesArePlannedOnceNotOnEveryCall) {
                         .ok());
       }
       // PostgreSQL tries five plans made for the values before it weighs the generic one.
-      EXPECT_EQ(connection->query_int(fmt::format("SELECT custom_plans FROM pg_prepared_statements WHERE name = '{}'", name))
-                    .value(),
-                5)
-          << name;
-      EXPECT_EQ(
-          connection->query_int(fmt::format("SELECT generic_plans FROM pg_prepared_statements WHERE name = '{}'", name))
-              .value(),
-          7)
-          << name;
+      auto plans = [&](const char* kind) {
+        return connection
+            ->query_int(fmt::format("SELECT {} FROM pg_prepared_statements WHERE name = '{}'", kind, name))
+            .value();
+      };
+      EXPECT_EQ(plans("custom_plans"), 5) << name;
+      EXPECT_EQ(plans("generic_plans"), 7) << name;
     }
   }
 }

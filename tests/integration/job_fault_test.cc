@@ -124,7 +124,8 @@ TEST_F(JobFaultTest, ASubmitToATunerdWhoseTrackerIsDownFailsAtOnceSayingSo) {
   farm_.kill_tracker(SIGKILL);
   auto start = std::chrono::steady_clock::now();
   auto [rc, out] = tune_client_output(
-      farm_, {"--server", tunerd.address(), "submit", "--workload", "matmul:M=16,N=16,K=16", "--trials", "4"}, "submit");
+      farm_, {"--server", tunerd.address(), "submit", "--workload", "matmul:M=16,N=16,K=16", "--trials", "4"},
+      "submit");
   double seconds_taken = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("cannot ask the tracker which device keys exist"), std::string::npos) << out;
