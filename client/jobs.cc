@@ -189,10 +189,12 @@ std::string random_request_id() {
   return id;
 }
 
-// SubmitJob, sent again while the answer is lost on the way (UNAVAILABLE: no replica reached, or
-// one that died mid-call; DEADLINE_EXCEEDED: tunerd slower than `timeout`): the request id makes
-// every try the same submit, so that a job whose first answer was lost is made once. Each try
-// waits twice as long as the one before, after a pause that doubles too.
+// SubmitJob, sent again while the answer is lost on the way (UNAVAILABLE from the channel: no
+// replica reached, or one that died mid-call; DEADLINE_EXCEEDED: tunerd slower than `timeout`): the
+// request id makes every try the same submit, so that a job whose first answer was lost is made
+// once. Each try waits twice as long as the one before, after a pause that doubles too. A tunerd
+// that answers UNAVAILABLE itself (its tracker is down) is reported at once: it is up, and seconds
+// of tries would only hide what to fix.
 grpc::Status submit_with_retries(const GlobalFlags& global, const v1::SubmitJobRequest& request,
                                  v1::SubmitJobResponse* response, std::chrono::milliseconds timeout) {
   constexpr int kTries = 5;
@@ -202,8 +204,7 @@ grpc::Status submit_with_retries(const GlobalFlags& global, const v1::SubmitJobR
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout);
     grpc::Status status = stub->SubmitJob(&context, request, response);
-    bool lost = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    bool lost = channel_failure(status) || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     if (!lost || attempt == kTries) return status;
     fmt::print(stderr,
                "tune-client: submit try {} of {}: {}; sending it again in {:.1f} s with the same request id {} (the "

@@ -25,14 +25,17 @@ int rpc_failure(const std::string& address, const std::string& what, const grpc:
   return fail(rpc_failure_message(address, what, status));
 }
 
-std::string rpc_failure_message(const std::string& address, const std::string& what, const grpc::Status& status) {
-  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return fmt::format("{}: {}", what, status.error_message());
+bool channel_failure(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
   const std::string& message = status.error_message();
-  // UNAVAILABLE in the server's own words is about what it could not reach, not about this channel.
-  bool this_channel = message.rfind("failed to connect", 0) == 0 || message.rfind("Socket closed", 0) == 0 ||
-                      message.rfind("Connection reset", 0) == 0 || message.rfind("DNS resolution failed", 0) == 0 ||
-                      message.find("handshake") != std::string::npos;
-  if (!this_channel) return fmt::format("{}: {}", what, message);
+  return message.rfind("failed to connect", 0) == 0 || message.rfind("Socket closed", 0) == 0 ||
+         message.rfind("Connection reset", 0) == 0 || message.rfind("DNS resolution failed", 0) == 0 ||
+         message.find("handshake") != std::string::npos;
+}
+
+std::string rpc_failure_message(const std::string& address, const std::string& what, const grpc::Status& status) {
+  if (!channel_failure(status)) return fmt::format("{}: {}", what, status.error_message());
+  const std::string& message = status.error_message();
   std::string hint = unreachable_hint(message, "--tls-ca");
   return fmt::format("{}: cannot reach {} ({}){}", what, address, message, hint);
 }

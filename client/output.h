@@ -16,6 +16,10 @@ namespace tunefarm::client {
 int rpc_failure(const std::string& address, const std::string& what, const grpc::Status& status);
 // What rpc_failure() prints, for a command that reports it later.
 std::string rpc_failure_message(const std::string& address, const std::string& what, const grpc::Status& status);
+// Whether `status` is gRPC's own UNAVAILABLE about the channel (no server reached, or the one
+// reached went away mid-call), not the server's word about what it could not reach itself (tunerd
+// whose tracker or history is down): only the first is helped by another try or another replica.
+bool channel_failure(const grpc::Status& status);
 
 // One line of JSON with the proto's field names and every field present.
 std::string to_json(const google::protobuf::Message& message);

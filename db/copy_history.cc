@@ -15,8 +15,11 @@ StatusOr<CopyReport> copy_history(RecordStore& from, RecordStore& to) {
   CopyReport report;
   // Jobs first: a tunerd of the new history that sees a job finds its records with it.
   TF_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, from.list_jobs({}, kMaxJobs));
+  // With their request ids: a client that resubmits after the move gets the job it made before.
+  TF_ASSIGN_OR_RETURN(auto requests, from.job_requests());
   for (const v1::Job& job : jobs) {
-    TF_ASSIGN_OR_RETURN(bool stored, to.put_job(job));
+    auto request = requests.find(job.id());
+    TF_ASSIGN_OR_RETURN(bool stored, to.put_job(job, request == requests.end() ? JobRequest{} : request->second));
     ++(stored ? report.jobs : report.jobs_skipped);
   }
   std::vector<v1::Record> batch;

@@ -39,6 +39,33 @@ Status check_fence(Connection& connection, const LeaseFences* fences, std::strin
 
 bool RecordStore::shared() const { return fences_ != nullptr; }
 
+StatusOr<int64_t> RecordStore::build_crashes(std::string_view job_id) {
+  if (!fences_) return not_shared(path_);
+  int64_t crashes = 0;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("SELECT build_crashes FROM jobs WHERE id = ?1"));
+    stmt.bind(1, job_id);
+    TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+    if (!row) return not_found(fmt::format("job {} does not exist", job_id));
+    crashes = stmt.column_int(0);
+    return Status();
+  }, Reads::kOneStatement));
+  return crashes;
+}
+
+Status RecordStore::set_build_crashes(std::string_view job_id, int64_t crashes) {
+  if (!fences_) return not_shared(path_);
+  return writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+    TF_RETURN_IF_ERROR(check_fence(connection, fences_.get(), job_id));
+    TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare("UPDATE jobs SET build_crashes = ?2 WHERE id = ?1"));
+    stmt.bind(1, job_id);
+    stmt.bind(2, crashes);
+    TF_RETURN_IF_ERROR(stmt.run());
+    if (connection.changes() == 0) return not_found(fmt::format("job {} does not exist", job_id));
+    return connection.changes();
+  }).get().status();
+}
+
 StatusOr<std::optional<int64_t>> RecordStore::acquire_lease(std::string_view job_id, std::string_view owner,
                                                             std::chrono::milliseconds duration) {
   if (!fences_) return not_shared(path_);

@@ -177,17 +177,26 @@ StatusOr<std::optional<v1::Job>> RecordStore::find_requested_job(const JobReques
   return job;
 }
 
-StatusOr<bool> RecordStore::put_job(const v1::Job& job) {
+StatusOr<bool> RecordStore::put_job(const v1::Job& job, const JobRequest& request) {
   TF_RETURN_IF_ERROR(check_spec(job.spec()).with_context(fmt::format("job {}", job.id())));
   if (!v1::JobState_IsValid(job.state()) || job.state() == v1::JOB_STATE_UNSPECIFIED)
     return invalid_argument(fmt::format("job {} has no valid state", job.id()));
   std::string spec_bytes = job.spec().SerializeAsString();
   std::string progress_bytes = job.progress().SerializeAsString();
   auto stored = writer_->submit([&](Connection& connection) -> StatusOr<int64_t> {
+    bool request_taken = false;
+    if (!request.request_id.empty()) {
+      TF_ASSIGN_OR_RETURN(Statement taken, connection.prepare("SELECT id FROM jobs WHERE submitter = ?1 AND "
+                                                              "request_id = ?2 AND id <> ?3"));
+      taken.bind(1, request.submitter);
+      taken.bind(2, request.request_id);
+      taken.bind(3, job.id());
+      TF_ASSIGN_OR_RETURN(request_taken, taken.step());
+    }
     TF_ASSIGN_OR_RETURN(Statement stmt,
                         connection.prepare("INSERT INTO jobs (id, spec, state, progress, created_at_us, started_at_us, "
-                                           "finished_at_us, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
-                                           "ON CONFLICT DO NOTHING"));
+                                           "finished_at_us, error, submitter, request_id) VALUES (?1, ?2, ?3, ?4, ?5, "
+                                           "?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING"));
     stmt.bind(1, job.id());
     stmt.bind_blob(2, spec_bytes);
     stmt.bind(3, int64_t{job.state()});
@@ -196,11 +205,29 @@ StatusOr<bool> RecordStore::put_job(const v1::Job& job) {
     stmt.bind(6, job.started_at_us());
     stmt.bind(7, job.finished_at_us());
     stmt.bind(8, job.error());
+    stmt.bind(9, request_taken ? std::string_view() : std::string_view(request.submitter));
+    stmt.bind(10, request_taken ? std::string_view() : std::string_view(request.request_id));
     TF_RETURN_IF_ERROR(stmt.run());
     return connection.changes();
   }).get();
   TF_RETURN_IF_ERROR(stored.status());
   return *stored > 0;
+}
+
+StatusOr<std::map<std::string, JobRequest>> RecordStore::job_requests() {
+  std::map<std::string, JobRequest> requests;
+  TF_RETURN_IF_ERROR(with_reader([&](Connection& connection) -> Status {
+    requests.clear();
+    TF_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.prepare("SELECT id, submitter, request_id FROM jobs WHERE request_id <> ''"));
+    for (;;) {
+      TF_ASSIGN_OR_RETURN(bool row, stmt.step());
+      if (!row) return Status();
+      requests[std::string(stmt.column_text(0))] =
+          JobRequest{std::string(stmt.column_text(1)), std::string(stmt.column_text(2))};
+    }
+  }));
+  return requests;
 }
 
 StatusOr<v1::Job> RecordStore::update_job_state(std::string_view job_id, v1::JobState state, std::string_view error) {

@@ -420,11 +420,12 @@ StatusOr<std::vector<v1::Record>> RecordStore::query_best(const Workload& worklo
       // One round trip, and a row per figure: over a network, a query per candidate config would cost
       // a round trip each, and reading every measurement of every candidate here cost as much CPU
       // as the server's whole answer (about 80 rows for a top 1, each a record to parse).
-      TF_ASSIGN_OR_RETURN(Statement stmt, connection.prepare(best_figures_sql(!device_key.empty())));
+      TF_ASSIGN_OR_RETURN(Statement stmt,
+                          connection.prepare(best_figures_sql(!device_key.empty(), figures_candidates(candidates))));
       stmt.bind(1, workload_text);
       stmt.bind(2, target_text);
-      stmt.bind(3, candidates);
-      stmt.bind(4, device_key);  // Typed even where unused, so that ?5 has a place after it.
+      stmt.bind(3, candidates);  // Unused (it is in the SQL), but typed, so that ?4 and ?5 have places after it.
+      stmt.bind(4, device_key);
       stmt.bind(5, int64_t{top_k});
       for (;;) {
         TF_ASSIGN_OR_RETURN(bool row, stmt.step());

@@ -196,9 +196,19 @@ class RecordStore {
     int64_t of_submitter = 0;
   };
   StatusOr<QueuedJobs> count_queued_jobs(std::string_view submitter);
-  // Stores `job` as it is (id, state, times, progress), when no job has its id: how a history
-  // moves to another database. Answers whether it was stored.
-  StatusOr<bool> put_job(const v1::Job& job);
+  // Stores `job` as it is (id, state, times, progress) with the submit `request` that made it,
+  // when no job has its id: how a history moves to another database. Answers whether it was
+  // stored. A request id that another job of the destination has (two histories merged into one)
+  // stays that job's: this one is stored without it.
+  StatusOr<bool> put_job(const v1::Job& job, const JobRequest& request = {});
+  // The submit requests that made jobs, by job id: the jobs submitted with a request id.
+  StatusOr<std::map<std::string, JobRequest>> job_requests();
+  // The build mark of a job (tuner/build_guard.h) in a shared history: how many times in a row a
+  // tunerd died while the job's candidates were compiling, counting a build under way; 0 when no
+  // build is. Written under the job's lease (fenced). FAILED_PRECONDITION on a history that is not
+  // shared, whose tunerd keeps the marks in its data directory.
+  StatusOr<int64_t> build_crashes(std::string_view job_id);
+  Status set_build_crashes(std::string_view job_id, int64_t crashes);
 
   // --- Leases: the jobs of a history that several tunerds share (PostgreSQL) ----------------
   // A queued or running job is run by the tunerd that holds its lease: an owner, an expiry on the

@@ -162,9 +162,33 @@ CREATE INDEX records_by_config
   ON records (workload_id, target_id, config, device_key, mean_cost_s) WHERE error_code = 0;
 )sql";
 
+// PostgreSQL's best query (queries.h, best_figures_sql()) reads the fastest measurements' configs
+// and each candidate config's measurements from these indexes alone (index-only scans), never the
+// table's rows: at 1M records that took its server time from 0.8 to 0.45 ms for a top 1, and from
+// 1.8 to 0.8 ms for a top 10. The ids are keys where the query orders by them.
+constexpr std::string_view kPostgresCoveringIndexes = R"sql(
+DROP INDEX records_best_by_device;
+CREATE INDEX records_best_by_device
+  ON records (workload_id, target_id, device_key, mean_cost_s, id) INCLUDE (config) WHERE error_code = 0;
+DROP INDEX records_best;
+CREATE INDEX records_best
+  ON records (workload_id, target_id, mean_cost_s, id) INCLUDE (device_key, config) WHERE error_code = 0;
+DROP INDEX records_by_config;
+CREATE INDEX records_by_config
+  ON records (workload_id, target_id, config, device_key, mean_cost_s) INCLUDE (id) WHERE error_code = 0;
+)sql";
+
+// The build marks of jobs (tuner/build_guard.h): in a history that several tunerds share, the one
+// that takes a job over must know that the one before it died compiling the job's candidates.
+constexpr std::string_view kBuildMarks = R"sql(
+ALTER TABLE jobs ADD COLUMN build_crashes BIGINT NOT NULL DEFAULT 0;
+)sql";
+
 constexpr Migration kPostgresMigrations[] = {
     {1, "workloads, targets, jobs (with leases) and records, as SQLite's schema 4", kPostgresTables},
     {2, "request ids of submits, unique per submitter (SQLite's schema 5)", kRequestIds},
+    {3, "best-query indexes that hold the columns the query reads", kPostgresCoveringIndexes},
+    {4, "build marks of jobs, for the tunerd that takes a job over", kBuildMarks},
 };
 
 // Any two numbers: the advisory lock that serialises the tunerds' migrations ("TUNF", "SCHM").

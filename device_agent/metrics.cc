@@ -70,10 +70,6 @@ class PrometheusAgentMetrics : public AgentMetrics {
   prometheus::Counter& worker_restarts_;
 };
 
-// Where "--metrics-listen auto" starts looking, and how many ports it tries.
-constexpr int kFirstAgentMetricsPort = 9392;
-constexpr int kAgentMetricsPorts = 16;
-
 }  // namespace
 
 std::shared_ptr<AgentMetricsFlags> add_agent_metrics_flags(CLI::App& app) {

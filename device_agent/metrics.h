@@ -23,6 +23,13 @@ class AgentMetrics {
   virtual void measured(const v1::MeasureResult& result, double seconds, int worker_starts) = 0;
 };
 
+// Where "--metrics-listen auto" starts looking, and how many ports it tries. Apart from the ports
+// that trackerd's and tunerd's own "auto" takes (their --listen port + 200: 9390, 9391, and 9392 on
+// for more tunerds on the ports after 9191, up to 9499 for one on 9299), so that a second tunerd
+// started on a host whose agents took their ports first does not find its metrics port taken.
+inline constexpr int kFirstAgentMetricsPort = 9500;
+inline constexpr int kAgentMetricsPorts = 16;
+
 // The metrics flags' values; empty in a build without metrics.
 struct AgentMetricsFlags;
 

@@ -97,6 +97,15 @@ DaemonExit run_trackerd(TrackerdFlags f) {
   auto registry = std::make_shared<prometheus::Registry>();
   options.metrics = std::make_shared<TrackerMetrics>(*registry);
   Broker broker(options);
+  TrackerService service(broker);
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(kMaxTrackerMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxTrackerMessageBytes);
+  builder.RegisterService(&service);
+  // The service's address first: a second trackerd started on a taken --listen says so, rather
+  // than that the metrics port beside it is taken (by the first trackerd's metrics).
+  auto server = start_server(builder, f.listen, *credentials);
+  if (!server.ok()) return DaemonExit::environment(server.status());
   // The metrics are the farm's inventory: the same tokens that may list it may scrape them.
   MetricsEndpointOptions metrics_options{*metrics_listen, f.tls, options.reader_tokens, f.insecure,
                                          "--tls-cert, --tls-key", "--tuner-token-file or --reader-token-file",
@@ -105,14 +114,10 @@ DaemonExit run_trackerd(TrackerdFlags f) {
   auto metrics = MetricsEndpoint::start(metrics_options, registry, [&broker, m = options.metrics] {
     m->sample(broker.queue_status(""));
   });
-  if (!metrics.ok()) return DaemonExit::of(metrics.status());
-  TrackerService service(broker);
-  grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(kMaxTrackerMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxTrackerMessageBytes);
-  builder.RegisterService(&service);
-  auto server = start_server(builder, f.listen, *credentials);
-  if (!server.ok()) return DaemonExit::environment(server.status());
+  if (!metrics.ok()) {
+    (*server)->Shutdown(std::chrono::system_clock::now());
+    return DaemonExit::of(metrics.status());
+  }
   spdlog::info("listening on {}", f.listen);
   {
     Ticker ticker(broker);

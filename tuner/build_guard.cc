@@ -45,42 +45,79 @@ class GuardedTask : public TuningTask {
   BuildGuard& guard_;
 };
 
+class FileMarks : public BuildMarks {
+ public:
+  explicit FileMarks(std::string directory) : directory_(std::move(directory)) {}
+  int crashes(const std::string& job_id) override {
+    std::string path = mark_path(directory_, job_id);
+    if (path.empty()) return 0;
+    std::ifstream in(path);
+    int n = 0;
+    return in >> n ? n : 0;
+  }
+  void set(const std::string& job_id, int crashes) override {
+    std::string path = mark_path(directory_, job_id);
+    if (path.empty()) return;
+    if (crashes == 0) {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+      return;
+    }
+    // Written before the build starts and left in place if the process dies during it; the page
+    // cache keeps it through a crash of the process, which is all it must survive.
+    std::ofstream out(path, std::ios::trunc);
+    out << crashes << "\n";
+    if (!out) spdlog::warn("cannot write the build mark {}", path);
+  }
+
+ private:
+  std::string directory_;
+};
+
+class HistoryMarks : public BuildMarks {
+ public:
+  explicit HistoryMarks(db::RecordStore& store) : store_(store) {}
+  int crashes(const std::string& job_id) override {
+    auto crashes = store_.build_crashes(job_id);
+    if (crashes.ok()) return static_cast<int>(*crashes);
+    spdlog::warn("job {}: cannot read its build mark: {}", job_id, crashes.status().to_string());
+    return 0;
+  }
+  void set(const std::string& job_id, int crashes) override {
+    // Committed before the build starts: a tunerd that dies in it leaves the mark to the next.
+    if (Status s = store_.set_build_crashes(job_id, crashes); !s.ok())
+      spdlog::warn("job {}: cannot write its build mark: {}", job_id, s.to_string());
+  }
+
+ private:
+  db::RecordStore& store_;
+};
+
 }  // namespace
 
-BuildGuard::BuildGuard(std::string directory, std::string job_id)
-    : path_(mark_path(directory, job_id)), prior_crashes_(crashes(directory, job_id)) {}
-
-int BuildGuard::crashes(const std::string& directory, const std::string& job_id) {
-  std::string path = mark_path(directory, job_id);
-  if (path.empty()) return 0;
-  std::ifstream in(path);
-  int n = 0;
-  return in >> n ? n : 0;
+std::unique_ptr<BuildMarks> file_build_marks(std::string directory) {
+  return std::make_unique<FileMarks>(std::move(directory));
 }
 
-void BuildGuard::clear(const std::string& directory, const std::string& job_id) {
-  std::string path = mark_path(directory, job_id);
-  std::error_code ec;
-  if (!path.empty()) std::filesystem::remove(path, ec);
+std::unique_ptr<BuildMarks> history_build_marks(db::RecordStore& store) {
+  return std::make_unique<HistoryMarks>(store);
 }
+
+BuildGuard::BuildGuard(BuildMarks& marks, std::string job_id)
+    : marks_(marks), job_id_(std::move(job_id)), prior_crashes_(marks.crashes(job_id_)) {}
 
 void BuildGuard::enter() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (active_++ > 0 || path_.empty()) return;
-  // Written before the build starts and left in place if the process dies during it; the page
-  // cache keeps it through a crash of the process, which is all it must survive.
-  std::ofstream out(path_, std::ios::trunc);
-  out << prior_crashes_ + 1 << "\n";
-  if (!out) spdlog::warn("cannot write the build mark {}", path_);
+  if (active_++ > 0) return;
+  marks_.set(job_id_, prior_crashes_ + 1);
 }
 
 void BuildGuard::leave() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (--active_ > 0 || path_.empty()) return;
+  if (--active_ > 0) return;
   // Builds of this job complete: whatever killed tunerd before was not this job's compile.
   prior_crashes_ = 0;
-  std::error_code ec;
-  std::filesystem::remove(path_, ec);
+  marks_.set(job_id_, 0);
 }
 
 std::unique_ptr<TuningTask> guard_builds(std::unique_ptr<TuningTask> inner, BuildGuard& guard) {

@@ -100,6 +100,7 @@ struct JobManager::Running {
 JobManager::JobManager(db::RecordStore& store, TaskFactory& tasks, BackendFactory backends, DeviceKeyCheck device_check,
                        JobManagerOptions options)
     : store_(store),
+      build_marks_(store.shared() ? history_build_marks(store) : file_build_marks(options.build_mark_dir)),
       tasks_(tasks),
       backends_(std::move(backends)),
       device_check_(std::move(device_check)),
@@ -179,7 +180,7 @@ Status JobManager::start() {
 }
 
 StatusOr<std::optional<v1::Job>> JobManager::fail_if_builds_kept_crashing(const v1::Job& job) {
-  int crashes = BuildGuard::crashes(options_.build_mark_dir, job.id());
+  int crashes = build_marks_->crashes(job.id());
   if (crashes < kBuildCrashesBeforeFailing) return std::optional<v1::Job>();
   std::string why = fmt::format(
       "tunerd died {} times in a row while compiling this job's candidates (target '{}'); the job is not "
@@ -187,7 +188,7 @@ StatusOr<std::optional<v1::Job>> JobManager::fail_if_builds_kept_crashing(const 
       crashes, from_proto(job.spec().target()).ok() ? from_proto(job.spec().target())->to_string() : "?");
   spdlog::error("job {}: {}", job.id(), why);
   TF_ASSIGN_OR_RETURN(v1::Job failed, store_.update_job_state(job.id(), v1::FAILED, why));
-  BuildGuard::clear(options_.build_mark_dir, job.id());
+  build_marks_->set(job.id(), 0);
   return std::optional<v1::Job>(std::move(failed));
 }
 
@@ -359,12 +360,13 @@ StatusOr<v1::Job> JobManager::cancel(const std::string& job_id) {
   return cancelled;
 }
 
-StatusOr<v1::Job> JobManager::resume(const std::string& job_id, const std::string& client) {
+StatusOr<v1::Job> JobManager::resume(const std::string& job_id, const std::string& client,
+                                     const std::string& submitter) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return unavailable("the tuning service is shutting down");
   }
-  TF_RETURN_IF_ERROR(check_queue_room(client, ""));
+  TF_RETURN_IF_ERROR(check_queue_room(client, submitter));
   TF_ASSIGN_OR_RETURN(v1::Job job, store_.reopen_job(job_id));
   spdlog::info("job {}: resumed on request", job_id);
   if (store_.shared()) {
@@ -445,7 +447,7 @@ void JobManager::run_job(const std::string& job_id) {
     std::lock_guard<std::mutex> lock(mu_);
     shutting_down = running->shutting_down;
   }
-  if (!shutting_down) BuildGuard::clear(options_.build_mark_dir, job_id);
+  if (!shutting_down) build_marks_->set(job_id, 0);
   if (!status.ok() && !shutting_down) {
     spdlog::error("job {}: {}", job_id, status.to_string());
     auto failed = store_.update_job_state(job_id, v1::FAILED, status.message());
@@ -669,7 +671,7 @@ Status JobManager::run_job_inner(const std::string& job_id, Running& running) {
   TF_ASSIGN_OR_RETURN(Target target, from_proto(spec.target()));
   TF_ASSIGN_OR_RETURN(Target build_target, spec.has_build_target() ? from_proto(spec.build_target()) : target);
 
-  BuildGuard build_guard(options_.build_mark_dir, job_id);
+  BuildGuard build_guard(*build_marks_, job_id);
   std::vector<std::unique_ptr<TuningTask>> tasks;
   std::vector<const TuningTask*> task_ptrs;
   std::vector<double> weights;

@@ -36,6 +36,7 @@
 #include "measure/measure_options.h"
 #include "search/tuning_loop.h"
 #include "tunefarm/v1/tuner.pb.h"
+#include "tuner/build_guard.h"
 
 namespace tunefarm {
 
@@ -59,7 +60,8 @@ struct JobManagerOptions {
   // says (max_wait_s); a job that failed so can be resumed.
   double max_wait_s = 3600;
   // Where jobs mark that their candidates are being compiled (tuner/build_guard.h), so that a job
-  // during whose builds tunerd keeps dying is failed instead of resumed; empty: no marks.
+  // during whose builds tunerd keeps dying is failed instead of resumed; empty: no marks. A shared
+  // history keeps the marks in its jobs instead.
   std::string build_mark_dir;
   // In a shared history: this tunerd's name on its leases (empty: host, process and a random
   // number), and how long a lease lasts unrenewed, which is how soon a dead tunerd's jobs move.
@@ -110,8 +112,10 @@ class JobManager {
   // Cancels a queued or running job; cancelling an ended job is FAILED_PRECONDITION.
   StatusOr<v1::Job> cancel(const std::string& job_id);
   // Queues a FAILED or CANCELLED job again; it resumes from its records. FAILED_PRECONDITION for
-  // a job in another state.
-  StatusOr<v1::Job> resume(const std::string& job_id, const std::string& client = {});
+  // a job in another state. `client` and `submitter` name who resumes it, for the queue limits as
+  // in submit(): a resume queues a job as a submit does.
+  StatusOr<v1::Job> resume(const std::string& job_id, const std::string& client = {},
+                           const std::string& submitter = {});
   StatusOr<std::vector<v1::Job>> list(const std::vector<v1::JobState>& states, int limit);
 
   // The job's state once it is newer than `after_version`, or as it is when `timeout` passes.
@@ -128,8 +132,8 @@ class JobManager {
   struct Running;
 
   // Fails a job during whose builds tunerd died kBuildCrashesBeforeFailing times in a row (as its
-  // BuildGuard mark in build_mark_dir says) rather than run it again: the failed job, or nothing
-  // when it may run.
+  // BuildGuard mark says: in build_mark_dir, or in a shared history) rather than run it again: the
+  // failed job, or nothing when it may run.
   StatusOr<std::optional<v1::Job>> fail_if_builds_kept_crashing(const v1::Job& job);
   // Joins ended job threads, then starts queued jobs while there is room.
   void launch_queued_locked();
@@ -157,6 +161,7 @@ class JobManager {
   StatusOr<JobUpdate> poll_remote(const std::string& job_id, uint64_t after_version, std::chrono::milliseconds timeout);
 
   db::RecordStore& store_;
+  std::unique_ptr<BuildMarks> build_marks_;
   TaskFactory& tasks_;
   BackendFactory backends_;
   DeviceKeyCheck device_check_;

@@ -193,7 +193,7 @@ grpc::Status TunerService::ResumeJob(grpc::ServerContext* context, const v1::Res
                                      v1::Job* response) {
   if (auto s = authorize(context, "ResumeJob"); !s.ok()) return s;
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
-  auto job = jobs_.resume(request->job_id(), client_of(context));
+  auto job = jobs_.resume(request->job_id(), client_of(context), submitter_of(context));
   if (!job.ok()) return to_grpc(job.status());
   *response = std::move(*job);
   return grpc::Status::OK;

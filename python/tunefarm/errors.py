@@ -43,6 +43,19 @@ class JobFailed(TunefarmError):
         self.job = job
 
 
+def _unreachable_hint(details):
+    """What to check about a service that did not answer, as tune-client says it (with this
+    client's tls_ca= where tune-client names --tls-ca)."""
+    if any(text in details for text in ("Socket closed", "handshake", "SSL", "certificate")):
+        return ("; if it serves TLS, give tls_ca= with the CA that signed its certificate (a wrong CA fails so too);"
+                " if it does not, leave tls_ca= out")
+    if not details:
+        return "; is it running, and is that its --listen address? (one that serves TLS needs tls_ca=)"
+    if "onnect" in details or "refused" in details:
+        return "; is it running, and is that its --listen address?"
+    return ""
+
+
 def from_rpc(error, address, what):
     """The exception for a failed call, worded as tune-client's rpc_failure(): "WHAT: reason" (the
     reason alone without `what`), with an unreachable service named as such."""
@@ -53,7 +66,7 @@ def from_rpc(error, address, what):
     this_channel = details.startswith(("failed to connect", "Socket closed", "Connection reset", "DNS resolution failed")) \
         or "handshake" in details
     if code == grpc.StatusCode.UNAVAILABLE and this_channel:
-        reason, kind = f"cannot reach {address} ({details})", Unreachable
+        reason, kind = f"cannot reach {address} ({details}){_unreachable_hint(details)}", Unreachable
     elif code == grpc.StatusCode.UNAVAILABLE:
         reason, kind = details, ServiceError
     else:

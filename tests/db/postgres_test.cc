@@ -2,11 +2,13 @@
 // tunerds, histories shared by several stores at once, and a server that goes away and comes back.
 #include "db/postgres.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <thread>
 
 #include "db/copy_history.h"
+#include "db/queries.h"
 #include "db/record_store.h"
 #include "db/schema.h"
 #include "history_test.h"
@@ -56,6 +58,52 @@ TEST_F(PostgresTest, TunerdsStartingTogetherMigrateOnce) {
             db::postgres_migrations().back().version);
 }
 
+// A history written before the best query's covering indexes (schema 2) gets them once, however
+// many tunerds start on it at once, and answers best queries as it did: from the indexes alone.
+TEST_F(PostgresTest, AnOlderHistoryGetsTheBestQueryIndexesOnceAndAnswersAsBefore) {
+  std::string url = PgServer::shared().new_database();
+  {
+    auto connection = db::Connection::open(url, db::Connection::Mode::kReadWrite, std::chrono::seconds(5)).value();
+    ASSERT_TRUE(db::migrate(*connection, db::postgres_migrations().first(2)).ok());
+  }
+  auto cost = [](int i) { return 1e-3 * (1 + i % 5); };
+  {
+    // Written as schema 2 has it: the store's migration would add the indexes first.
+    auto connection = db::Connection::open(url, db::Connection::Mode::kReadWrite, std::chrono::seconds(5)).value();
+    ASSERT_TRUE(connection->exec("INSERT INTO workloads (text) VALUES ('matmul:M=64,N=64,K=64')").ok());
+    ASSERT_TRUE(connection->exec("INSERT INTO targets (text) VALUES ('llvm')").ok());
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_TRUE(connection
+                      ->exec(fmt::format(
+                          "INSERT INTO records (workload_id, target_id, device_key, config, config_index, costs, "
+                          "mean_cost_s, gflops, error_code, error_msg, build_time_s, started_at_us, finished_at_us, "
+                          "job_id, agent_id, attempts) VALUES (1, 1, 'local-cpu', '{}', {}, '[{}]', {}, 1, 0, '', 0, "
+                          "{}, {}, 'job-1', 'agent-a', 1)",
+                          testing::config(i % 8).to_json(), i % 8, cost(i), cost(i), 1'000'000 + i, 1'000'100 + i))
+                      .ok());
+    }
+  }
+  std::vector<std::thread> starts;
+  std::vector<Status> results(4);
+  for (size_t i = 0; i < results.size(); ++i)
+    starts.emplace_back([&, i] { results[i] = db::RecordStore::open(url).status(); });
+  for (auto& t : starts) t.join();
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.to_string();
+  auto connection = db::Connection::open(url, db::Connection::Mode::kReadOnly, std::chrono::seconds(1)).value();
+  EXPECT_EQ(connection->query_int("SELECT version FROM tunefarm_schema").value(),
+            db::postgres_migrations().back().version);
+  EXPECT_EQ(connection->query_int("SELECT count(*) FROM pg_indexes WHERE tablename = 'records' AND indexdef LIKE "
+                                  "'%INCLUDE%'")
+                .value(),
+            3);
+  auto store = db::RecordStore::open(url).value();
+  auto best = store->query_best(testing::workload("matmul:M=64,N=64,K=64"), testing::target("llvm"), "local-cpu", 3);
+  ASSERT_TRUE(best.ok()) << best.status().to_string();
+  // Each config's five measurements cost 1, 2, 3, 4, 5 ms in some order, all with the same median.
+  ASSERT_EQ(best->size(), 3u);
+  for (const v1::Record& record : *best) EXPECT_DOUBLE_EQ(record.mean_cost_s(), 3e-3);
+}
+
 TEST_F(PostgresTest, ADatabaseOfAnotherProgramIsLeftAlone) {
   std::string url = PgServer::shared().new_database();
   {
@@ -103,6 +151,47 @@ TEST_F(PostgresTest, MeasurementsAreHeldWhileTheServerIsDownAndWrittenWhenItIsBa
   EXPECT_TRUE(store->flush().ok());
   EXPECT_TRUE(store->write_outage().ok());
   EXPECT_EQ(store->list_records({})->total, 2);
+}
+
+// A prepared best query must keep one plan (PostgreSQL's generic plan) rather than be planned on
+// every call: with a bound number of candidates, a history of many measurements of one task across
+// device keys made PostgreSQL plan each call anew, half the time of a best query at 1M records.
+TEST_F(PostgresTest, BestQueriesArePlannedOnceNotOnEveryCall) {
+  std::string url = PgServer::shared().new_database();
+  auto store = db::RecordStore::open(url).value();
+  std::vector<v1::Record> records;
+  for (int i = 0; i < 2000; ++i) {
+    records.push_back(make_record({.device_key = i % 2 ? "cpu-a" : "cpu-b",
+                                   .config = i % 100,
+                                   .cost = 1e-3 * (1 + (i * 7919 % 2000) / 1000.0),
+                                   .started_at_us = 1'700'000'000'000'000 + i}));
+  }
+  ASSERT_TRUE(store->insert(records).ok());
+  auto connection = db::Connection::open(url, db::Connection::Mode::kReadWrite, std::chrono::seconds(5)).value();
+  ASSERT_TRUE(connection->exec("ANALYZE records").ok());
+  for (bool by_device : {false, true}) {
+    for (int top_k : {1, 10}) {
+      std::string name = fmt::format("best_{}_{}", by_device, top_k);
+      ASSERT_TRUE(connection
+                      ->exec(fmt::format("PREPARE {}(text, text, bigint, text, bigint) AS {}", name,
+                                         db::postgres_parameters(db::best_figures_sql(
+                                             by_device, db::figures_candidates(16 * top_k)))))
+                      .ok());
+      for (int i = 0; i < 12; ++i) {
+        ASSERT_TRUE(connection
+                        ->exec(fmt::format("EXECUTE {}('matmul:M=64,N=64,K=64', 'llvm', 0, 'cpu-a', {})", name, top_k))
+                        .ok());
+      }
+      // PostgreSQL tries five plans made for the values before it weighs the generic one.
+      auto plans = [&](const char* kind) {
+        return connection
+            ->query_int(fmt::format("SELECT {} FROM pg_prepared_statements WHERE name = '{}'", kind, name))
+            .value();
+      };
+      EXPECT_EQ(plans("custom_plans"), 5) << name;
+      EXPECT_EQ(plans("generic_plans"), 7) << name;
+    }
+  }
 }
 
 v1::JobSpec job_spec() {
@@ -189,6 +278,32 @@ TEST_F(PostgresTest, ASqliteHistoryMovesWithItsJobsAndCopyingAgainSkipsWhatIsThe
   report = db::copy_history(*sqlite, *postgres);
   EXPECT_EQ(report->jobs_skipped, 2);
   EXPECT_EQ(report->records_skipped, 7);
+}
+
+// A job moves with the request id it was submitted with: a client that resubmits after the move
+// gets that job, not a second one. Of two histories merged into one, the job that came first keeps
+// a request id both have; the other moves without it.
+TEST_F(PostgresTest, JobsMoveWithTheirRequestIds) {
+  testing::TempDir dir;
+  db::JobRequest request{"sha256:x", "resubmit-me"};
+  auto first = db::RecordStore::open(dir.file("first.db")).value();
+  std::string made = first->create_job(job_spec(), request)->job.id();
+  auto second = db::RecordStore::open(dir.file("second.db")).value();
+  std::string other = second->create_job(job_spec(), request)->job.id();
+
+  auto postgres = db::RecordStore::open(PgServer::shared().new_database()).value();
+  ASSERT_TRUE(db::copy_history(*first, *postgres).ok());
+  auto found = postgres->find_requested_job(request, job_spec());
+  ASSERT_TRUE(found.ok()) << found.status().to_string();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->id(), made);
+  EXPECT_EQ(postgres->create_job(job_spec(), request)->job.id(), made);
+
+  auto merged = db::copy_history(*second, *postgres);
+  ASSERT_TRUE(merged.ok()) << merged.status().to_string();
+  EXPECT_EQ(merged->jobs, 1);
+  EXPECT_EQ(postgres->get_job(other)->state(), v1::QUEUED);
+  EXPECT_EQ((*postgres->find_requested_job(request, job_spec()))->id(), made);
 }
 
 }  // namespace

@@ -117,6 +117,23 @@ TEST_F(JobFaultTest, TrackerKilledTenTimesFailsNoJob) {
   }
 }
 
+// A tunerd whose tracker is down answers a submit UNAVAILABLE itself: tune-client says so at once,
+// in tunerd's words, rather than after seconds of tries as for a tunerd it cannot reach.
+TEST_F(JobFaultTest, ASubmitToATunerdWhoseTrackerIsDownFailsAtOnceSayingSo) {
+  Tunerd tunerd(farm_, data_dir("data"));
+  farm_.kill_tracker(SIGKILL);
+  auto start = std::chrono::steady_clock::now();
+  auto [rc, out] = tune_client_output(
+      farm_, {"--server", tunerd.address(), "submit", "--workload", "matmul:M=16,N=16,K=16", "--trials", "4"},
+      "submit");
+  double seconds_taken = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("cannot ask the tracker which device keys exist"), std::string::npos) << out;
+  EXPECT_EQ(out.find("submit try"), std::string::npos) << out;
+  EXPECT_LT(seconds_taken, 4.0) << out;
+  farm_.start_tracker();
+}
+
 // A farm away for longer than the job's --max-wait fails the job, saying what it waited for and
 // how to go on; once the farm is back, `resume` finishes it with exactly its budget.
 TEST_F(JobFaultTest, AJobFailsAfterItsMaxWaitAndResumesWhereItStopped) {

@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/http/metrics.h"
+#include "device_agent/metrics.h"
 #include "tests/integration/farm_harness.h"
 #include "tests/integration/http_harness.h"
 #include "tests/integration/tunerd_harness.h"
@@ -351,8 +353,20 @@ TEST(MetricsExposure, ATakenMetricsPortIsAddressAlreadyInUse) {
   EXPECT_NE(log.find("address already in use"), std::string::npos) << log;
 }
 
+// The agents' "auto" metrics ports are none that trackerd's or tunerd's "auto" takes on the default
+// ports or the hundred after them: a second tunerd on 9192 once found 9392 taken by an agent.
+TEST(MetricsExposure, TheAgentsAutoPortsAreApartFromTheDaemonsAutoPorts) {
+  for (int listen = 9190; listen < 9300; ++listen) {
+    auto metrics = resolve_metrics_listen(kMetricsBesideListen, fmt::format("127.0.0.1:{}", listen));
+    ASSERT_TRUE(metrics.ok()) << metrics.status().to_string();
+    int port = std::stoi(metrics->substr(metrics->rfind(':') + 1));
+    EXPECT_TRUE(port < kFirstAgentMetricsPort || port >= kFirstAgentMetricsPort + kAgentMetricsPorts)
+        << "a daemon on " << listen << " takes " << port;
+  }
+}
+
 // Two agents on one host with the default --metrics-listen (auto; the harness turns metrics off
-// unless asked): both start, each serves its own metrics on a port of its own from 9392 up, and
+// unless asked): both start, each serves its own metrics on a port of its own from 9500 up, and
 // says which in its log, where one fixed port stopped the second with "address already in use".
 TEST(MetricsExposure, TwoAgentsOnOneHostEachServeTheirOwnMetrics) {
   Process help(bin_path("device-agent"), {"--help"}, ::testing::TempDir() + "/agent-help.log");
@@ -369,8 +383,8 @@ TEST(MetricsExposure, TwoAgentsOnOneHostEachServeTheirOwnMetrics) {
     std::string log = farm.agent(id).log();
     ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(metrics on http://127\.0\.0\.1:(\d+)/metrics)"))) << log;
     int port = std::stoi(m[1]);
-    EXPECT_GE(port, 9392);
-    EXPECT_LT(port, 9392 + 16);
+    EXPECT_GE(port, kFirstAgentMetricsPort);
+    EXPECT_LT(port, kFirstAgentMetricsPort + kAgentMetricsPorts);
     ports.insert(port);
     HttpAnswer scraped = http_get(port, "/metrics");
     EXPECT_EQ(scraped.status, 200);

@@ -229,6 +229,10 @@ def test_unreachable_service(farm):
     with tunefarm.Client(address, timeout=2) as nobody, pytest.raises(tunefarm.Unreachable) as gone:
         nobody.jobs()
     assert str(gone.value).startswith(f"jobs: cannot reach {address} (")
+    # What to check, as tune-client says it.
+    assert str(gone.value).endswith("; is it running, and is that its --listen address?")
+    code, printed = tune_client(address, "jobs")
+    assert code == 1 and printed.endswith("; is it running, and is that its --listen address?")
     assert isinstance(gone.value, ConnectionError)
 
 
@@ -260,8 +264,9 @@ def test_tls_and_tokens(secure_tunerd, farm, tmp_path):
         del os.environ["TUNEFARM_TOKEN"]
 
     # Plaintext to a TLS server does not get through.
-    with tunefarm.Client(address, token=CLIENT_TOKEN, timeout=3) as plain, pytest.raises(tunefarm.Unreachable):
+    with tunefarm.Client(address, token=CLIENT_TOKEN, timeout=3) as plain, pytest.raises(tunefarm.Unreachable) as mismatch:
         plain.jobs()
+    assert "give tls_ca= with the CA that signed its certificate" in str(mismatch.value)
     two = tmp_path / "two.token"
     two.write_text("a\nb\n")
     with pytest.raises(tunefarm.InvalidArgument, match="holds more than one token"):

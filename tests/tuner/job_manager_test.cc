@@ -550,12 +550,13 @@ TEST(BuildGuard, MarksAJobOnlyWhileItsCandidatesBuild) {
   std::filesystem::create_directories(dir);
   auto inner = std::make_unique<FakeTask>(std::vector<int64_t>{8, 8, 8}, peak);
   bool marked_during_build = false;
-  inner->on_build = [&] { marked_during_build = BuildGuard::crashes(dir.string(), "job-1") == 1; };
-  BuildGuard guard(dir.string(), "job-1");
+  auto marks = file_build_marks(dir.string());
+  inner->on_build = [&] { marked_during_build = marks->crashes("job-1") == 1; };
+  BuildGuard guard(*marks, "job-1");
   auto task = guard_builds(std::move(inner), guard);
   ASSERT_TRUE(task->build(Point{1, 1, 1}).ok());
   EXPECT_TRUE(marked_during_build);
-  EXPECT_EQ(BuildGuard::crashes(dir.string(), "job-1"), 0);
+  EXPECT_EQ(marks->crashes("job-1"), 0);
   std::filesystem::remove_all(dir);
 }
 
@@ -710,6 +711,23 @@ TEST_F(SharedJobManagerTest, TheQueueLimitsCountTheHistorysQueue) {
   EXPECT_TRUE(m.submit(spec(64), "client token 2", {"sha256:y", ""}).ok());
 }
 
+// A resume queues a job as a submit does: the resumer's share of the history's queue holds it too.
+TEST_F(SharedJobManagerTest, AResumeIsHeldByTheResumersShareOfTheQueue) {
+  JobManagerOptions options = shared_options("a");
+  options.max_queued_jobs = 10;
+  options.max_queued_jobs_per_client = 1;
+  JobManager m(*store_, tasks_, slow(), known_keys, options);
+  std::string stopped = other_->create_job(spec(64), {"sha256:x", "first"})->job.id();
+  ASSERT_EQ(other_->request_cancel(stopped)->state(), v1::CANCELLED);
+  ASSERT_TRUE(other_->create_job(spec(64), {"sha256:x", "second"}).ok());
+  auto refused = m.resume(stopped, "client token 1", "sha256:x");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("client token 1 already has 1 jobs waiting"));
+  EXPECT_EQ(store_->get_job(stopped)->state(), v1::CANCELLED);
+  EXPECT_TRUE(m.resume(stopped, "client token 2", "sha256:y").ok());
+}
+
 // A tunerd takes over only what it can run now: with its one slot busy, a free job stays in the
 // history for a tunerd with room, and it takes the job once its slot is free.
 TEST_F(SharedJobManagerTest, AJobIsTakenOnlyWhenASlotIsFree) {
@@ -735,11 +753,13 @@ TEST_F(SharedJobManagerTest, AJobIsTakenOnlyWhenASlotIsFree) {
 namespace tunefarm {
 namespace {
 
-// A job taken over in a shared history is guarded as one resumed after a restart: a tunerd whose
-// marks say it died compiling the job twice fails it instead of taking it on.
+// A job taken over in a shared history is guarded as one resumed after a restart, by the marks
+// the tunerds before left in the history: when they died compiling the job twice in a row, the
+// tunerd that takes it over fails it instead of running it (and dying in turn).
 TEST_F(SharedJobManagerTest, AJobThatKeptCrashingTunerdWhileCompilingIsFailedWhenTakenOver) {
   std::string twice = other_->create_job(spec(8))->id();
-  std::ofstream(dir_ / (twice + ".building")) << "2\n";
+  // What the other tunerd's guard left when it died in the job's builds, the second in a row.
+  ASSERT_TRUE(other_->set_build_crashes(twice, 2).ok());
   JobManagerOptions options = shared_options("a");
   options.build_mark_dir = dir_.string();
   JobManager m(*store_, tasks_, slow(), known_keys, options);
@@ -748,7 +768,21 @@ TEST_F(SharedJobManagerTest, AJobThatKeptCrashingTunerdWhileCompilingIsFailedWhe
   EXPECT_EQ(failed.state(), v1::FAILED);
   EXPECT_THAT(failed.error(), HasSubstr("died 2 times in a row while compiling this job's candidates"));
   EXPECT_EQ(store_->count_measured_configs(twice).value(), 0);
-  EXPECT_FALSE(std::filesystem::exists(dir_ / (twice + ".building")));
+  EXPECT_EQ(store_->build_crashes(twice).value(), 0);
+}
+
+// A tunerd that died once in a job's builds is not held against the job: the tunerd that takes it
+// over runs it, and its own builds clear the mark.
+TEST_F(SharedJobManagerTest, AJobWhoseTunerdDiedOnceWhileCompilingRunsWhenTakenOver) {
+  std::string once = other_->create_job(spec(8))->id();
+  ASSERT_TRUE(other_->set_build_crashes(once, 1).ok());
+  JobManagerOptions options = shared_options("a");
+  options.build_mark_dir = dir_.string();
+  JobManager m(*store_, tasks_, slow(), known_keys, options);
+  ASSERT_TRUE(m.start().ok());
+  EXPECT_EQ(wait_until_ended(m, once).state(), v1::SUCCEEDED);
+  EXPECT_EQ(store_->build_crashes(once).value(), 0);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / (once + ".building")));
 }
 
 }  // namespace
