@@ -27,8 +27,8 @@ using EntryFn = int32_t (*)(void* const*);
 // warm buffers back to back ranked small kernels by an L2-resident speed that no model sees, and
 // a model's estimate from its records came out faster than the built model. A model's job says
 // how many bytes one run of its model touches (MeasureOptions.rotation_bytes): a model that fits
-// in L2 finds its data there, and rotating it through 8 MiB made such a model's estimate 1.1-1.3x
-// its built latency (bench/RESULTS.md). Past twice the last-level cache every byte comes from
+// in L2 finds its data there, where rotated through 8 MiB its kernels timed 5-30% slower than
+// unrotated (bench/RESULTS.md). Past twice the last-level cache every byte comes from
 // memory anyway, and copies would only take the worker's memory.
 int64_t rotation_span(int64_t requested) {
   long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
