@@ -25,10 +25,17 @@ using EntryFn = int32_t (*)(void* const*);
 // (and at most kMaxRotations sets): in a model a step's weights and inputs were last touched
 // before other steps ran, so they come from the last-level cache, rarely from L2; timing the same
 // warm buffers back to back ranked small kernels by an L2-resident speed that no model sees, and
-// a model's estimate from its records came out faster than the built model.
-int64_t rotation_bytes() {
+// a model's estimate from its records came out faster than the built model. A model's job says
+// how many bytes one run of its model touches (MeasureOptions.rotation_bytes): a model that fits
+// in L2 finds its data there, where rotated through 8 MiB its kernels timed 5-30% slower than
+// unrotated (bench/RESULTS.md). Past twice the last-level cache every byte comes from
+// memory anyway, and copies would only take the worker's memory.
+int64_t rotation_span(int64_t requested) {
   long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  return std::max<int64_t>(int64_t{8} << 20, 4 * static_cast<int64_t>(l2 > 0 ? l2 : 1 << 20));
+  int64_t fallback = std::max<int64_t>(int64_t{8} << 20, 4 * static_cast<int64_t>(l2 > 0 ? l2 : 1 << 20));
+  if (requested <= 0) return fallback;
+  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return std::min(requested, std::max(fallback, 2 * static_cast<int64_t>(llc > 0 ? llc : 0)));
 }
 constexpr int kMaxRotations = 64;
 
@@ -122,7 +129,7 @@ Status check_machine(const std::string& path) {
 }  // namespace
 
 StatusOr<std::unique_ptr<BoundKernel>> bind_cpu_kernel(const std::string& path, const v1::Artifact& artifact,
-                                                       std::vector<HostTensor>& tensors) {
+                                                       std::vector<HostTensor>& tensors, int64_t rotation_bytes) {
   if (artifact.entry_symbol().empty()) return invalid_argument("the artifact names no entry symbol");
   TF_RETURN_IF_ERROR(check_machine(path));
   // RTLD_LOCAL keeps one candidate's symbols from satisfying the next one's references.
@@ -144,7 +151,8 @@ StatusOr<std::unique_ptr<BoundKernel>> bind_cpu_kernel(const std::string& path, 
     bytes += t.bytes;
   }
   // Copies of the inputs' values (and the outputs'): every set computes on the same numbers.
-  int64_t sets = std::clamp<int64_t>((rotation_bytes() + bytes - 1) / std::max<int64_t>(bytes, 1), 1, kMaxRotations);
+  int64_t span = rotation_span(rotation_bytes);
+  int64_t sets = std::clamp<int64_t>((span + bytes - 1) / std::max<int64_t>(bytes, 1), 1, kMaxRotations);
   std::vector<Buffer> copies;
   for (int64_t s = 1; s < sets; ++s)
     for (const auto& t : tensors) {

@@ -29,6 +29,7 @@
 #include "measure/measure_options.h"
 #include "common/wire/wire.h"
 #include "common/workload.h"
+#include "measure/cpu_wait.h"
 #include "measure/kernel.h"
 #include "measure/sandbox.h"
 #include "measure/scratch.h"
@@ -411,10 +412,12 @@ std::string output_tail(int fd) {
 }
 
 // The candidate as this process sees it: every run happens in the worker, and every time it
-// reports is held against the time that passed here between asking and hearing back.
+// reports is held against the time that passed here between asking and hearing back, less the
+// time this thread and the kernel's waited for a CPU (cpu_wait.h).
 class RemoteKernel : public BoundKernel {
  public:
-  RemoteKernel(int fd, int64_t deadline_ms) : fd_(fd), deadline_ms_(deadline_ms) {}
+  RemoteKernel(int fd, int64_t deadline_ms, pid_t worker_pid)
+      : fd_(fd), deadline_ms_(deadline_ms), waits_(worker_pid) {}
 
   Status run_once() override { return internal_error("a remote kernel only runs timed steps"); }
   Status copy_outputs(std::vector<HostTensor>&) override { return Status(); }
@@ -422,9 +425,19 @@ class RemoteKernel : public BoundKernel {
   StatusOr<double> time_runs(int number) override {
     v1::WorkerStep step;
     step.set_runs(number);
+    // The waits are read inside the clock's readings, so that a wait between the two is counted
+    // in the window, never subtracted from a window that did not include it.
     auto begin = std::chrono::steady_clock::now();
+    double waited = waits_.waits(), cpu = waits_.cpu_seconds();
     TF_ASSIGN_OR_RETURN(v1::WorkerReport report, exchange(step));
-    double window = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    waited = waits_.waits() - waited;
+    cpu = waits_.cpu_seconds() - cpu;
+    double seen = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    double window = seen - waited > 0 ? seen - waited : seen;
+    // The kernel's threads cannot have done their CPU time's work in less than it divided among
+    // the CPUs: a kernel whose main thread waits for a CPU while its other threads compute gets
+    // no shorter window than that.
+    window = std::max(window, cpu / waits_.cpus());
     double reported = report.seconds();
     if (!std::isfinite(reported) || reported <= 0) {
       failure_ = failure(v1::RUNTIME_ERROR, fmt::format("the worker reported {} s for {} runs, which is not a time",
@@ -466,6 +479,7 @@ class RemoteKernel : public BoundKernel {
   }
   int fd_;
   int64_t deadline_ms_;
+  CpuWait waits_;
   Status channel_;
   std::optional<v1::MeasureResult> failure_;
 };
@@ -551,7 +565,7 @@ std::optional<v1::MeasureResult> Measurer::converse(Worker& worker, const v1::Le
     if (Status s = compare_output_bytes(candidate.args(), actual, *expected, tolerance); !s.ok())
       return failure(v1::WRONG_ANSWER, s.message());
   }
-  RemoteKernel kernel(worker.channel, deadline_ms);
+  RemoteKernel kernel(worker.channel, deadline_ms, worker.pid);
   auto costs = time_kernel(kernel, options);
   if (costs.ok()) {
     v1::MeasureResult result;

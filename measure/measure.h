@@ -4,7 +4,8 @@
 // no candidate shares a process with another job's, and nothing one leaves behind (files,
 // threads, an implant in the process's code) meets the next. What a candidate's process says is
 // not trusted: its outputs are compared here with reference outputs that another process gave,
-// its timings are accepted only within the time this process saw pass, and a cost that is not a
+// its timings are accepted only within the time this process saw pass (less the waits for a CPU
+// that the scheduler counted for this thread and the kernel's, cpu_wait.h), and a cost that is not a
 // finite positive number, a forged or malformed reply, a crash or a hang are that candidate's
 // result (RUNTIME_ERROR, WRONG_ANSWER or RUN_TIMEOUT) and nobody else's. The worker's output goes
 // to a capped buffer, never to this process's log. Workers are started with posix_spawn, so a

@@ -25,6 +25,7 @@ inline v1::MeasureOptions fill_unset(v1::MeasureOptions options, const v1::Measu
   if (!(options.rtol() > 0)) options.set_rtol(defaults.rtol());
   if (!(options.atol() > 0)) options.set_atol(defaults.atol());
   if (options.input_seed() == 0) options.set_input_seed(defaults.input_seed());
+  if (options.rotation_bytes() <= 0) options.set_rotation_bytes(defaults.rotation_bytes());
   return options;
 }
 

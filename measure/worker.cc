@@ -61,7 +61,7 @@ void MeasureWorker::serve(int fd) {
     return;
   }
   fill_tensors(*tensors, options.input_seed());
-  auto kernel = bind(artifact, *tensors);
+  auto kernel = bind(artifact, *tensors, options.rotation_bytes());
   if (!kernel.ok()) {
     answer(failed(v1::LOAD_ERROR, kernel.status().message()));
     return;
@@ -96,7 +96,7 @@ void MeasureWorker::serve(int fd) {
 }
 
 StatusOr<std::unique_ptr<BoundKernel>> MeasureWorker::bind(const v1::Artifact& artifact,
-                                                           std::vector<HostTensor>& tensors) {
+                                                           std::vector<HostTensor>& tensors, int64_t rotation_bytes) {
   switch (artifact.format()) {
     case v1::Artifact::SHARED_OBJECT: {
       std::string path = scratch_ + "/kernel.so";
@@ -105,7 +105,7 @@ StatusOr<std::unique_ptr<BoundKernel>> MeasureWorker::bind(const v1::Artifact& a
         out.write(artifact.data().data(), static_cast<std::streamsize>(artifact.data().size()));
         if (!out) return internal_error("cannot write the artifact to the scratch directory");
       }
-      auto kernel = bind_cpu_kernel(path, artifact, tensors);
+      auto kernel = bind_cpu_kernel(path, artifact, tensors, rotation_bytes);
       std::remove(path.c_str());  // The mapping stays valid after the file is gone.
       return kernel;
     }

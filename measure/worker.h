@@ -38,7 +38,8 @@ class MeasureWorker {
   void serve(int fd);
 
  private:
-  StatusOr<std::unique_ptr<BoundKernel>> bind(const v1::Artifact& artifact, std::vector<HostTensor>& tensors);
+  StatusOr<std::unique_ptr<BoundKernel>> bind(const v1::Artifact& artifact, std::vector<HostTensor>& tensors,
+                                              int64_t rotation_bytes);
 
   std::string scratch_;
   uint64_t cpu_seconds_;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/operators/operator.h"
 #include "common/wire/wire.h"
 #include "tuner/build_guard.h"
 #include "tuner/metrics.h"
@@ -61,6 +62,25 @@ double max_wait_s(const v1::JobSpec& spec, const JobManagerOptions& defaults) {
   return spec.max_wait_s() > 0 ? spec.max_wait_s() : defaults.max_wait_s;
 }
 
+// The bytes one run of a model job's model reads and writes: each task's arguments as often as
+// the task occurs, and the other steps'. 0 for a job of workloads (which has no other steps).
+double model_run_bytes(const v1::JobSpec& spec) {
+  if (spec.other_steps() <= 0 && spec.other_bytes() <= 0) return 0;
+  double bytes = std::max(0.0, spec.other_bytes());
+  for (const v1::TuneTask& task : spec.tasks()) {
+    auto workload = from_proto(task.workload());
+    if (!workload.ok()) continue;
+    double task_bytes = 0;
+    for (const operators::TensorArg& arg : operators::tensor_args(*workload)) {
+      double elements = 1;
+      for (int64_t d : arg.shape) elements *= static_cast<double>(d);
+      task_bytes += elements * dtype_bytes(arg.dtype);
+    }
+    bytes += std::max(1.0, task.weight()) * task_bytes;
+  }
+  return bytes;
+}
+
 TuningOptions tuning_options(const v1::Job& job, const JobManagerOptions& defaults, int agents) {
   const v1::JobSpec& spec = job.spec();
   TuningOptions options;
@@ -87,6 +107,10 @@ TuningOptions tuning_options(const v1::Job& job, const JobManagerOptions& defaul
   options.search.model = defaults.model;
   options.search.model.seed = options.search.seed;
   options.measure = spec.has_measure() ? fill_unset(spec.measure(), defaults.default_measure) : defaults.default_measure;
+  // A model's candidates are timed with their arguments rotated through what one run of the
+  // model touches, which is what a step finds in the caches inside the model (cpu_runner.cc).
+  if (options.measure.rotation_bytes() <= 0)
+    options.measure.set_rotation_bytes(static_cast<int64_t>(std::min(model_run_bytes(spec), 1e15)));
   return options;
 }
 

@@ -14,7 +14,9 @@
 namespace tunefarm {
 namespace {
 
-TEST(CpuRunner, TimedRunsRotateOverCopiesOfTheArguments) {
+// How often 128 timed runs of the counter kernel (three 16 KiB arguments; it adds one to C[0])
+// reached the tensors themselves, with its arguments rotated over `rotation_bytes`.
+float runs_on_the_tensors(int64_t rotation_bytes) {
   v1::Artifact artifact = testing::kernel_artifact("counter");
   std::string path = ::testing::TempDir() + "/cpu_runner_test_" + std::to_string(getpid()) + ".so";
   {
@@ -22,18 +24,29 @@ TEST(CpuRunner, TimedRunsRotateOverCopiesOfTheArguments) {
     out << artifact.data();
   }
   auto tensors = allocate_tensors(artifact.args());
-  ASSERT_TRUE(tensors.ok()) << tensors.status().to_string();
+  EXPECT_TRUE(tensors.ok()) << tensors.status().to_string();
+  if (!tensors.ok()) return -1;
   fill_tensors(*tensors, 1);
-  auto kernel = bind_cpu_kernel(path, artifact, *tensors);
+  auto kernel = bind_cpu_kernel(path, artifact, *tensors, rotation_bytes);
   std::remove(path.c_str());
-  ASSERT_TRUE(kernel.ok()) << kernel.status().to_string();
+  EXPECT_TRUE(kernel.ok()) << kernel.status().to_string();
+  if (!kernel.ok()) return -1;
   float* counted = reinterpret_cast<float*>((*tensors)[2].data.get());
-  ASSERT_TRUE((*kernel)->run_once().ok());
+  EXPECT_TRUE((*kernel)->run_once().ok());
   EXPECT_EQ(counted[0], 1.0f);
-  // Three 16 KiB arguments rotate in 64 sets (8 MiB would take more): 128 runs give the tensors
-  // themselves two of them.
-  ASSERT_TRUE((*kernel)->time_runs(128).ok());
-  EXPECT_EQ(counted[0], 3.0f);
+  EXPECT_TRUE((*kernel)->time_runs(128).ok());
+  return counted[0] - 1;
+}
+
+TEST(CpuRunner, TimedRunsRotateOverCopiesOfTheArguments) {
+  // By default the copies span 8 MiB, more than 64 sets: 128 runs give the tensors two.
+  EXPECT_EQ(runs_on_the_tensors(0), 2.0f);
+}
+
+TEST(CpuRunner, AModelsRotationBytesSetHowManyCopies) {
+  // 192 KiB is four sets of 48 KiB; anything up to one set's bytes is the tensors alone.
+  EXPECT_EQ(runs_on_the_tensors(192 << 10), 32.0f);
+  EXPECT_EQ(runs_on_the_tensors(1000), 128.0f);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ TEST(Timer, FixedNumberGivesOneCostPerRepeat) {
   EXPECT_EQ(k.flushes, 0);
 }
 
-TEST(Timer, MinRepeatMsGrowsNumberAndFlushesBeforeEveryRepeat) {
+TEST(Timer, MinRepeatMsGrowsNumberToASampleAndFlushesBeforeEverySample) {
   FakeKernel k;
   v1::MeasureOptions o;
   o.set_repeat(3);
@@ -43,10 +43,47 @@ TEST(Timer, MinRepeatMsGrowsNumberAndFlushesBeforeEveryRepeat) {
   auto costs = time_kernel(k, with_defaults(o));
   ASSERT_TRUE(costs.ok());
   ASSERT_EQ(costs->size(), 3u);
-  // 10 ms at 0.1 ms per run needs at least 100 runs; once found, number stays.
-  EXPECT_GE(k.numbers.back(), 100);
-  EXPECT_EQ(k.numbers[k.numbers.size() - 1], k.numbers[k.numbers.size() - 2]);
+  for (double c : *costs) EXPECT_DOUBLE_EQ(c, 1e-4);
+  // A sample of kSampleSeconds at 0.1 ms per run needs at least 5 runs; once found, number stays,
+  // and each repeat of 10 ms takes several samples.
+  EXPECT_GE(k.numbers.back(), static_cast<int>(kSampleSeconds / 1e-4));
+  EXPECT_LT(k.numbers.back(), 100);
+  int runs = 0;
+  for (int n : k.numbers) runs += n;
+  EXPECT_GE(runs, 3 * 100) << "three repeats of 10 ms";
   EXPECT_EQ(k.flushes, static_cast<int>(k.numbers.size()));
+}
+
+// Every third sample is interrupted for 2 ms, as by another process's time slice.
+class InterruptedKernel : public FakeKernel {
+ public:
+  StatusOr<double> time_runs(int number) override {
+    double seconds = number * 1e-4;
+    return ++calls % 3 == 0 ? seconds + 2e-3 : seconds;
+  }
+  int calls = 0;
+};
+
+TEST(Timer, ARepeatIsTheMedianOfItsSamplesNotTheirMean) {
+  InterruptedKernel k;
+  v1::MeasureOptions o;
+  o.set_repeat(2);
+  o.set_min_repeat_ms(20);
+  auto costs = time_kernel(k, with_defaults(o));
+  ASSERT_TRUE(costs.ok());
+  ASSERT_EQ(costs->size(), 2u);
+  for (double c : *costs) EXPECT_DOUBLE_EQ(c, 1e-4);
+}
+
+TEST(Timer, WithoutMinRepeatMsARepeatIsOneWindowAsInAutoTvm) {
+  InterruptedKernel k;
+  v1::MeasureOptions o;
+  o.set_number(10);
+  o.set_repeat(3);
+  auto costs = time_kernel(k, with_defaults(o));
+  ASSERT_TRUE(costs.ok());
+  ASSERT_EQ(costs->size(), 3u);
+  EXPECT_DOUBLE_EQ((*costs)[2], (10 * 1e-4 + 2e-3) / 10);
 }
 
 TEST(Timer, DefaultsFillZeros) {

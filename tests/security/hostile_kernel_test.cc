@@ -5,6 +5,7 @@
 // /dev/shm, log floods and inherited descriptors. This test process stands in for the agent: it
 // owns the Measurer, and a signal that reaches it is counted.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/msg.h>
 #include <sys/prctl.h>
@@ -121,6 +122,19 @@ TEST_P(HostileKernelTest, AnImplantedClockFalsifiesNoTiming) {
   // It sleeps 2 ms per call: a slowed clock would say 2 us.
   EXPECT_GT(mean_cost(implant), 1e-3);
   expect_honest_results_after(honest);
+}
+
+// The measurer leaves out of each window the time the kernel's main thread waited for a CPU; a
+// kernel whose main thread waits while its other threads do the work must not pass for faster
+// than that work spread over every CPU it may use.
+TEST_P(HostileKernelTest, WorkInOtherThreadsWhileTheMainThreadWaitsStillCounts) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  double cpus = CPU_COUNT(&allowed);
+  v1::MeasureResult hider = measure_hostile("hide_in_threads");
+  ASSERT_EQ(hider.error(), v1::OK) << hider.error_msg();
+  // Four threads of 3 ms of CPU time each.
+  for (double c : hider.costs()) EXPECT_GE(c, 0.95 * 12e-3 / cpus);
 }
 
 TEST_P(HostileKernelTest, AKernelCannotSignalTheAgentThroughItsProcessGroup) {
