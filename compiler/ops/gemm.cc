@@ -297,6 +297,10 @@ Config cpu_default(const std::string& name, const Workload& w, const CpuModel& c
   // loop is what threads share (with K blocks, the blocks of columns join it; halving the rows
   // there would pack each block of B twice).
   if (kc == 0 && !g.batched && g.M >= 2 * mr) mb = std::min(mb, largest_at_most(kMb, (g.M / mr) / 2));
+  // With K blocks the rows are one block and the blocks of columns are all threads get: at least
+  // four where there are four tiles (a MiniLM layer's 384x384 projections were one block of 8
+  // tiles and ran on one thread of two, 0.36 ms either way).
+  if (kc > 0 && !g.batched && column_tiles >= 4) nb = std::min(nb, largest_at_most(kNb, column_tiles / 4));
   // Blocks that divide the rows' and columns' tiles, where they can: a last block of a different
   // width (384 columns as 256 + 128) made attention's batch_matmul B=16,M=384,N=384,K=64 about
   // 1.8x slower than blocks of 128 (interleaved, six configs).

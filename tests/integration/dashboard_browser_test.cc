@@ -110,7 +110,9 @@ TEST(DashboardBrowser, AFinishedJobsCurveHasOnePointPerTrialAndTheRightBest) {
   auto live = curve_summary(browser.run(url, "--dump-dom", 3000));
   v1::Job done = tunerd.watch(job->id());
   ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.error() << tunerd.log();
-  if (!live.empty()) EXPECT_LE(std::stoi(live["points"]), kTrials);
+  if (!live.empty()) {
+    EXPECT_LE(std::stoi(live["points"]), kTrials);
+  }
 
   int trials = 0;
   double best_trial = 0;
