@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -48,6 +49,7 @@ CpuWait::CpuWait(pid_t worker_pid) {
   pid_t kernel = kernel_process(worker_pid);
   // The main thread runs the kernel (and the runtime's pool, when it has threads, helps it).
   kernel_ = open(fmt::format("/proc/{}/task/{}/schedstat", kernel, kernel).c_str(), O_RDONLY | O_CLOEXEC);
+  status_ = open(fmt::format("/proc/{}/status", kernel).c_str(), O_RDONLY | O_CLOEXEC);
   have_cpu_clock_ = clock_getcpuclockid(kernel, &cpu_clock_) == 0;
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) cpus_ = std::max(1, CPU_COUNT(&allowed));
@@ -56,6 +58,19 @@ CpuWait::CpuWait(pid_t worker_pid) {
 CpuWait::~CpuWait() {
   if (self_ >= 0) close(self_);
   if (kernel_ >= 0) close(kernel_);
+  if (status_ >= 0) close(status_);
+}
+
+int CpuWait::threads() const {
+  if (status_ < 0) return 1;
+  char text[4096];
+  ssize_t n = pread(status_, text, sizeof text - 1, 0);
+  if (n <= 0) return 1;
+  text[n] = '\0';
+  const char* line = std::strstr(text, "\nThreads:");
+  int count = 0;
+  if (!line || std::sscanf(line, "\nThreads: %d", &count) != 1) return 1;
+  return std::max(1, count);
 }
 
 double CpuWait::waits() const {

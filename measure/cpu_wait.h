@@ -30,10 +30,15 @@ class CpuWait {
   double cpu_seconds() const;
   // CPUs this thread may run on, which the worker inherited: how many of its threads can run at once.
   int cpus() const { return cpus_; }
+  // Threads of the kernel's process now, at least 1: how many CPUs its CPU time can have used at
+  // once. Threads a candidate starts and ends inside a step only make this smaller, which holds
+  // its figure to more of its CPU time, never less.
+  int threads() const;
 
  private:
   int self_ = -1;
   int kernel_ = -1;
+  int status_ = -1;
   bool have_cpu_clock_ = false;
   clockid_t cpu_clock_{};
   int cpus_ = 1;

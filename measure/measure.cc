@@ -435,9 +435,11 @@ class RemoteKernel : public BoundKernel {
     double seen = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     double window = seen - waited > 0 ? seen - waited : seen;
     // The kernel's threads cannot have done their CPU time's work in less than it divided among
-    // the CPUs: a kernel whose main thread waits for a CPU while its other threads compute gets
-    // no shorter window than that.
-    window = std::max(window, cpu / waits_.cpus());
+    // the CPUs they can run on at once: a kernel whose main thread waits for a CPU while its other
+    // threads compute gets no shorter window than that, and a one-thread kernel none shorter than
+    // its CPU time (the waits alone left some samples of a one-thread dense kernel at half its CPU
+    // time under load, 205 GFLOP/s where one core's peak is 116).
+    window = std::max(window, cpu / std::min(waits_.cpus(), waits_.threads()));
     double reported = report.seconds();
     if (!std::isfinite(reported) || reported <= 0) {
       failure_ = failure(v1::RUNTIME_ERROR, fmt::format("the worker reported {} s for {} runs, which is not a time",
