@@ -68,6 +68,8 @@ Built build(const std::string& file, const std::string& name, const ImportOption
   EXPECT_TRUE(graph.ok()) << graph.status().to_string();
   Built b;
   b.dir = fmt::format("{}/model_build_test_{}/{}", ::testing::TempDir(), getpid(), name);
+  // An earlier run's process of the same pid may have left this directory behind.
+  std::filesystem::remove_all(b.dir);
   std::filesystem::create_directories(b.dir);
   auto model = build_model(*graph, name, Target{}, defaults);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
@@ -148,7 +150,7 @@ void runs_and_refuses_bad_input(const std::string& file, const std::string& name
   EXPECT_EQ(create(bogus.c_str(), &other), 4);
   EXPECT_EQ(other, nullptr);
   std::string cut = b.dir + "/cut.weights";
-  std::filesystem::copy_file(b.dir + "/" + name + ".weights", cut);
+  std::filesystem::copy_file(b.dir + "/" + name + ".weights", cut, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::resize_file(cut, std::filesystem::file_size(cut) - 4);
   EXPECT_EQ(create(cut.c_str(), &other), 4);
   EXPECT_NE(std::string(last_error()).find("cut.weights"), std::string::npos) << last_error();
