@@ -106,7 +106,19 @@ def feeds_for(model, inputs, rng):
     return feeds
 
 
+# Untimed runs that open each contender's block of runs: the contender before it leaves its pool's
+# threads spinning for a while after its last run (ONNX Runtime's for some milliseconds), on the
+# CPUs this one needs; a model of a millisecond measured inside that tail read 1.75x slower on two
+# threads. Stopping ONNX Runtime's spinning instead (session.force_spinning_stop) would cost it the
+# spinning between its own back-to-back runs, which it has when it runs alone.
+SETTLE_S = 0.05
+
+
 def timed(fn, runs):
+    start = time.perf_counter()
+    fn()
+    while time.perf_counter() - start < SETTLE_S:
+        fn()
     samples = []
     for _ in range(runs):
         start = time.perf_counter()

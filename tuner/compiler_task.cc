@@ -25,6 +25,7 @@ v1::Artifact to_artifact(const BuiltKernel& kernel, const Target& target) {
     for (int64_t d : arg.shape) t->add_shape(d);
     t->set_dtype(to_proto(arg.dtype));
     t->set_is_output(arg.is_output);
+    t->set_constant(arg.constant);
   }
   if (kernel.format == BuiltKernel::Format::kPtx) {
     v1::LaunchDims* l = a.mutable_launch();

@@ -84,8 +84,8 @@ std::vector<TensorArg> conv_args(const ConvShape& c) {
   }
   TensorArg output{"output", conv_output_shape(c), DType::kFloat32, true, c.blocked() ? fmt::format("NCHW{}c", c.oc) : act};
   std::vector<TensorArg> args = {{"input", conv_input_shape(c), DType::kFloat32, false, act},
-                                 {"weight", conv_weight_shape(c), DType::kFloat32, false, weight}};
-  if (c.epilogue.bias) args.push_back(TensorArg::input("bias", {c.K}));
+                                 TensorArg::weight("weight", conv_weight_shape(c), weight)};
+  if (c.epilogue.bias) args.push_back(TensorArg::weight("bias", {c.K}));
   if (c.epilogue.residual) args.push_back({"residual", output.shape, DType::kFloat32, false, output.layout});
   args.push_back(output);
   return args;

@@ -25,11 +25,10 @@ std::vector<TensorArg> gemm_args(const GemmShape& g) {
   };
   std::vector<TensorArg> args = {TensorArg::input("A", with_batch({g.M, g.K}))};
   if (g.w_block > 0)
-    args.push_back({"W", {(g.N + g.w_block - 1) / g.w_block, g.K, g.w_block}, DType::kFloat32, false,
-                    fmt::format("NK{}n", g.w_block)});
+    args.push_back(TensorArg::weight("W", {(g.N + g.w_block - 1) / g.w_block, g.K, g.w_block}, fmt::format("NK{}n", g.w_block)));
   else
-    args.push_back(g.transpose_b ? TensorArg::input("W", {g.N, g.K}) : TensorArg::input("B", with_batch({g.K, g.N})));
-  if (g.bias) args.push_back(TensorArg::input("bias", {g.N}));
+    args.push_back(g.transpose_b ? TensorArg::weight("W", {g.N, g.K}) : TensorArg::input("B", with_batch({g.K, g.N})));
+  if (g.bias) args.push_back(TensorArg::weight("bias", {g.N}));
   args.push_back({"C", with_batch({g.M, g.N}), DType::kFloat32, true, ""});
   return args;
 }

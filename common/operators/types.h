@@ -34,10 +34,18 @@ struct TensorArg {
   // How the dimensions are named, for people reading a library's header ("NCHW", "OIHW"); empty
   // for a plain row-major matrix.
   std::string layout;
+  // Fixed when a model is built (weights, biases): between two runs of a step, a model run passes
+  // its other steps' data through the caches, while the other inputs were just written by the
+  // step before (measure/cpu_runner.cc times candidates so).
+  bool constant = false;
 
   // A float32 input without a named layout: what most arguments are.
   static TensorArg input(std::string name, std::vector<int64_t> shape) {
     return {std::move(name), std::move(shape), DType::kFloat32, false, ""};
+  }
+
+  static TensorArg weight(std::string name, std::vector<int64_t> shape, std::string layout = "") {
+    return {std::move(name), std::move(shape), DType::kFloat32, false, std::move(layout), true};
   }
 
   int64_t num_elements() const {

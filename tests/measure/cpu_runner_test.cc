@@ -15,9 +15,11 @@ namespace tunefarm {
 namespace {
 
 // How often 128 timed runs of the counter kernel (three 16 KiB arguments; it adds one to C[0])
-// reached the tensors themselves, with its arguments rotated over `rotation_bytes`.
-float runs_on_the_tensors(int64_t rotation_bytes) {
+// reached the tensors themselves, with its arguments rotated over `rotation_bytes`; `constant`:
+// its first argument is a model's constant.
+float runs_on_the_tensors(int64_t rotation_bytes, bool constant = false) {
   v1::Artifact artifact = testing::kernel_artifact("counter");
+  artifact.mutable_args(0)->set_constant(constant);
   std::string path = ::testing::TempDir() + "/cpu_runner_test_" + std::to_string(getpid()) + ".so";
   {
     std::ofstream out(path, std::ios::binary);
@@ -47,6 +49,14 @@ TEST(CpuRunner, AModelsRotationBytesSetHowManyCopies) {
   // 192 KiB is four sets of 48 KiB; anything up to one set's bytes is the tensors alone.
   EXPECT_EQ(runs_on_the_tensors(192 << 10), 32.0f);
   EXPECT_EQ(runs_on_the_tensors(1000), 128.0f);
+}
+
+TEST(CpuRunner, AModelsJobRotatesOnlyItsConstants) {
+  // The counter's output is an activation: written in place by every run, as the step before
+  // leaves a step's input in place in a model.
+  EXPECT_EQ(runs_on_the_tensors(192 << 10, true), 128.0f);
+  // Timed on its own (no model's bytes), every argument rotates as before.
+  EXPECT_EQ(runs_on_the_tensors(0, true), 2.0f);
 }
 
 }  // namespace
