@@ -224,6 +224,20 @@ DaemonExit run_tunerd(TunerdFlags f) {
       },
       [&](const std::string& key) { return check_device_key(tracker, key, f.tracker_token); }, f.jobs);
   TunerService service(jobs, store, f.tokens);
+  std::string http_listen;
+  if (!f.http_listen.empty() && f.http_listen != "off") {
+    http_listen = normalize_listen_address(f.http_listen);
+    Exposure http_exposure{http_listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key",
+                           "--client-token-file or --read-only-token-file", "whoever can reach it may read the jobs and the farm"};
+    if (Status s = check_exposure(http_exposure); !s.ok()) return DaemonExit::configuration(s.with_context("--http-listen"));
+  }
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.RegisterService(&service);
+  // The service's address first: a second tunerd started on a taken --listen says so, rather
+  // than that the metrics port beside it is taken (by the first tunerd's metrics).
+  auto server = start_server(builder, f.listen, *credentials);
+  if (!server.ok()) return DaemonExit::environment(server.status());
   // The read-only token suffices for the metrics and the dashboard: both only show.
   std::vector<std::string> readers = f.tokens.gate().tokens;
   auto metrics = MetricsEndpoint::start({*metrics_listen, f.tls, readers, f.insecure, "--tls-cert, --tls-key",
@@ -231,26 +245,23 @@ DaemonExit run_tunerd(TunerdFlags f) {
                                         registry, [&store, m = f.jobs.metrics] {
                                           if (auto counts = store.count_jobs_by_state(); counts.ok()) m->sample_jobs(*counts);
                                         });
-  if (!metrics.ok()) return DaemonExit::of(metrics.status());
+  if (!metrics.ok()) {
+    (*server)->Shutdown(std::chrono::system_clock::now());
+    return DaemonExit::of(metrics.status());
+  }
   std::unique_ptr<HttpServer> dashboard;
-  if (!f.http_listen.empty() && f.http_listen != "off") {
-    std::string listen = normalize_listen_address(f.http_listen);
-    Exposure http_exposure{listen, f.tls.enabled(), !f.tokens.open(), f.insecure, "--tls-cert, --tls-key",
-                           "--client-token-file or --read-only-token-file", "whoever can reach it may read the jobs and the farm"};
-    if (Status s = check_exposure(http_exposure); !s.ok()) return DaemonExit::configuration(s.with_context("--http-listen"));
-    HttpServerOptions http{listen, f.tls.cert, f.tls.key, readers, "a client or read-only token (as the password)",
+  if (!http_listen.empty()) {
+    HttpServerOptions http{http_listen, f.tls.cert, f.tls.key, readers, "a client or read-only token (as the password)",
                            "dashboard"};
     auto farm = [tracker, token = f.tracker_token] { return farm_status(tracker, token); };
     auto started = HttpServer::start(http, dashboard_routes(jobs, store, farm, read_chart_js(f.chart_js)));
-    if (!started.ok()) return DaemonExit::of(started.status());
+    if (!started.ok()) {
+      (*server)->Shutdown(std::chrono::system_clock::now());
+      return DaemonExit::of(started.status());
+    }
     dashboard = std::move(*started);
     spdlog::info("dashboard on {}://{}/", f.tls.enabled() ? "https" : "http", dashboard->address());
   }
-  grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(64 << 20);
-  builder.RegisterService(&service);
-  auto server = start_server(builder, f.listen, *credentials);
-  if (!server.ok()) return DaemonExit::environment(server.status());
   if (Status s = jobs.start(); !s.ok()) return DaemonExit::environment(s.with_context("cannot resume jobs"));
   spdlog::info("listening on {}; history in {}; tracker at {}", f.listen, store.path(), f.tracker);
 

@@ -31,9 +31,7 @@ std::string bin_path(const std::string& name) {
 }
 
 std::string secret_file(const std::string& token) {
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("tunefarm-secret-" + std::to_string(getpid()) + "-" + std::to_string(std::hash<std::string>{}(token))))
-                         .string();
+  std::string path = scratch_dir() + "/secret-" + std::to_string(std::hash<std::string>{}(token));
   std::ofstream(path) << token << "\n";
   return path;
 }

@@ -15,6 +15,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "tunefarm/v1/tracker.grpc.pb.h"
+#include "tests/support/scratch.h"
 
 namespace tunefarm::testing {
 

@@ -315,7 +315,7 @@ TEST(DashboardRequests, BadPathsAndParametersAre4xxAndTunerdGoesOn) {
 // and output.
 std::pair<int, std::string> run_to_exit(const std::string& program, const std::vector<std::string>& args,
                                         std::chrono::milliseconds stop_after = std::chrono::seconds(20)) {
-  std::string dir = std::filesystem::temp_directory_path() / ("tunefarm-metrics-" + std::to_string(getpid()));
+  std::string dir = std::filesystem::path(scratch_dir()) / "metrics";
   std::filesystem::create_directories(dir);
   std::string log = dir + "/" + program + std::to_string(free_port()) + ".log";
   Process p(bin_path(program), args, log);
@@ -332,7 +332,7 @@ TEST(MetricsExposure, BeyondLoopbackWithoutTlsAndTokensIsRefused) {
       run_to_exit("trackerd", {"--listen", port_arg(free_port()), "--metrics-listen", wide});
   EXPECT_EQ(tracker_code, 2) << tracker_log;
   EXPECT_NE(tracker_log.find("--metrics-listen: refusing to serve " + wide), std::string::npos) << tracker_log;
-  std::string data = std::filesystem::temp_directory_path() / ("tunefarm-metrics-data-" + std::to_string(getpid()));
+  std::string data = std::filesystem::path(scratch_dir()) / "metrics-data";
   auto [tunerd_code, tunerd_log] =
       run_to_exit("tunerd", {"--listen", port_arg(free_port()), "--data-dir", data, "--metrics-listen", "off",
                              "--http-listen", wide});

@@ -25,6 +25,7 @@
 #include "model/program.h"
 #include "model_test_util.h"
 #include "tests/disassembly.h"
+#include "tests/support/scratch.h"
 
 namespace tunefarm::model {
 namespace {
@@ -67,8 +68,8 @@ Built build(const std::string& file, const std::string& name, const ImportOption
   auto graph = import_onnx_file(test_model(file), options);
   EXPECT_TRUE(graph.ok()) << graph.status().to_string();
   Built b;
-  b.dir = fmt::format("{}/model_build_test_{}/{}", ::testing::TempDir(), getpid(), name);
-  // An earlier run's process of the same pid may have left this directory behind.
+  b.dir = tunefarm::testing::scratch_dir() + "/model_build_test/" + name;
+  // A test that builds twice under one name starts from an empty directory.
   std::filesystem::remove_all(b.dir);
   std::filesystem::create_directories(b.dir);
   auto model = build_model(*graph, name, Target{}, defaults);
@@ -217,7 +218,7 @@ TEST(ModelBuild, DenseWeightsArePackedOnceAtBuildTime) {
   }
   EXPECT_EQ(dense, 6);
   builds_and_matches(*graph, test_model("bert_layer_small.onnx"),
-                     fmt::format("{}/model_build_test_{}/packed", ::testing::TempDir(), getpid()));
+                     tunefarm::testing::scratch_dir() + "/model_build_test/packed");
 }
 
 // A record of a dense layer from before weights were packed at build time (its workload without
@@ -256,7 +257,7 @@ TEST(ModelBuild, DenseRecordsFromBeforePanelsBuildAsMeasured) {
   // Each workload was asked for once.
   std::sort(asked.begin(), asked.end());
   EXPECT_EQ(std::adjacent_find(asked.begin(), asked.end()), asked.end());
-  std::string dir = fmt::format("{}/model_build_test_{}/older", ::testing::TempDir(), getpid());
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/older";
   std::filesystem::create_directories(dir);
   for (const auto& f : model->files) std::ofstream(dir + "/" + f.name, std::ios::binary) << f.content;
   matches_onnxruntime(test_model("bert_layer_small.onnx"), dir, "1e-4");
@@ -298,7 +299,7 @@ TEST(ModelBuild, TwoThreadsGiveWhatOneThreadGives) {
   m.output("y", {16, 4096});
   auto graph = import_onnx(m.bytes(), "threads.onnx");
   ASSERT_TRUE(graph.ok()) << graph.status().to_string();
-  std::string dir = fmt::format("{}/model_build_test_{}/threads", ::testing::TempDir(), getpid());
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/threads";
   std::filesystem::create_directories(dir);
   auto built = build_model(*graph, "threads", Target{}, defaults);
   ASSERT_TRUE(built.ok()) << built.status().to_string();
@@ -386,7 +387,7 @@ TEST(ModelBuild, RowWiseStepsWithTheirInputsFoldedMatchOnnxRuntime) {
   m.output("p", {1, 2, 3, 150});
   m.output("q", {1, 2, 17, 17});
   m.output("y", {1, 3, 200});
-  std::string dir = fmt::format("{}/model_build_test_{}/row_inputs", ::testing::TempDir(), getpid());
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/row_inputs";
   std::filesystem::create_directories(dir);
   std::string file = dir + ".onnx";
   std::ofstream(file, std::ios::binary) << m.bytes();
@@ -411,7 +412,7 @@ TEST(ModelBuild, RowWiseStepsWithTheirInputsFoldedMatchOnnxRuntime) {
 // LayerNormalization, GELU (the operator and the tanh form): built, outputs within 1e-4 of ONNX
 // Runtime's.
 TEST(ModelBuild, ExportersPatternsMatchOnnxRuntime) {
-  std::string dir = fmt::format("{}/model_build_test_{}/patterns", ::testing::TempDir(), getpid());
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/patterns";
   std::string error = testing::write_exporter_patterns(dir);
   ASSERT_TRUE(error.empty()) << error;
   for (const char* name : {"convnet_blocks_opset17", "convnet_blocks_opset18", "mobilenet_v3_block_opset20",
@@ -428,7 +429,7 @@ TEST(ModelBuild, ExportersPatternsMatchOnnxRuntime) {
 // squeeze-excitation's pooling, gate and channel scaling run in the convolutions' channel blocks:
 // no conversion to NCHW and back around them. Outputs within 1e-4 of ONNX Runtime's.
 TEST(ModelBuild, ActivationsAndSqueezeExcitationStayInChannelBlocks) {
-  std::string dir = fmt::format("{}/model_build_test_{}/blocked_patterns", ::testing::TempDir(), getpid());
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/blocked_patterns";
   std::string error = testing::write_exporter_patterns(dir);
   ASSERT_TRUE(error.empty()) << error;
   for (const char* name : {"mobilenet_v3_block_opset13", "mobilenet_v3_block_opset20", "convnet_blocks_opset17"}) {
