@@ -5,6 +5,7 @@
 // behind shared pointers; passes build new trees with IRMutator (ir/visitor.h).
 #pragma once
 
+#include <type_traits>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -287,6 +288,13 @@ inline Expr operator*(const Expr& a, int64_t b) { return mul(a, int_imm(b)); }
 inline Expr operator/(const Expr& a, int64_t b) { return div(a, int_imm(b)); }
 inline Expr operator%(const Expr& a, int64_t b) { return mod(a, int_imm(b)); }
 inline Expr operator*(int64_t a, const Expr& b) { return mul(int_imm(a), b); }
+// A floating constant would convert to int64_t above and become an integer immediate (x * 0.5f
+// multiplying by 0): write ir::float_imm(0.5f) instead.
+template <typename F> requires std::is_floating_point_v<F> Expr operator+(const Expr&, F) = delete;
+template <typename F> requires std::is_floating_point_v<F> Expr operator-(const Expr&, F) = delete;
+template <typename F> requires std::is_floating_point_v<F> Expr operator*(const Expr&, F) = delete;
+template <typename F> requires std::is_floating_point_v<F> Expr operator/(const Expr&, F) = delete;
+template <typename F> requires std::is_floating_point_v<F> Expr operator*(F, const Expr&) = delete;
 
 // The constant value of an integer immediate, if `e` is one.
 const int64_t* as_const_int(const Expr& e);

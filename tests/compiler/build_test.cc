@@ -330,7 +330,7 @@ TEST(CompilerBuildApi, AStepRunsOnThreadsWhereItsWorkRepaysTheForkJoin) {
 
   auto elementwise = [](int64_t rows) {
     te::Tensor x = te::placeholder("x", {1, rows, 256});
-    return ops::ComputeDef{{x}, te::compute("y", {1, rows, 256}, [&](const std::vector<ir::Var>& i) { return x(i[0], i[1], i[2]) * 2.0f; })};
+    return ops::ComputeDef{{x}, te::compute("y", {1, rows, 256}, [&](const std::vector<ir::Var>& i) { return x(i[0], i[1], i[2]) * ir::float_imm(2.0f); })};
   };
   EXPECT_FALSE(parallel_pays(elementwise(4)));
   EXPECT_TRUE(parallel_pays(elementwise(1024)));
