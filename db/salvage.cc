@@ -60,13 +60,24 @@ StatusOr<SalvageReport> salvage_history(const std::string& damaged, const std::s
   const auto file_size = static_cast<int64_t>(size);
   SalvageReport report;
 
-  std::vector<v1::Job> jobs;
+  // Each job with the request it was submitted under, where the history keeps requests: a client
+  // that retries its submit against the new history then finds its job instead of making another.
+  std::vector<std::pair<v1::Job, JobRequest>> jobs;
+  auto requests = source->prepare("SELECT submitter, request_id FROM jobs WHERE id = ?1");
   TF_RETURN_IF_ERROR(for_each_row(
       *source, file_size, "jobs", std::string(kSelectJob) + "WHERE rowid = ?1",
       [&](const Statement& row, bool& parsed) {
         auto job = read_job(row);
         parsed = job.ok();
-        if (parsed) jobs.push_back(std::move(*job));
+        if (!parsed) return Status();
+        JobRequest request;
+        if (requests.ok()) {
+          requests->reset();
+          requests->bind(1, job->id());
+          if (auto found = requests->step(); found.ok() && *found)
+            request = {std::string(requests->column_text(0)), std::string(requests->column_text(1))};
+        }
+        jobs.emplace_back(std::move(*job), std::move(request));
         return Status();
       },
       report.unreadable));
@@ -93,8 +104,8 @@ StatusOr<SalvageReport> salvage_history(const std::string& damaged, const std::s
   // Jobs keep their ids, specs, states, progress and times, so that tunerd on the new history lists
   // them and resumes the ones that were queued or running; a job whose spec no longer passes the
   // checks is as unreadable as a row that did not parse.
-  for (const v1::Job& job : jobs) {
-    auto stored = store->put_job(job);
+  for (const auto& [job, request] : jobs) {
+    auto stored = store->put_job(job, request);
     if (stored.ok())
       report.jobs += *stored ? 1 : 0;
     else

@@ -184,6 +184,36 @@ TEST(Fault, ADamagedHistoryIsSalvagedIntoANewOne) {
   EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition) << again.status().to_string();
 }
 
+// A job keeps the request it was submitted under: a client retrying that submit against the
+// salvaged history finds its job rather than making a second one.
+TEST(Fault, ASalvagedJobKeepsItsRequest) {
+  TempDir dir;
+  std::string path = dir.file("history.db");
+  v1::JobSpec spec;
+  spec.set_name("gemm");
+  auto* task = spec.add_tasks();
+  *task->mutable_workload() = to_proto(testing::workload("matmul:M=64,N=64,K=64"));
+  task->set_weight(1);
+  *spec.mutable_target() = to_proto(testing::target("llvm"));
+  spec.set_device_key("local-cpu");
+  spec.set_trials(8);
+  std::string id;
+  {
+    auto store = db::RecordStore::open(path).value();
+    auto made = store->create_job(spec, db::JobRequest{"alice", "request-1"});
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    id = made->job.id();
+  }
+  auto report = db::salvage_history(path, dir.file("salvaged.db"));
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->jobs, 1);
+  auto salvaged = db::RecordStore::open(dir.file("salvaged.db")).value();
+  auto again = salvaged->create_job(spec, db::JobRequest{"alice", "request-1"});
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_FALSE(again->created) << "the retried submit made a second job";
+  EXPECT_EQ(again->job.id(), id);
+}
+
 TEST(Fault, ScribbledHeaderIsAClearError) {
   TempDir dir;
   std::string path = make_history(dir);
