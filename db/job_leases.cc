@@ -93,6 +93,7 @@ StatusOr<std::optional<int64_t>> RecordStore::acquire_lease(std::string_view job
   if (generation) {
     std::lock_guard lock(fences_->mutex);
     fences_->held[id] = *generation;
+    fences_->released.erase(id);
   }
   return generation;
 }
@@ -153,7 +154,10 @@ Status RecordStore::release_lease(std::string_view job_id) {
 void RecordStore::forget_lease(std::string_view job_id) {
   if (!fences_) return;
   std::lock_guard lock(fences_->mutex);
-  fences_->held.erase(std::string(job_id));
+  auto it = fences_->held.find(std::string(job_id));
+  if (it == fences_->held.end()) return;
+  fences_->released[it->first] = it->second;
+  fences_->held.erase(it);
 }
 
 StatusOr<std::vector<std::string>> RecordStore::unleased_jobs(int limit) {

@@ -223,13 +223,14 @@ class RecordStore {
   StatusOr<std::optional<int64_t>> acquire_lease(std::string_view job_id, std::string_view owner,
                                                  std::chrono::milliseconds duration);
   // Extends every lease this store holds by `duration` from now, answering for each whether it is
-  // still held and whether a cancel was requested. A lease no longer held stops being fenced
-  // (every write about its job fails) until forget_lease().
+  // still held and whether a cancel was requested. A lease no longer held fails every write about
+  // its job (its generation moved on) until forget_lease(), and after it too where another holds it.
   StatusOr<std::vector<LeaseRenewal>> renew_leases(std::string_view owner, std::chrono::milliseconds duration);
   // Gives the lease up so that another tunerd may take the job at once (the job keeps its state).
   // While the history cannot be written (write_outage()), only stops fencing and answers why.
   Status release_lease(std::string_view job_id);
-  // Stops fencing writes about `job_id` without touching the database (after its lease was lost).
+  // Stops renewing the lease of `job_id` without touching the database (after it was lost). Writes
+  // about the job stay fenced at the generation it had: they commit only while nobody else took it.
   void forget_lease(std::string_view job_id);
   // QUEUED and RUNNING jobs whose lease is free or expired, oldest first: jobs to take over.
   StatusOr<std::vector<std::string>> unleased_jobs(int limit);
