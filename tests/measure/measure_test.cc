@@ -116,10 +116,7 @@ TEST_F(MeasureTest, ACompetingProcessOnTheSameCpuBarelyMovesTheFigure) {
   std::printf("matmul 64^3 alone / beside a spinner on its CPU: sampled %.2f / %.2f us (the spinner had %.0f%% of "
               "the CPU), one 20 ms window %.2f / %.2f us\n",
               quiet * 1e6, busy * 1e6, 100 * spun / wall, quiet_window * 1e6, busy_window * 1e6);
-  // The test's premise, not the figure: the spinner ran while the kernel was timed. Its share varies
-  // with what else the machine runs (16% in one fresh clone's suite beside ctest's other job, which
-  // still took 30 ms of the kernel's CPU in 186 ms).
-  EXPECT_GT(spun, 0.1 * wall) << "the spinner did not compete for the CPU";
+  EXPECT_GT(spun, 0.2 * wall) << "the spinner did not compete for the CPU";
   EXPECT_LT(busy, 1.25 * quiet) << "quiet " << quiet << " s, beside a spinner " << busy << " s";
 }
 
