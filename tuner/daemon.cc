@@ -238,6 +238,11 @@ DaemonExit run_tunerd(TunerdFlags f) {
   // than that the metrics port beside it is taken (by the first tunerd's metrics).
   auto server = start_server(builder, f.listen, *credentials);
   if (!server.ok()) return DaemonExit::environment(server.status());
+  // What fails past this point stops the server it started.
+  auto stop_server = [&](DaemonExit exit) {
+    (*server)->Shutdown(std::chrono::system_clock::now());
+    return exit;
+  };
   // The read-only token suffices for the metrics and the dashboard: both only show.
   std::vector<std::string> readers = f.tokens.gate().tokens;
   auto metrics = MetricsEndpoint::start({*metrics_listen, f.tls, readers, f.insecure, "--tls-cert, --tls-key",
@@ -245,20 +250,14 @@ DaemonExit run_tunerd(TunerdFlags f) {
                                         registry, [&store, m = f.jobs.metrics] {
                                           if (auto counts = store.count_jobs_by_state(); counts.ok()) m->sample_jobs(*counts);
                                         });
-  if (!metrics.ok()) {
-    (*server)->Shutdown(std::chrono::system_clock::now());
-    return DaemonExit::of(metrics.status());
-  }
+  if (!metrics.ok()) return stop_server(DaemonExit::of(metrics.status()));
   std::unique_ptr<HttpServer> dashboard;
   if (!http_listen.empty()) {
     HttpServerOptions http{http_listen, f.tls.cert, f.tls.key, readers, "a client or read-only token (as the password)",
                            "dashboard"};
     auto farm = [tracker, token = f.tracker_token] { return farm_status(tracker, token); };
     auto started = HttpServer::start(http, dashboard_routes(jobs, store, farm, read_chart_js(f.chart_js)));
-    if (!started.ok()) {
-      (*server)->Shutdown(std::chrono::system_clock::now());
-      return DaemonExit::of(started.status());
-    }
+    if (!started.ok()) return stop_server(DaemonExit::of(started.status()));
     dashboard = std::move(*started);
     spdlog::info("dashboard on {}://{}/", f.tls.enabled() ? "https" : "http", dashboard->address());
   }
