@@ -15,20 +15,37 @@ namespace {
 // Nested partitions multiply code (and compile time); past this depth the remaining mins stay:
 // their loops run with variable extents (masked vectors, scalar rows), which is correct.
 constexpr int kMaxDepth = 3;
+// Border iterations a guard split peels one by one at most (a padding of three rows or columns).
+constexpr int64_t kMaxPeel = 3;
+// The share of a loop's guarded reads in the padding from which its borders are peeled.
+constexpr double kPeelShare = 0.1;
 
 // The mins worth partitioning a loop for: the extents of unrolled and vectorized loops (tile
 // tails: they need constant extents to be unrolled or vectorized without masks) and those in
 // the stored values and addresses (padding clamps). Mins that only bound serial loops are left
 // alone: splitting an outer loop for them would duplicate whole tiles.
+//
+// Also the integer comparisons in stored values: the guards of padded reads (select(h >= 0 &&
+// h < H, in[clamped h], 0)), for `partition_guards`, with the ranges of the inner loops they
+// depend on.
 struct Candidates : IRVisitor {
+  explicit Candidates(RangeMap outer) : ranges(std::move(outer)) {}
+
   std::vector<Expr> tile_extents;
   std::vector<Expr> in_values;
+  std::vector<Expr> conditions;
   std::unordered_set<const VarNode*> inner_vars;
+  std::unordered_set<const VarNode*> unrolled_vars;
+  RangeMap ranges;  // The outer loops' and the constant-bounded inner loops'.
 
   void visit_for(const For* op) override {
     inner_vars.insert(op->var.get());
+    if (op->for_kind == ForKind::kUnrolled) unrolled_vars.insert(op->var.get());
     if ((op->for_kind == ForKind::kUnrolled || op->for_kind == ForKind::kVectorized) && is_min(op->extent))
       tile_extents.push_back(op->extent);
+    auto lo = const_bounds(op->min, ranges);
+    auto ext = const_bounds(op->extent, ranges);
+    if (lo && ext) ranges[op->var.get()] = {lo->lo, lo->hi + std::max<int64_t>(ext->hi, 1) - 1};
     visit(op->body);
   }
   void visit_let(const LetStmt* op) override {
@@ -41,6 +58,8 @@ struct Candidates : IRVisitor {
         const auto* b = x->as<Binary>();
         if (b && (b->op == BinaryOp::kMin || b->op == BinaryOp::kMax) && x->type.is_int() && !x->type.is_vector())
           in_values.push_back(x);
+        const auto* c = x->as<Compare>();
+        if (c && c->a->type.is_int() && !c->a->type.is_vector()) conditions.push_back(x);
       });
     };
     collect(op->value);
@@ -60,6 +79,35 @@ bool uses_any(const Expr& e, const std::unordered_set<const VarNode*>& vars) {
     if (auto* v = x->as<VarNode>(); v && vars.count(v)) found = true;
   });
   return found;
+}
+
+// Whether every variable of `e` that belongs to an inner loop belongs to an unrolled one.
+bool inner_vars_unrolled(const Expr& e, const Candidates& c) {
+  bool all = true;
+  post_order_visit(e, [&](const Expr& x) {
+    if (auto* v = x->as<VarNode>(); v && c.inner_vars.count(v) && !c.unrolled_vars.count(v)) all = false;
+  });
+  return all;
+}
+
+// d = beta * v + rest, with beta a constant and rest free of v (checked at v = 0, 1, 2: a form
+// that only looks linear there gives a partition point that is merely not useful, never a wrong
+// program, as the parts keep every guard the simplifier cannot prove).
+struct LinearIn {
+  int64_t beta;
+  Expr rest;
+};
+std::optional<LinearIn> linear_in(const Expr& d, const VarNode* v) {
+  Expr d0 = simplify(substitute(d, {{v, int_imm(0)}}));
+  Expr d1 = simplify(substitute(d, {{v, int_imm(1)}}));
+  Expr d2 = simplify(substitute(d, {{v, int_imm(2)}}));
+  // as_const_int points into its argument: the differences must outlive the pointers.
+  Expr step1 = simplify(sub(d1, d0));
+  Expr step2 = simplify(sub(d2, d1));
+  const int64_t* beta = as_const_int(step1);
+  const int64_t* beta2 = as_const_int(step2);
+  if (!beta || !beta2 || *beta != *beta2 || uses_var(d0, v)) return std::nullopt;
+  return LinearIn{*beta, d0};
 }
 
 // Replaces every occurrence (structurally) of the given expressions.
@@ -103,14 +151,20 @@ class Partitioner : public IRMutator {
   }
 
  private:
-  // Processes the loop's body without partitioning the loop itself.
-  Stmt descend(const Stmt& s, const For* op) {
+  // The loop's body, processed with the loop variable's range known.
+  Stmt descend_body(const For* op) {
     bool had = ranges_.count(op->var.get());
     auto lo = const_bounds(op->min, ranges_);
     auto ext = const_bounds(op->extent, ranges_);
     if (lo && ext) ranges_[op->var.get()] = {lo->lo, lo->hi + std::max<int64_t>(ext->hi, 1) - 1};
     Stmt body = mutate(op->body);
     if (!had) ranges_.erase(op->var.get());
+    return body;
+  }
+
+  // Processes the loop's body without partitioning the loop itself.
+  Stmt descend(const Stmt& s, const For* op) {
+    Stmt body = descend_body(op);
     if (body == op->body) return s;
     return for_loop(op->var, op->min, op->extent, op->for_kind, body, op->thread_tag);
   }
@@ -130,25 +184,18 @@ class Partitioner : public IRMutator {
                                 bool allow_symbolic) {
     const auto* b = m->as<Binary>();
     if (b->op != BinaryOp::kMin) return std::nullopt;
-    Expr d = sub(b->a, b->b);
-    Expr d0 = simplify(substitute(d, {{v, int_imm(0)}}));
-    Expr d1 = simplify(substitute(d, {{v, int_imm(1)}}));
-    Expr d2 = simplify(substitute(d, {{v, int_imm(2)}}));
-    // as_const_int points into its argument: the differences must outlive the pointers.
-    Expr step1 = simplify(sub(d1, d0));
-    Expr step2 = simplify(sub(d2, d1));
-    const int64_t* beta = as_const_int(step1);
-    const int64_t* beta2 = as_const_int(step2);
-    if (!beta || !beta2 || *beta != *beta2 || *beta <= 0) return std::nullopt;
-    if (uses_var(d0, v) || uses_any(d0, inner)) return std::nullopt;
+    auto linear = linear_in(sub(b->a, b->b), v);
+    if (!linear || linear->beta <= 0) return std::nullopt;
+    const Expr& d0 = linear->rest;
+    if (uses_any(d0, inner)) return std::nullopt;
     if (!allow_symbolic && !as_const_int(d0)) return std::nullopt;
-    auto q = floor_div(simplify(sub(int_imm(0), d0)), *beta);
+    auto q = floor_div(simplify(sub(int_imm(0), d0)), linear->beta);
     if (!q) return std::nullopt;
     return add(*q, int_imm(1));
   }
 
   std::optional<Stmt> partition(const For* op) {
-    Candidates c;
+    Candidates c(ranges_);
     c.visit(op->body);
     const VarNode* v = op->var.get();
     std::vector<Expr> mins;
@@ -163,7 +210,7 @@ class Partitioner : public IRMutator {
     };
     for (const auto& m : c.tile_extents) consider(m, true);
     for (const auto& m : c.in_values) consider(m, false);
-    if (mins.empty()) return std::nullopt;
+    if (mins.empty()) return partition_guards(op, c);
 
     Expr end = add(op->min, op->extent);
     Expr tc = simplify(min(max(t, op->min), end), ranges_);
@@ -188,8 +235,121 @@ class Partitioner : public IRMutator {
     return block({main_done, tail_done});
   }
 
+  // What the guards of a loop say about its variable v.
+  struct Guards {
+    int64_t lo, hi;                    // The iterations [lo, hi) where every guard holds.
+    double failing = 0;                // The share of the guarded reads that fall outside.
+    bool constant_after_unroll = true;  // Whether the guards depend on unrolled inner loops only.
+  };
+
+  // A guard e >= 0 (any comparison, rewritten so) with e = beta * v + rest holds for every value
+  // of the inner loops once beta * v + min(rest) >= 0: it narrows [lo, hi). The comparisons that
+  // do not have that form are skipped.
+  void narrow(const Expr& cond, const VarNode* v, int64_t begin, int64_t end, const Candidates& c, Guards& g) {
+    const auto* cmp = cond->as<Compare>();
+    Expr d = sub(cmp->a, cmp->b);
+    switch (cmp->op) {
+      case CompareOp::kGE: break;
+      case CompareOp::kGT: d = sub(d, int_imm(1)); break;
+      case CompareOp::kLE: d = sub(int_imm(0), d); break;
+      case CompareOp::kLT: d = sub(sub(int_imm(0), d), int_imm(1)); break;
+      default: return;
+    }
+    auto linear = linear_in(d, v);
+    if (!linear || linear->beta == 0) return;
+    int64_t beta = linear->beta;
+    auto rest = const_bounds(linear->rest, c.ranges);
+    if (!rest) return;
+    if (beta > 0) g.lo = std::max(g.lo, -floor_divide(rest->lo, beta));
+    else g.hi = std::min(g.hi, floor_divide(rest->lo, -beta) + 1);
+    g.constant_after_unroll = g.constant_after_unroll && inner_vars_unrolled(linear->rest, c);
+    // e spans [e_min, e_max] over the loop and the inner loops; the values below 0 fail.
+    double e_min = static_cast<double>(std::min(beta * begin, beta * (end - 1)) + rest->lo);
+    double e_max = static_cast<double>(std::max(beta * begin, beta * (end - 1)) + rest->hi);
+    if (e_min < 0) g.failing += (std::min(e_max, -1.0) - e_min + 1) / (e_max - e_min + 1);
+  }
+
+  // Padding: a loop whose body guards its reads (the rows or columns of a convolution's window
+  // that fall outside the input) is split into the iterations where every guard holds, which
+  // then read without them, and the borders.
+  //
+  // Where the guards depend only on unrolled loops and the padding is a good share of the reads
+  // (a tenth or more: 3x3 windows on maps up to 18 wide) or the borders a quarter or more of the
+  // iterations (a row of a few column tiles), the border iterations are peeled one by one: each sees its guards as constants after unrolling, and the window positions in the
+  // padding drop out (their products are zeros), which is the work oneDNN skips on small maps (a
+  // quarter of a 3x3 window's taps on 5x5). A serial loop then becomes one loop a part; a
+  // parallel one stays one loop (its border iterations would otherwise run on one thread each)
+  // whose body branches to its part. Elsewhere the loop branches between the guard-free interior
+  // and its body as it was: one more copy of the body, not one a border iteration (on a large
+  // map those would multiply compile time for a few percent of the reads).
+  std::optional<Stmt> partition_guards(const For* op, const Candidates& c) {
+    bool parallel = op->for_kind == ForKind::kParallel;
+    if ((op->for_kind != ForKind::kSerial && !parallel) || c.conditions.empty() || !split_guards_) return std::nullopt;
+    const int64_t* mn = as_const_int(op->min);
+    const int64_t* ext = as_const_int(op->extent);
+    if (!mn || !ext) return std::nullopt;
+    const VarNode* v = op->var.get();
+    int64_t begin = *mn, end = *mn + *ext;
+    Guards g{begin, end};
+    for (const auto& cond : c.conditions) narrow(cond, v, begin, end, c, g);
+    int64_t lo = std::clamp(g.lo, begin, end), hi = std::clamp(g.hi, lo, end);
+    if (lo == begin && hi == end) return std::nullopt;
+    // Peeled, the border iterations run without guards; in the other form they keep them, which
+    // costs where they are many of the iterations (a row of two column tiles: both are borders).
+    int64_t borders = (lo - begin) + (end - hi);
+    bool peel = g.constant_after_unroll && lo - begin <= kMaxPeel && end - hi <= kMaxPeel &&
+                (g.failing >= kPeelShare || borders * 4 >= end - begin);
+    if (!peel && lo == hi) return std::nullopt;
+
+    // The body where v lies in [from, to), simplified knowing so and partitioned within.
+    auto body_in = [&](int64_t from, int64_t to) {
+      bool had = ranges_.count(v);
+      ConstRange saved = had ? ranges_[v] : ConstRange{0, 0};
+      ranges_[v] = {from, to - 1};
+      Stmt body = mutate(simplify(op->body, ranges_));
+      if (had) ranges_[v] = saved;
+      else ranges_.erase(v);
+      return body;
+    };
+    auto loop = [&](Stmt body) { return for_loop(op->var, op->min, op->extent, op->for_kind, body, op->thread_tag); };
+
+    ++depth_;
+    Stmt out;
+    if (!peel) {
+      Expr inside = logical_and(ge(op->var, int_imm(lo)), lt(op->var, int_imm(hi)));
+      // The border keeps its guards, at every depth: only its tile tails are split.
+      bool guards = split_guards_;
+      split_guards_ = false;
+      Stmt border = descend_body(op);
+      split_guards_ = guards;
+      out = loop(if_then_else(inside, body_in(lo, hi), border));
+    } else {
+      std::vector<std::pair<int64_t, int64_t>> parts;
+      for (int64_t i = begin; i < lo; ++i) parts.emplace_back(i, i + 1);
+      if (lo < hi) parts.emplace_back(lo, hi);
+      for (int64_t i = hi; i < end; ++i) parts.emplace_back(i, i + 1);
+      if (parallel) {
+        // if (v < to_0) part_0 else if (v < to_1) part_1 ... else the last part.
+        for (size_t k = parts.size(); k-- > 0;) {
+          Stmt body = body_in(parts[k].first, parts[k].second);
+          out = out ? if_then_else(lt(op->var, int_imm(parts[k].second)), body, out) : body;
+        }
+        out = loop(out);
+      } else {
+        std::vector<Stmt> loops;
+        for (const auto& [from, to] : parts)
+          loops.push_back(simplify(for_loop(op->var, int_imm(from), int_imm(to - from), op->for_kind, body_in(from, to),
+                                            op->thread_tag), ranges_));
+        out = block(std::move(loops));
+      }
+    }
+    --depth_;
+    return out;
+  }
+
   RangeMap ranges_;
   int depth_ = 0;
+  bool split_guards_ = true;
 };
 
 }  // namespace

@@ -5,6 +5,11 @@
 // stored values and addresses (padding clamps). The split point may depend on outer loops: the
 // tail is then one partial tile handled by variable-extent loops (masked vectors, scalar rows),
 // so one copy of the full tile serves every block instead of one copy per block shape.
+//
+// A loop whose body guards reads by comparisons linear in its variable (a convolution's padding)
+// is split into the interior, where every guard holds and goes, and its borders: peeled one
+// iteration each where the guards then become constants (the padding's window positions drop
+// out), else kept in one guarded copy the loop branches to.
 #pragma once
 
 #include "compiler/ir/ir.h"

@@ -13,11 +13,6 @@ namespace {
 
 constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
 
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
 // sum(coeff * atom) + constant; atoms are variables or expressions that are not sums.
 struct Linear {
   std::vector<std::pair<Expr, int64_t>> terms;
@@ -121,6 +116,17 @@ Expr from_linear(const Linear& l) {
   return out;
 }
 
+bool is_float_zero(const Expr& e) {
+  if (const auto* b = e->as<Broadcast>()) return is_float_zero(b->value);
+  const auto* f = e->as<FloatImm>();
+  return f && f->value == 0.0;
+}
+
+bool is_empty(const Stmt& s) {
+  const auto* b = s->as<Block>();
+  return b && b->stmts.empty();
+}
+
 int64_t sat_mul(int64_t a, int64_t b) {
   __int128 r = static_cast<__int128>(a) * b;
   if (r > kInf) return kInf;
@@ -160,6 +166,15 @@ class Simplifier : public IRMutator {
             default: break;
           }
         }
+        // A product with a literal zero is zero, whatever the other factor: such zeros are
+        // padding (a guarded read outside the input, once loop partitioning made its guard
+        // constant), which the operators' references skip rather than multiply; so an
+        // accumulation of a padding tap becomes `acc = acc` and drops out.
+        if (op->op == BinaryOp::kMul && (is_float_zero(a) || is_float_zero(b)))
+          return e->type.is_vector() ? broadcast(float_imm(0, e->type.element()), e->type.lanes) : float_imm(0, e->type);
+        if (op->op == BinaryOp::kAdd && is_float_zero(b)) return a;
+        if (op->op == BinaryOp::kAdd && is_float_zero(a)) return b;
+        if (op->op == BinaryOp::kSub && is_float_zero(b)) return a;
       }
       return (a == op->a && b == op->b) ? e : binary(op->op, a, b);
     }
@@ -198,6 +213,18 @@ class Simplifier : public IRMutator {
     return (a == op->a && b == op->b) ? e : compare(op->op, a, b);
   }
 
+  // Storing what a location holds is no store (an accumulation whose term folded to zero).
+  Stmt mutate_store(const Stmt& s, const Store* op) override {
+    Stmt out = IRMutator::mutate_store(s, op);
+    const auto* st = out->as<Store>();
+    const auto* ld = st ? st->value->as<Load>() : nullptr;
+    if (!ld || ld->buffer != st->buffer || st->predicate || ld->predicate || ld->indices.size() != st->indices.size())
+      return out;
+    for (size_t i = 0; i < st->indices.size(); ++i)
+      if (!equal(ld->indices[i], st->indices[i])) return out;
+    return block({});
+  }
+
   Stmt mutate_for(const Stmt& s, const For* op) override {
     Expr mn = mutate(op->min), ext = mutate(op->extent);
     const int64_t* cext = as_const_int(ext);
@@ -210,6 +237,7 @@ class Simplifier : public IRMutator {
     if (lo && ext_r) ranges_[op->var.get()] = {lo->lo, sat_add(lo->hi, ext_r->hi - 1)};
     Stmt body = mutate(op->body);
     if (!had) ranges_.erase(op->var.get());
+    if (is_empty(body)) return body;
     if (mn == op->min && ext == op->extent && body == op->body) return s;
     return for_loop(op->var, mn, ext, op->for_kind, body, op->thread_tag);
   }
@@ -249,7 +277,7 @@ class Simplifier : public IRMutator {
       if (coeff % *c == 0) q.add_term(atom, coeff / *c);
       else r.add_term(atom, coeff);
     }
-    q.constant = floor_div(l.constant, *c);
+    q.constant = floor_divide(l.constant, *c);
     r.constant = l.constant - q.constant * *c;
     Expr rest = from_linear(r);
     auto rr = bounds(rest);
@@ -269,7 +297,7 @@ class Simplifier : public IRMutator {
     Linear l = to_linear(a), r;
     for (const auto& [atom, coeff] : l.terms)
       if (coeff % *c != 0) r.add_term(atom, coeff);
-    r.constant = l.constant - floor_div(l.constant, *c) * *c;
+    r.constant = l.constant - floor_divide(l.constant, *c) * *c;
     Expr rest = from_linear(r);
     auto rr = bounds(rest);
     if (!rr || rr->lo < 0) return mod(a, b);
@@ -317,6 +345,11 @@ class Simplifier : public IRMutator {
 };
 
 }  // namespace
+
+int64_t floor_divide(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
 
 std::optional<ConstRange> const_bounds(const Expr& e, const RangeMap& ranges) {
   if (!e->type.is_int() && !e->type.is_bool()) return std::nullopt;

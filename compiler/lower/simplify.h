@@ -21,6 +21,9 @@ ir::Expr simplify(const ir::Expr& e, const RangeMap& ranges = {});
 // Loop variables' ranges come from the loops themselves.
 ir::Stmt simplify(const ir::Stmt& s, const RangeMap& ranges = {});
 
+// a / b rounded towards negative infinity (C++ division truncates towards zero).
+int64_t floor_divide(int64_t a, int64_t b);
+
 // Constant lower and upper bounds of an integer expression, if they can be derived.
 std::optional<ConstRange> const_bounds(const ir::Expr& e, const RangeMap& ranges);
 

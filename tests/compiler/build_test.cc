@@ -411,5 +411,27 @@ TEST(CompilerBuildApi, AParallelLoopIsRightOnAnyNumberOfThreads) {
   tunefarm_runtime_set_num_threads(0);
 }
 
+// On a 5x5 map a quarter of a 3x3 window's taps read padding. The default reads the input
+// through guards, loop partitioning peels the border rows, and after unrolling no guard is left
+// and the padding's taps are gone: 52 + 78 + 52 accumulations (a tile of 5 columns by 2 channel
+// blocks: 13 taps a block in each border row's 2 window rows, 13 in each of the interior's 3)
+// where the padded copy's kernel computes all 90 in every row.
+TEST(CompilerBuildApi, ASmallMapsDefaultSkipsTheTapsInThePadding) {
+  auto w = *parse_workload("conv2d_nchwc:N=1,C=32,H=5,W=5,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  for (bool parallel : {false, true}) {
+    SCOPED_TRACE(parallel ? "parallel" : "one thread");
+    Config c = *default_config(w, Target{});
+    if (parallel) c = with_outer_parallelism(c);
+    auto f = lower_candidate(w, Target{}, c);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    std::string text = to_string(f->body);
+    EXPECT_EQ(text.find("select"), std::string::npos) << text;
+    EXPECT_EQ(text.find("padded"), std::string::npos) << text;
+    std::regex accumulation(R"(output\.local\[ramp\(\d+, 1, 16\)\] = \(output\.local)");
+    auto n = std::distance(std::sregex_iterator(text.begin(), text.end(), accumulation), std::sregex_iterator());
+    EXPECT_EQ(n, 52 + 78 + 52) << text;
+  }
+}
+
 }  // namespace
 }  // namespace tunefarm

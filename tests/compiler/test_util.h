@@ -52,6 +52,8 @@ inline const std::vector<std::string>& blocked_workloads() {
       "conv2d_nchwc:N=1,C=16,H=7,W=9,K=32,R=3,S=3,stride=1,pad=1,ic_block=8,oc_block=16",
       "conv2d_nchwc:N=2,C=6,H=11,W=10,K=8,R=5,S=5,stride=2,pad=2,ic_block=3,oc_block=8",
       "conv2d_nchwc:N=1,C=32,H=5,W=5,K=48,R=1,S=1,stride=1,pad=0,ic_block=16,oc_block=16",
+      // A small map whose border rows are peeled and skip the padding's taps.
+      "conv2d_nchwc:N=1,C=32,H=5,W=5,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16",
       "conv2d_nchwc:N=1,C=4,H=9,W=13,K=20,R=3,S=2,stride=3,pad=1,dilation=2,ic_block=4,oc_block=20",
       // A row no column tile divides: the default's tile is the whole row of 13.
       "conv2d_nchwc:N=1,C=32,H=13,W=13,K=64,R=1,S=1,stride=1,pad=0,ic_block=16,oc_block=16",

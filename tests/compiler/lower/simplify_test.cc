@@ -60,6 +60,27 @@ TEST(Simplify, LoopsOfOneIterationDisappear) {
   EXPECT_EQ(to_string(simplify(empty)), "");
 }
 
+// A padding tap whose guard became constant: select(false, x, 0) * w is a zero product, the
+// accumulation acc = acc + 0 stores what acc holds, and it drops out (and its loop with it).
+TEST(Simplify, ZeroProductsAndStoresOfWhatIsThereDropOut) {
+  Var k = make_var("k");
+  Buffer acc = make_buffer("acc", Type::f32(), {16}), x = make_buffer("x", Type::f32(), {8}),
+         w = make_buffer("w", Type::f32(), {128});
+  Expr idx = ramp(int_imm(0), int_imm(1), 16);
+  Expr tap = broadcast(select(ge(int_imm(-1), int_imm(0)), load(x, {int_imm(0)}), float_imm(0)), 16);
+  Stmt update = store(acc, add(load(acc, {idx}), mul(tap, load(w, {ramp(mul(k, int_imm(16)), int_imm(1), 16)}))), {idx});
+  EXPECT_EQ(to_string(simplify(for_loop(k, int_imm(0), int_imm(8), ForKind::kSerial, update))), "");
+  // A guard that holds keeps the product; a zero elsewhere than a factor or a term keeps its expression.
+  Expr live = broadcast(select(ge(int_imm(1), int_imm(0)), load(x, {int_imm(0)}), float_imm(0)), 16);
+  Stmt kept = store(acc, add(load(acc, {idx}), mul(live, load(w, {idx}))), {idx});
+  EXPECT_EQ(to_string(simplify(kept)), "acc[ramp(0, 1, 16)] = (acc[ramp(0, 1, 16)] + (x16(x[0])*w[ramp(0, 1, 16)]))\n");
+  Stmt div_zero = store(acc, binary(BinaryOp::kDiv, load(acc, {idx}), broadcast(float_imm(0), 16)), {idx});
+  EXPECT_NE(to_string(simplify(div_zero)), "");
+  // A store of another location's value stays.
+  Stmt moved = store(acc, load(acc, {ramp(int_imm(1), int_imm(1), 16)}), {idx});
+  EXPECT_NE(to_string(simplify(moved)), "");
+}
+
 TEST(Simplify, ConstBounds) {
   Var x = make_var("x");
   RangeMap r = {{x.get(), {2, 5}}};
