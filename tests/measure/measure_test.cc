@@ -103,11 +103,17 @@ TEST_F(MeasureTest, ACompetingProcessOnTheSameCpuBarelyMovesTheFigure) {
     clock_gettime(clock, &t);
     return static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9;
   };
-  double wall = seconds(CLOCK_MONOTONIC), spun = seconds(spinner_clock);
-  // The faster of two, as for the quiet figure: a guest's host may take the CPU from both.
-  double busy = std::min(cost(sampled), cost(sampled));
-  wall = seconds(CLOCK_MONOTONIC) - wall;
-  spun = seconds(spinner_clock) - spun;
+  // The faster of two, as for the quiet figure: a guest's host may take the CPU from both. The
+  // spinner shares the CPU with whatever else runs there (a loaded machine's other tests): the
+  // figure counts from the first try in which it had at least a fifth of the time.
+  double busy = 0, wall = 0, spun = 0;
+  for (int attempt = 0; attempt < 5 && !(spun > 0.2 * wall); ++attempt) {
+    wall = seconds(CLOCK_MONOTONIC);
+    spun = seconds(spinner_clock);
+    busy = std::min(cost(sampled), cost(sampled));
+    wall = seconds(CLOCK_MONOTONIC) - wall;
+    spun = seconds(spinner_clock) - spun;
+  }
   double busy_window = cost(window);
   kill(spinner, SIGKILL);
   waitpid(spinner, nullptr, 0);
