@@ -713,20 +713,20 @@ StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node
     return unsupported(node, "not a 2-D max pooling of an NCHW tensor in channel blocks");
   int64_t cb = xd[1] / block, h = xd[2], w = xd[3];
   te::Tensor x = te::placeholder("in", {xd[0], cb, h, w, block});
-  te::Tensor padded = te::compute("padded", {xd[0], cb, h + pads[0] + pads[2], w + pads[1] + pads[3], block},
-                                  [&](const std::vector<Var>& i) {
-    Expr y = i[2] - pads[0], xx = i[3] - pads[1];
+  // The window reads the input through guards (-inf outside) rather than a padded copy of it:
+  // loop partitioning takes the guards out of the interior columns, and the copy (a pass over
+  // the whole input) took most of the step's time (ResNet-18 at 160: 0.26 ms, ONNX Runtime's
+  // pooling 0.06 ms).
+  auto r = te::reduce_axis(kernel[0], "r");
+  auto s = te::reduce_axis(kernel[1], "s");
+  te::Tensor out = te::compute("out", {od[0], cb, od[2], od[3], block}, [&](const std::vector<Var>& i) {
+    Expr y = i[2] * strides[0] + r->var * dilations[0] - pads[0];
+    Expr xx = i[3] * strides[1] + s->var * dilations[1] - pads[1];
     Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),
                                   ir::logical_and(ir::ge(xx, ir::int_imm(0)), ir::lt(xx, ir::int_imm(w))));
     Expr read = x(i[0], i[1], ir::max(ir::min(y, ir::int_imm(h - 1)), ir::int_imm(0)),
                   ir::max(ir::min(xx, ir::int_imm(w - 1)), ir::int_imm(0)), i[4]);
-    return ir::select(inside, read, f32(-std::numeric_limits<float>::infinity()));
-  });
-  auto r = te::reduce_axis(kernel[0], "r");
-  auto s = te::reduce_axis(kernel[1], "s");
-  te::Tensor out = te::compute("out", {od[0], cb, od[2], od[3], block}, [&](const std::vector<Var>& i) {
-    return te::max_reduce(padded(i[0], i[1], i[2] * strides[0] + r->var * dilations[0],
-                                 i[3] * strides[1] + s->var * dilations[1], i[4]), {r, s});
+    return te::max_reduce(ir::select(inside, read, f32(-std::numeric_limits<float>::infinity())), {r, s});
   });
   return Computed{ops::ComputeDef{{x}, out}, {in, node.outputs[0]}};
 }
