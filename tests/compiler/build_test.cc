@@ -293,13 +293,18 @@ TEST(CompilerBuildApi, ConcurrentBuildsSucceed) {
 // values (SROA), and the tensors' accesses carry their aliasing facts, so that an FMA's result is
 // not stored and reloaded around every access to another tensor. Either going missing made the
 // blocked convolutions several times slower.
+// The lowered default config of a workload, its outer loop parallel or not.
+StatusOr<ir::LoweredFunc> lower_default(const std::string& workload, bool parallel) {
+  auto w = *parse_workload(workload);
+  Config c = *default_config(w, Target{});
+  if (parallel) c = with_outer_parallelism(c);
+  return lower_candidate(w, Target{}, c);
+}
+
 TEST(CompilerBuildApi, RegisterTilesBecomeValuesAndTensorsCarryAliasScopes) {
-  auto w = *parse_workload("conv2d_nchwc:N=1,C=32,H=14,W=14,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
   for (bool parallel : {false, true}) {
     SCOPED_TRACE(parallel ? "parallel" : "one thread");
-    Config c = *default_config(w, Target{});
-    if (parallel) c = with_outer_parallelism(c);
-    auto f = lower_candidate(w, Target{}, c);
+    auto f = lower_default("conv2d_nchwc:N=1,C=32,H=14,W=14,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16", parallel);
     ASSERT_TRUE(f.ok()) << f.status().to_string();
     auto ir = codegen::emit_llvm_ir(*f, Target{}, kKernelEntry);
     ASSERT_TRUE(ir.ok()) << ir.status().to_string();
@@ -417,12 +422,9 @@ TEST(CompilerBuildApi, AParallelLoopIsRightOnAnyNumberOfThreads) {
 // blocks: 13 taps a block in each border row's 2 window rows, 13 in each of the interior's 3)
 // where the padded copy's kernel computes all 90 in every row.
 TEST(CompilerBuildApi, ASmallMapsDefaultSkipsTheTapsInThePadding) {
-  auto w = *parse_workload("conv2d_nchwc:N=1,C=32,H=5,W=5,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
   for (bool parallel : {false, true}) {
     SCOPED_TRACE(parallel ? "parallel" : "one thread");
-    Config c = *default_config(w, Target{});
-    if (parallel) c = with_outer_parallelism(c);
-    auto f = lower_candidate(w, Target{}, c);
+    auto f = lower_default("conv2d_nchwc:N=1,C=32,H=5,W=5,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16", parallel);
     ASSERT_TRUE(f.ok()) << f.status().to_string();
     std::string text = to_string(f->body);
     EXPECT_EQ(text.find("select"), std::string::npos) << text;
