@@ -73,13 +73,13 @@ std::string workloads_of(const v1::Job& job) {
 
 std::string state_name(v1::JobState s) { return v1::JobState_Name(s); }
 
-// A model job's latency so far (common/wire.h), with its untuned estimate once known; empty for a
-// job of one task.
+// A model job's latency so far as tunerd estimates it, with its untuned estimate once known;
+// empty for a job of one task.
 std::string latency_estimate(const v1::Job& job) {
-  auto latency = model_latency(job);
-  if (!latency) return "";
-  return fmt::format("  model ~{:.3f} ms{}", latency->tuned_s * 1e3,
-                     latency->untuned_s > 0 ? fmt::format(" (untuned {:.3f} ms)", latency->untuned_s * 1e3) : "");
+  const v1::JobProgress& p = job.progress();
+  if (p.latency_ms() <= 0) return "";
+  return fmt::format("  model ~{:.3f} ms{}", p.latency_ms(),
+                     p.untuned_latency_ms() > 0 ? fmt::format(" (untuned {:.3f} ms)", p.untuned_latency_ms()) : "");
 }
 
 std::string progress_line(const v1::Job& job) {

@@ -72,6 +72,12 @@ std::string_view presented_token(const grpc::ServerContext* context) {
   return bearer_token({it->second.data(), it->second.size()});
 }
 
+// A job as tunerd answers with it: with its model latency estimate, which clients show as it is.
+v1::Job shown(v1::Job job) {
+  fill_model_latency(job);
+  return job;
+}
+
 }  // namespace
 
 namespace {
@@ -125,7 +131,7 @@ grpc::Status TunerService::SubmitJob(grpc::ServerContext* context, const v1::Sub
   if (!request->has_spec()) return invalid("the request has no job spec");
   auto job = jobs_.submit(request->spec(), client_of(context), {submitter_of(context), request->request_id()});
   if (!job.ok()) return to_grpc(job.status());
-  *response->mutable_job() = std::move(*job);
+  *response->mutable_job() = shown(std::move(*job));
   return grpc::Status::OK;
 }
 
@@ -134,7 +140,7 @@ grpc::Status TunerService::GetJob(grpc::ServerContext* context, const v1::GetJob
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   auto job = jobs_.get(request->job_id());
   if (!job.ok()) return to_grpc(job.status());
-  *response = std::move(*job);
+  *response = shown(std::move(*job));
   return grpc::Status::OK;
 }
 
@@ -172,7 +178,7 @@ grpc::Status TunerService::WatchJob(grpc::ServerContext* context, const v1::Watc
     if (update->version == version) continue;
     version = update->version;
     v1::JobEvent event;
-    *event.mutable_job() = update->job;
+    *event.mutable_job() = shown(update->job);
     event.set_message(update->message);
     if (!writer->Write(event)) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
     if (update->ended) return grpc::Status::OK;
@@ -185,7 +191,7 @@ grpc::Status TunerService::CancelJob(grpc::ServerContext* context, const v1::Can
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   auto job = jobs_.cancel(request->job_id());
   if (!job.ok()) return to_grpc(job.status());
-  *response = std::move(*job);
+  *response = shown(std::move(*job));
   return grpc::Status::OK;
 }
 
@@ -195,7 +201,7 @@ grpc::Status TunerService::ResumeJob(grpc::ServerContext* context, const v1::Res
   if (auto s = check_job_id(request->job_id()); !s.ok()) return s;
   auto job = jobs_.resume(request->job_id(), client_of(context), submitter_of(context));
   if (!job.ok()) return to_grpc(job.status());
-  *response = std::move(*job);
+  *response = shown(std::move(*job));
   return grpc::Status::OK;
 }
 
@@ -211,7 +217,7 @@ grpc::Status TunerService::ListJobs(grpc::ServerContext* context, const v1::List
     return invalid(fmt::format("limit {} must be between 0 (default) and {}", request->limit(), kMaxListLimit));
   auto jobs = jobs_.list(states, request->limit());
   if (!jobs.ok()) return to_grpc(jobs.status());
-  for (auto& j : *jobs) *response->add_jobs() = std::move(j);
+  for (auto& j : *jobs) *response->add_jobs() = shown(std::move(j));
   return grpc::Status::OK;
 }
 

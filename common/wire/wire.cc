@@ -161,6 +161,12 @@ std::optional<ModelLatency> model_latency(const v1::Job& job) {
   return out;
 }
 
+void fill_model_latency(v1::Job& job) {
+  auto latency = model_latency(job);
+  job.mutable_progress()->set_latency_ms(latency ? latency->tuned_s * 1e3 : 0);
+  job.mutable_progress()->set_untuned_latency_ms(latency ? latency->untuned_s * 1e3 : 0);
+}
+
 AgentPlatform agent_platform(const v1::AgentInfo& agent) {
   const v1::Capabilities& capabilities = agent.capabilities();
   AgentPlatform platform;

@@ -53,6 +53,9 @@ struct ModelLatency {
   double untuned_s = 0;
 };
 std::optional<ModelLatency> model_latency(const v1::Job& job);
+// Sets the job's progress.latency_ms and untuned_latency_ms from model_latency (0 where there is
+// none): how tunerd shows every job, so that clients read the estimate rather than compute it.
+void fill_model_latency(v1::Job& job);
 
 // The speed of a built model's steps outside the tasks, bytes read and written per second, and
 // the cost of a step's call (the model's run loop and a kernel's entry), as measured on built

@@ -26,7 +26,7 @@ def progress_line(status):
     line = (f"[{'#' * filled}{'.' * (_WIDTH - filled)}] {status.trials_done}/{budget} trials  "
             f"best {status.best_gflops:.1f} GFLOP/s  last batch {p.current_gflops:.1f}  "
             f"errors {sum(status.errors.values())}  elapsed {_duration(status.elapsed_s)}  eta {_duration(status.eta_s)}")
-    if len(status.tasks) >= 2 and status.latency_ms is not None:
+    if status.latency_ms is not None:
         untuned = status.untuned_latency_ms
         line += f"  model ~{status.latency_ms:.3f} ms" + (f" (untuned {untuned:.3f} ms)" if untuned else "")
     return line

@@ -172,12 +172,6 @@ class TaskStatus:
     best_config: dict       # set once the job ended
 
 
-# common/wire/wire.h's kOtherStepBytesPerS and kStepCallS: the speed of a built model's steps that
-# are not tasks, and a step's call.
-_OTHER_STEP_BYTES_PER_S = 15e9
-_STEP_CALL_S = 0.3e-6
-
-
 class JobStatus:
     """A job as tunerd last reported it. str() is tune-client's progress line."""
 
@@ -205,25 +199,15 @@ class JobStatus:
 
     @property
     def latency_ms(self):
-        """A model's latency by its tasks' best configs (sum of count x time per run) and its other
-        steps (see _rest_ms), in ms; None until every task has a figure."""
-        if not self.tasks or any(t.best_gflops <= 0 or t.flops <= 0 for t in self.tasks):
-            return None
-        return 1e3 * sum(t.weight * t.flops / (t.best_gflops * 1e9) for t in self.tasks) + self._rest_ms()
+        """A model job's latency as tunerd estimates it, in ms: its tasks' best configs (count x
+        time per run) and its other steps; None for a job of one task or until every task has a
+        figure."""
+        return self.proto.progress.latency_ms or None
 
     @property
     def untuned_latency_ms(self):
         """The same with the templates' defaults; None until every default has a figure."""
-        if not self.tasks or any(t.default_gflops <= 0 or t.flops <= 0 for t in self.tasks):
-            return None
-        return 1e3 * sum(t.weight * t.flops / (t.default_gflops * 1e9) for t in self.tasks) + self._rest_ms()
-
-    def _rest_ms(self):
-        """What the tasks' figures miss, as common/wire/wire.h model_latency counts it: the model's
-        steps that are not tasks (their bytes at _OTHER_STEP_BYTES_PER_S) and a call for every step."""
-        spec = self.proto.spec
-        steps = max(0, spec.other_steps) + sum(t.weight for t in self.tasks)
-        return 1e3 * (max(0.0, spec.other_bytes) / _OTHER_STEP_BYTES_PER_S + steps * _STEP_CALL_S)
+        return self.proto.progress.untuned_latency_ms or None
 
     def __str__(self):
         return progress_line(self)

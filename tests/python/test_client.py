@@ -342,18 +342,18 @@ def _write(path, data):
     return str(path)
 
 
-def test_model_latency_counts_the_steps_outside_the_tasks():
-    """JobStatus's estimate is tune-client's (common/wire/wire.h model_latency): each task's count
-    x FLOPs at its speed, plus the model's other steps' bytes at 15 GB/s and 0.3 us a step."""
+def test_model_latency_is_tunerds_estimate():
+    """JobStatus shows the estimate tunerd put in the job's progress (common/wire/wire.h
+    model_latency, tested beside it), and none where tunerd has none."""
     from tunefarm.client import JobStatus
     from tunefarm.v1 import tuner_pb2
     job = tuner_pb2.Job(id="job-1")
     for gflops in (10.0, 20.0):
         job.progress.tasks.add(flops=1e6, weight=2, best_gflops=gflops, default_gflops=gflops / 2)
-    job.spec.other_steps = 3
-    job.spec.other_bytes = 6e6
+    assert JobStatus(job).latency_ms is None and "model ~" not in str(JobStatus(job))
+    job.progress.latency_ms = 0.75
     status = JobStatus(job)
-    rest = 6e6 / 15e9 + (3 + 4) * 0.3e-6
-    assert status.latency_ms == pytest.approx(1e3 * (2e6 / 10e9 + 2e6 / 20e9 + rest))
-    assert status.untuned_latency_ms == pytest.approx(1e3 * (2e6 / 5e9 + 2e6 / 10e9 + rest))
-    assert f"model ~{status.latency_ms:.3f} ms (untuned {status.untuned_latency_ms:.3f} ms)" in str(status)
+    assert status.latency_ms == 0.75 and status.untuned_latency_ms is None
+    assert "model ~0.750 ms" in str(status) and "untuned" not in str(status)
+    job.progress.untuned_latency_ms = 1.5
+    assert "model ~0.750 ms (untuned 1.500 ms)" in str(JobStatus(job))
