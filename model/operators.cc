@@ -25,6 +25,15 @@ std::vector<int64_t> dims_of(const Value& v) { return v.shape.empty() ? std::vec
 
 Expr f32(double v) { return ir::float_imm(v); }
 
+// Max pooling's read of an h x w map at row y, column xx: -inf outside it (padding never wins the
+// max), the coordinates clamped so that the load itself stays in bounds; `at` reads the map.
+Expr pool_read(Expr y, Expr xx, int64_t h, int64_t w, const std::function<Expr(Expr, Expr)>& at) {
+  Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),
+                                ir::logical_and(ir::ge(xx, ir::int_imm(0)), ir::lt(xx, ir::int_imm(w))));
+  Expr read = at(ir::max(ir::min(y, ir::int_imm(h - 1)), ir::int_imm(0)), ir::max(ir::min(xx, ir::int_imm(w - 1)), ir::int_imm(0)));
+  return ir::select(inside, read, f32(-std::numeric_limits<float>::infinity()));
+}
+
 // Reads `t` at the output index `idx` with NumPy broadcasting: dimensions align on the right, and
 // a dimension of 1 is read at 0.
 Expr broadcast_read(const te::Tensor& t, const std::vector<Expr>& idx) {
@@ -558,12 +567,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       int64_t hp = std::max(h + pads[0] + pads[2], (out[2] - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1);
       int64_t wp = std::max(w + pads[1] + pads[3], (out[3] - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1);
       te::Tensor padded = te::compute("padded", {x.shape()[0], x.shape()[1], hp, wp}, [&](const std::vector<Var>& i) {
-        Expr y = i[2] - pads[0], xx = i[3] - pads[1];
-        Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),
-                                      ir::logical_and(ir::ge(xx, ir::int_imm(0)), ir::lt(xx, ir::int_imm(w))));
-        Expr read = x(i[0], i[1], ir::max(ir::min(y, ir::int_imm(h - 1)), ir::int_imm(0)),
-                      ir::max(ir::min(xx, ir::int_imm(w - 1)), ir::int_imm(0)));
-        return ir::select(inside, read, f32(-std::numeric_limits<float>::infinity()));
+        return pool_read(i[2] - pads[0], i[3] - pads[1], h, w, [&](Expr y, Expr xx) { return x(i[0], i[1], y, xx); });
       });
       auto r = te::reduce_axis(kernel[0], "r");
       auto s = te::reduce_axis(kernel[1], "s");
@@ -722,11 +726,7 @@ StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node
   te::Tensor out = te::compute("out", {od[0], cb, od[2], od[3], block}, [&](const std::vector<Var>& i) {
     Expr y = i[2] * strides[0] + r->var * dilations[0] - pads[0];
     Expr xx = i[3] * strides[1] + s->var * dilations[1] - pads[1];
-    Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),
-                                  ir::logical_and(ir::ge(xx, ir::int_imm(0)), ir::lt(xx, ir::int_imm(w))));
-    Expr read = x(i[0], i[1], ir::max(ir::min(y, ir::int_imm(h - 1)), ir::int_imm(0)),
-                  ir::max(ir::min(xx, ir::int_imm(w - 1)), ir::int_imm(0)), i[4]);
-    return te::max_reduce(ir::select(inside, read, f32(-std::numeric_limits<float>::infinity())), {r, s});
+    return te::max_reduce(pool_read(y, xx, h, w, [&](Expr yc, Expr xc) { return x(i[0], i[1], yc, xc, i[4]); }), {r, s});
   });
   return Computed{ops::ComputeDef{{x}, out}, {in, node.outputs[0]}};
 }

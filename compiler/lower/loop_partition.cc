@@ -151,15 +151,25 @@ class Partitioner : public IRMutator {
   }
 
  private:
+  // `make()` with v known to lie in `range` (when there is one), and v's range as it was after.
+  template <typename F>
+  Stmt with_range(const VarNode* v, std::optional<ConstRange> range, F make) {
+    auto it = ranges_.find(v);
+    std::optional<ConstRange> saved = it == ranges_.end() ? std::nullopt : std::optional<ConstRange>(it->second);
+    if (range) ranges_[v] = *range;
+    Stmt out = make();
+    if (saved) ranges_[v] = *saved;
+    else ranges_.erase(v);
+    return out;
+  }
+
   // The loop's body, processed with the loop variable's range known.
   Stmt descend_body(const For* op) {
-    bool had = ranges_.count(op->var.get());
     auto lo = const_bounds(op->min, ranges_);
     auto ext = const_bounds(op->extent, ranges_);
-    if (lo && ext) ranges_[op->var.get()] = {lo->lo, lo->hi + std::max<int64_t>(ext->hi, 1) - 1};
-    Stmt body = mutate(op->body);
-    if (!had) ranges_.erase(op->var.get());
-    return body;
+    std::optional<ConstRange> range;
+    if (lo && ext) range = ConstRange{lo->lo, lo->hi + std::max<int64_t>(ext->hi, 1) - 1};
+    return with_range(op->var.get(), range, [&] { return mutate(op->body); });
   }
 
   // Processes the loop's body without partitioning the loop itself.
@@ -275,9 +285,10 @@ class Partitioner : public IRMutator {
   //
   // Where the guards depend only on unrolled loops and the padding is a good share of the reads
   // (a tenth or more: 3x3 windows on maps up to 18 wide) or the borders a quarter or more of the
-  // iterations (a row of a few column tiles), the border iterations are peeled one by one: each sees its guards as constants after unrolling, and the window positions in the
-  // padding drop out (their products are zeros), which is the work oneDNN skips on small maps (a
-  // quarter of a 3x3 window's taps on 5x5). A serial loop then becomes one loop a part; a
+  // iterations (a row of a few column tiles), the border iterations are peeled one by one: each
+  // sees its guards as constants after unrolling, and the window positions in the padding drop
+  // out (their products are zeros), which is the work oneDNN skips on small maps (a quarter of a
+  // 3x3 window's taps on 5x5). A serial loop then becomes one loop a part; a
   // parallel one stays one loop (its border iterations would otherwise run on one thread each)
   // whose body branches to its part. Elsewhere the loop branches between the guard-free interior
   // and its body as it was: one more copy of the body, not one a border iteration (on a large
@@ -303,13 +314,7 @@ class Partitioner : public IRMutator {
 
     // The body where v lies in [from, to), simplified knowing so and partitioned within.
     auto body_in = [&](int64_t from, int64_t to) {
-      bool had = ranges_.count(v);
-      ConstRange saved = had ? ranges_[v] : ConstRange{0, 0};
-      ranges_[v] = {from, to - 1};
-      Stmt body = mutate(simplify(op->body, ranges_));
-      if (had) ranges_[v] = saved;
-      else ranges_.erase(v);
-      return body;
+      return with_range(v, ConstRange{from, to - 1}, [&] { return mutate(simplify(op->body, ranges_)); });
     };
     auto loop = [&](Stmt body) { return for_loop(op->var, op->min, op->extent, op->for_kind, body, op->thread_tag); };
 
