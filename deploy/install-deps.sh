@@ -33,6 +33,9 @@ PACKAGES=(
   # Debian packages (CPack runs dpkg-shlibdeps), and the test that installs them and verifies the
   # units (systemd-analyze), with the tools their maintainer scripts use
   dpkg-dev systemd adduser init-system-helpers procps
+  # the self-contained bundle for machines without these libraries (deploy/gpu-bundle.sh): each
+  # program's and library's RUNPATH, and its archive
+  patchelf xz-utils
 )
 
 # The aarch64 device agent's cross build (make agent-arm64): Debian's cross toolchain and the
