@@ -9,6 +9,7 @@
 
 #include "common/cpu_detect.h"
 #include "common/flags.h"
+#include "measure/cuda_runner.h"
 
 namespace tunefarm {
 
@@ -104,6 +105,9 @@ DaemonExit run_device_agent(AgentFlags f) {
   spdlog::info("CPU {} ({}{}), as tunerd will compile for it", cpu.name,
                cpu.features.empty() ? "its own features" : cpu.features,
                f.cpu.empty() && !f.cpu_features_given ? "; detected" : "; from --cpu/--cpu-features");
+  // Whether this board serves CUDA jobs, and if not why, is the first thing to know of a GPU board.
+  if (!capabilities.gpu_name().empty()) spdlog::info("GPU {}: measures 'cuda' candidates", capabilities.gpu_name());
+  else spdlog::info("no 'cuda' target: {}", cuda_device_name().status().message());
   // The CUDA driver reserves far more address space than any cap that still stops a runaway CPU
   // kernel, so a board with a GPU gets none unless one is asked for.
   if (f.memory_limit_mb < 0 && !capabilities.gpu_name().empty()) f.memory_limit_mb = 0;

@@ -13,6 +13,11 @@ inline constexpr double kDefaultTimeoutS = 10.0;
 // A tuning job's repeats last at least this long unless its spec says otherwise: shorter ones are
 // dominated by timer resolution and launch overhead, and rank small kernels by noise.
 inline constexpr int kDefaultTuningMinRepeatMs = 50;
+// A GPU job's: every run there is timed by events of its own, launch overhead excluded, and starts
+// with the L2 cleared (measure/cuda_runner.cc), which costs tens of microseconds: 50 ms of a 5 us
+// kernel would be ten thousand clears, 10 ms averages the events' half-microsecond resolution
+// over two thousand runs.
+inline constexpr int kDefaultGpuTuningMinRepeatMs = 10;
 
 // `options` with every field left at zero taken from `defaults`. Proto3 cannot tell "unset" from
 // zero, so zero (or a negative number) means "the default" for every number; the booleans are

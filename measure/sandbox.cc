@@ -300,7 +300,11 @@ Status write_file(const char* path, const std::string& text) {
 Status mount_or_error(const char* source, const char* target, const char* type, unsigned long flags,
                       const std::string& data = "") {
   if (mount(source, target, type, flags, data.empty() ? nullptr : data.c_str()) != 0)
-    return internal_error(fmt::format("cannot mount {} on {}: {}", type ? type : source, target, std::strerror(errno)));
+    // A remount (of / as private, say) names neither a type nor a source.
+    return internal_error(fmt::format("cannot {} {}: {}", type ? fmt::format("mount {} on", type)
+                                                              : source ? fmt::format("mount {} on", source)
+                                                                       : std::string("remount"),
+                                      target, std::strerror(errno)));
   return Status();
 }
 

@@ -107,6 +107,8 @@ TuningOptions tuning_options(const v1::Job& job, const JobManagerOptions& defaul
   options.search.model = defaults.model;
   options.search.model.seed = options.search.seed;
   options.measure = spec.has_measure() ? fill_unset(spec.measure(), defaults.default_measure) : defaults.default_measure;
+  if (spec.target().kind() == "cuda" && spec.measure().min_repeat_ms() <= 0)
+    options.measure.set_min_repeat_ms(kDefaultGpuTuningMinRepeatMs);
   // A model's candidates are timed with their arguments rotated through what one run of the
   // model touches, which is what a step finds in the caches inside the model (cpu_runner.cc).
   if (options.measure.rotation_bytes() <= 0)

@@ -5,7 +5,7 @@
 # with PyTorch (cuBLAS with TF32 off, cuDNN) in the same run, and write the records, the logs and
 # a JSON summary to $OUT. The summary is also the last line printed.
 #
-#   OUT=DIR bash bench/gpu/run.sh [BUNDLE.tar.xz]
+#   OUT=DIR bash bench/gpu/run.sh [BUNDLE.tar.xz | BUNDLE-DIR]
 #
 # The run is sized for one call of at most ten minutes: a smoke job first (a small GEMM, seconds),
 # which ends the run with the logs if the farm cannot measure on this GPU at all, so that a failed
@@ -42,15 +42,24 @@ T0=$(date +%s.%N)
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 say() { printf '[%6ss] %s\n' "$(since "$T0")" "$*" | tee -a "$LOG" >&2; }
 
-[[ -f "$BUNDLE" ]] || { say "no bundle at $BUNDLE: run 'make gpu-bundle' first"; exit 2; }
 # Outside /tmp: each measurement worker gets a /tmp of its own.
 WORK="$REPO/.gpu-run"
 rm -rf "$WORK" && mkdir -p "$WORK"
-tar -C "$WORK" -xJf "$BUNDLE" || { say "cannot unpack $BUNDLE"; exit 2; }
-BIN="$WORK/tunefarm-bundle/bin"
+if [[ -d "$BUNDLE" ]]; then
+  BIN="$(cd "$BUNDLE" && pwd)/bin"  # an unpacked bundle (deploy/gpu-bundle.sh without --archive)
+elif [[ -f "$BUNDLE" ]]; then
+  # Python's tarfile where tar finds no xz program (minimal images lack xz-utils).
+  tar -C "$WORK" -xf "$BUNDLE" 2>/dev/null ||
+    "$PYTHON" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE" "$WORK" ||
+    { say "cannot unpack $BUNDLE"; exit 2; }
+  BIN="$WORK/tunefarm-bundle/bin"
+else
+  say "no bundle at $BUNDLE: run 'make gpu-bundle' first"
+  exit 2
+fi
 # The workers run as nobody under a root agent: the bundle must be readable by everyone.
-chmod -R a+rX "$WORK"
-say "bundle unpacked: $(du -sh "$WORK" | cut -f1)"
+chmod -R a+rX "$WORK" "$BIN/.."
+say "bundle at $BIN/.. ($(du -sh "$BIN/.." | cut -f1))"
 
 if [[ -z "${TARGET:-}" ]]; then
   CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.[:space:]')
@@ -101,7 +110,11 @@ start_agent() {
   >"$LOGS/tunerd.log" 2>&1 & PIDS+=($!)
 start_agent || exit 3
 for _ in $(seq 1 150); do client jobs >/dev/null 2>&1 && break; sleep 0.2; done
-grep -m3 -E "measurement sandbox|GPU|cuda|CUDA" "$LOGS/device-agent.log" | tee -a "$LOG" >&2
+grep -m3 -E "measurement sandbox|GPU|cuda" "$LOGS/device-agent.log" | tee -a "$LOG" >&2
+if [[ "$TARGET" == cuda* ]] && ! grep -q "measures 'cuda' candidates" "$LOGS/device-agent.log"; then
+  say "the agent serves no 'cuda' target (its log above says why): stopping"
+  exit 3
+fi
 say "farm up: trackerd $TRACKER, tunerd $TUNER"
 
 # Runs one job to its end; prints its id. $1 workload, $2 trials, $3 time budget in seconds.

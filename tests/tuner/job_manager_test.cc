@@ -409,6 +409,12 @@ TEST(TuningOptionsFromASpec, TheSpecWinsAndTheServiceFillsTheRest) {
   EXPECT_EQ(o.search.seed, tuning_options(job, defaults, 5).search.seed) << "the seed depends on the job only";
   spec.set_batch_size(24);
   EXPECT_EQ(tuning_options(job, defaults, 2).batch_size, 24);
+  EXPECT_EQ(o.measure.min_repeat_ms(), kDefaultTuningMinRepeatMs);
+  *spec.mutable_target() = to_proto(*parse_target("cuda -arch=sm_90"));
+  EXPECT_EQ(tuning_options(job, defaults, 2).measure.min_repeat_ms(), kDefaultGpuTuningMinRepeatMs)
+      << "a GPU job's repeats are shorter where its spec sets none";
+  spec.mutable_measure()->set_min_repeat_ms(30);
+  EXPECT_EQ(tuning_options(job, defaults, 2).measure.min_repeat_ms(), 30) << "the spec's own figure wins";
 }
 
 // At default settings (no batch size), a job of three tasks and 48 trials used to give all 48 to the
