@@ -10,6 +10,7 @@
 #include "common/cpu_detect.h"
 #include "common/flags.h"
 #include "measure/cuda_runner.h"
+#include "measure/sandbox.h"
 
 namespace tunefarm {
 
@@ -43,6 +44,13 @@ void add_agent_flags(CLI::App& app, AgentFlags& f) {
   app.add_flag("--no-namespaces", [&f](int64_t) { f.measurer.namespaces = false; },
                "Run kernels without namespaces even where this system offers them, as in a container without "
                "user namespaces (the start lines say what is missing then)");
+  app.add_option("--sandbox-without", f.sandbox_without,
+                 "Turn off one layer of the kernels' sandbox (landlock, seccomp, nobody or private-dev; repeatable), for a board "
+                 "whose driver it breaks: the start lines warn of each")
+      ->check([](const std::string& name) {
+        auto bit = sandbox_layer_bit(name);
+        return bit.ok() ? std::string() : std::string(bit.status().message());
+      });
   app.add_option("--max-artifact-mb", f.max_artifact_mb, "Largest artifact this agent loads")->capture_default_str();
   app.add_option("--cpu", f.cpu,
                  "This board's CPU as LLVM names it (e.g. haswell, cortex-a72), which tunerd compiles its jobs for "
@@ -112,6 +120,8 @@ DaemonExit run_device_agent(AgentFlags f) {
   // kernel, so a board with a GPU gets none unless one is asked for.
   if (f.memory_limit_mb < 0 && !capabilities.gpu_name().empty()) f.memory_limit_mb = 0;
   f.measurer.memory_limit_bytes = f.memory_limit_mb < 0 ? -1 : f.memory_limit_mb << 20;
+  for (const std::string& layer : f.sandbox_without) f.measurer.sandbox_without |= *sandbox_layer_bit(layer);
+  f.measurer.gpu = !capabilities.gpu_name().empty();
   f.measurer.max_artifact_bytes = f.max_artifact_mb << 20;
   auto measurer = Measurer::create(f.measurer);
   if (!measurer.ok()) return DaemonExit::environment(measurer.status());

@@ -27,6 +27,7 @@ struct AgentFlags {
   std::string cpu;
   std::string cpu_features;
   bool cpu_features_given = false;
+  std::vector<std::string> sandbox_without;  // --sandbox-without layer names
 };
 
 void add_agent_flags(CLI::App& app, AgentFlags& flags);

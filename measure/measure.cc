@@ -303,6 +303,8 @@ StatusOr<Measurer::Worker> Measurer::start_worker() {
       format_limit_flag("file-bytes", file_limit(options_)),
       format_limit_flag("cpu-seconds", options_.cpu_seconds_per_candidate),
       format_limit_flag("namespaces", options_.namespaces ? 1 : 0),
+      format_limit_flag("without", options_.sandbox_without),
+      format_limit_flag("gpu", options_.gpu ? 1 : 0),
   });
   // The worker joins its cgroup before it does anything else (sandbox.h).
   for (const std::string& dir : worker.cgroup.dirs()) args.push_back("--cgroup=" + dir);

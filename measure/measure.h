@@ -50,6 +50,10 @@ struct MeasurerOptions {
   uint64_t max_artifact_bytes = kDefaultMaxArtifactBytes;
   // false: workers get no namespaces even where the system offers them (SandboxLimits::namespaces).
   bool namespaces = true;
+  // Sandbox layers turned off (SandboxLimits::without).
+  uint64_t sandbox_without = 0;
+  // The board has a GPU (SandboxLimits::gpu).
+  bool gpu = false;
   // Per-candidate cgroups (measure/cgroup.h): `cgroup` names a delegated cgroup v2 directory to
   // make them in, empty looks for this process's own (v2, else v1); `cgroups` false makes none
   // even where the system offers them (sandbox_bench compares the two).

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -125,11 +126,13 @@ class FilterBuilder {
   std::vector<sock_filter> code_;
 };
 
-int install_seccomp_filter(bool private_ipc) {
+int install_seccomp_filter(bool private_ipc, bool address_space_capped, bool gpu) {
   FilterBuilder filter;
   // No network: no new sockets of any family (the channel to the agent was opened before exec),
-  // and no io_uring, whose requests would bypass this filter.
-  filter.deny(SYS_socket, EACCES);
+  // and no io_uring, whose requests would bypass this filter. A GPU driver's initialisation opens
+  // Unix sockets (and fails where it cannot): on a GPU board those alone are let through.
+  if (gpu) filter.allow_only_first_arg(SYS_socket, {static_cast<uint32_t>(AF_UNIX)}, EACCES);
+  else filter.deny(SYS_socket, EACCES);
   filter.deny(SYS_io_uring_setup, ENOSYS);
   // No other programs: a kernel must not turn into a shell.
   filter.deny(SYS_execve, EACCES);
@@ -166,8 +169,10 @@ int install_seccomp_filter(bool private_ipc) {
   filter.deny_second_arg(SYS_fcntl, {F_SETOWN, F_SETOWN_EX, F_SETSIG}, EPERM);
   // No keystrokes into a terminal (TIOCSTI typed commands into the shell that started an agent).
   filter.deny_second_arg(SYS_ioctl, {TIOCSTI, TIOCLINUX}, EPERM);
-  // Memory that the address-space cap does not count: a memfd is a file in memory.
-  filter.deny(SYS_memfd_create, EPERM);
+  // Memory that the address-space cap does not count: a memfd is a file in memory. Without a cap
+  // (a GPU board's) it is no more than malloc gives, and the CUDA driver needs one to initialise
+  // (cuInit fails with CUDA_ERROR_OPERATING_SYSTEM where memfd_create is refused).
+  if (address_space_capped) filter.deny(SYS_memfd_create, EPERM);
   // System V segments, queues and semaphores outlive the process that made them: in an IPC
   // namespace of its own they go with the namespace, without one they would pile up on the host,
   // candidate after candidate, each up to the memory limit.
@@ -227,10 +232,18 @@ Status allow_beneath(int ruleset, const std::string& path, uint64_t rights) {
 // cache (kernels and GPU drivers load them), CPU topology, devices, and this process's own /proc
 // entry. Not the rest of the file system: the agent's token file, TLS key and other processes'
 // /proc entries (the agent's command line and environment) stay out of reach.
-std::vector<std::string> readable_paths() {
+// A /proc of the sandbox's own shows no other process: all of it is readable then. A GPU driver
+// reads the machine's PCI and NUMA layout in /sys; a CPU kernel needs only the CPU topology.
+std::vector<std::string> readable_paths(bool private_proc, bool gpu) {
   std::vector<std::string> paths = {"/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/ld.so.conf",
-                                    "/etc/ld.so.conf.d", "/sys/devices/system/cpu", "/proc/driver",
-                                    "/proc/self"};
+                                    "/etc/ld.so.conf.d", gpu ? "/sys" : "/sys/devices/system/cpu"};
+  if (private_proc) {
+    paths.push_back("/proc");
+  } else {
+    for (const char* p : {"/proc/driver", "/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
+                          "/proc/devices", "/proc/sys"})
+      paths.push_back(p);
+  }
   std::vector<std::string> present;
   for (auto& p : paths) {
     std::error_code ec;
@@ -257,7 +270,7 @@ std::vector<std::string> usable_devices() {
 }
 
 // Landlock wants the scratch directory by a path the process can open; "." once it is there.
-Status confine_files(const std::string& scratch_dir, int abi) {
+Status confine_files(const std::string& scratch_dir, int abi, bool private_proc, bool gpu) {
   uint64_t handled = landlock_write_rights(abi) | kReadRights;
   landlock_ruleset_attr attr{};
   attr.handled_access_fs = handled;
@@ -268,8 +281,15 @@ Status confine_files(const std::string& scratch_dir, int abi) {
   // holds /dev/shm (other programs' shared memory) and terminals.
   for (const std::string& device : usable_devices())
     if (s.ok()) s = allow_beneath(ruleset, device, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE);
-  for (const std::string& path : readable_paths())
+  for (const std::string& path : readable_paths(private_proc, gpu))
     if (s.ok()) s = allow_beneath(ruleset, path, kReadRights);
+  // A process names its threads by writing /proc/self/task/TID/comm (the CUDA driver does in cuInit,
+  // and fails with CUDA_ERROR_OPERATING_SYSTEM where it cannot). The rule is this process's own
+  // task directory, resolved here, in the process that runs the kernel: what it opens for writing
+  // there concerns no process but itself.
+  std::error_code ec;
+  std::string tasks = std::filesystem::canonical("/proc/self/task", ec).string();
+  if (s.ok() && !ec) s = allow_beneath(ruleset, tasks, kReadRights | LANDLOCK_ACCESS_FS_WRITE_FILE);
   if (s.ok() && syscall(SYS_landlock_restrict_self, ruleset, 0) != 0)
     s = internal_error(fmt::format("cannot enter the Landlock domain: {}", std::strerror(errno)));
   close(ruleset);
@@ -328,6 +348,7 @@ Status build_mount_view(const SandboxLimits& limits, uid_t owner, gid_t group) {
   if (size > 0) tmp_options += fmt::format(",size={}", size);
   TF_RETURN_IF_ERROR(mount_or_error("tunefarm-scratch", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_options));
   ++on_tmp;
+  if (limits.without & kWithoutPrivateDev) return Status();
   // Devices cannot be made in a user namespace, but existing ones can be bound: stage them on a
   // small tmpfs over the new /tmp, bind that over /dev, and take the staging mount away again.
   if (Status s = mount_or_error("tunefarm-dev", "/tmp", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=65536");
@@ -336,10 +357,14 @@ Status build_mount_view(const SandboxLimits& limits, uid_t owner, gid_t group) {
   ++on_tmp;
   for (const std::string& device : usable_devices()) {
     std::string target = "/tmp/" + std::filesystem::path(device).filename().string();
-    int fd = open(target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    // A device directory (a GPU board's /dev/nvidia-caps) is bound onto a directory, a device
+    // onto a file: a bind onto the other kind fails.
+    bool directory = std::filesystem::is_directory(device);
+    int fd = directory ? mkdir(target.c_str(), 0755) : open(target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return undo(internal_error(fmt::format("cannot stage {}: {}", device, std::strerror(errno))));
-    close(fd);
-    if (Status s = mount_or_error(device.c_str(), target.c_str(), nullptr, MS_BIND); !s.ok()) return undo(s);
+    if (!directory) close(fd);
+    if (Status s = mount_or_error(device.c_str(), target.c_str(), nullptr, MS_BIND | (directory ? MS_REC : 0)); !s.ok())
+      return undo(s);
   }
   if (Status s = mount_or_error("/tmp", "/dev", nullptr, MS_BIND | MS_REC); !s.ok()) return undo(s);
   on_dev = true;
@@ -416,7 +441,12 @@ void stop_requested(int) { told_to_stop = 1; }
 
 // Enters new namespaces; false (with the reason in `warnings`) where the system refuses them. A
 // root agent needs no user namespace; anyone else gets one in which it keeps its own uid.
-bool enter_namespaces(bool root, const SandboxLimits& limits, uid_t owner, gid_t group, std::string& warnings) {
+// `private_view` says whether the private /dev and /tmp were made too. Once in the new PID
+// namespace there is no way back: this process can start no thread (clone refuses CLONE_THREAD
+// with EINVAL) and must fork into it, so a failed view still returns true.
+bool enter_namespaces(bool root, const SandboxLimits& limits, uid_t owner, gid_t group, std::string& warnings,
+                      bool& private_view) {
+  private_view = false;
   uid_t uid = getuid();
   gid_t gid = getgid();
   int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | (root ? 0 : CLONE_NEWUSER);
@@ -437,11 +467,12 @@ bool enter_namespaces(bool root, const SandboxLimits& limits, uid_t owner, gid_t
   }
   if (s.ok()) s = build_mount_view(limits, owner, group);
   if (!s.ok()) {
-    warnings += fmt::format("no private /dev and /tmp ({}): kernels see this machine's processes, /dev and /tmp "
-                            "as this user may, and their files are removed one by one\n",
+    warnings += fmt::format("no private /dev and /tmp ({}): kernels see this machine's /dev and /tmp as this user "
+                            "may, and their files are removed one by one\n",
                             s.message());
-    return false;
+    return true;
   }
+  private_view = true;
   return true;
 }
 
@@ -480,16 +511,18 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
   // The measurer starts the worker in a session of its own; a worker started otherwise makes one.
   if (getsid(0) != getpid()) setsid();
   bool root = geteuid() == 0;
-  uid_t owner = root ? kNobody : getuid();
-  gid_t group = root ? kNobody : getgid();
+  bool nobody = root && !(limits.without & kWithoutNobody);
+  uid_t owner = nobody ? kNobody : getuid();
+  gid_t group = nobody ? kNobody : getgid();
   std::vector<std::string> layers;
 
   pid_t agent = getppid();
-  report.namespaces = enter_namespaces(root, limits, owner, group, report.warnings);
+  report.namespaces = enter_namespaces(root, limits, owner, group, report.warnings, report.private_tmp);
   if (report.namespaces) {
     report.network_namespace = true;
-    report.scratch_dir = "/tmp";
-    layers.push_back(root ? "PID, mount, network and IPC namespaces" : "user, PID, mount, network and IPC namespaces");
+    report.scratch_dir = report.private_tmp ? "/tmp" : scratch_dir;
+    layers.push_back(fmt::format("{}PID, {}network and IPC namespaces", root ? "" : "user, ",
+                                 report.private_tmp ? "mount, " : ""));
     // This process stays outside the PID namespace; its child is the namespace's init, which
     // starts a session of its own and waits for the grandchild that runs the kernel. Neither
     // keeps the channel, so that the measurer sees the kernel's end at once.
@@ -510,6 +543,17 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
       wait_and_end_alike(runner, 0, false);
     }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The namespace's own /proc: the machine's would show every process, and would name this one
+    // by a pid other than getpid()'s (the CUDA driver names its threads through
+    // /proc/<getpid()>/task/<tid>/comm and fails its initialisation where that is another process).
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0) {
+      report.private_proc = true;
+      layers.push_back("a /proc of its own");
+    } else {
+      report.warnings += fmt::format("no /proc of the namespace's own ({}): kernels see the machine's processes' "
+                                     "/proc entries as this user may\n",
+                                     std::strerror(errno));
+    }
   } else {
     report.scratch_dir = scratch_dir;
     // A new network namespace has no interfaces but a loopback that is down. Without privileges it
@@ -528,9 +572,9 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
   // A root agent's scratch directory becomes nobody's, whom the kernel runs as. Nobody reaches it
   // by no path (the measurer's directory above it is the agent's alone), only as the working
   // directory entered here: from now on the worker names it ".".
-  if (root && !report.namespaces && chown(".", owner, group) != 0)
+  if (root && !report.private_tmp && chown(".", owner, group) != 0)
     return internal_error(fmt::format("cannot hand the scratch directory to uid {}: {}", owner, std::strerror(errno)));
-  if (!report.namespaces) report.scratch_dir = ".";
+  if (!report.private_tmp) report.scratch_dir = ".";
   // Temporary files a kernel (or a GPU driver's cache) makes belong in the scratch directory.
   setenv("TMPDIR", report.scratch_dir.c_str(), 1);
   setenv("CUDA_CACHE_PATH", (report.scratch_dir + "/cuda-cache").c_str(), 1);
@@ -565,16 +609,22 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
     report.warnings += "no thread cap: without a user namespace it would count the agent's own threads\n";
   }
 
-  int abi = landlock_abi_version();
-  TF_RETURN_IF_ERROR(drop_privileges(root));
+  int abi = (limits.without & kWithoutLandlock) ? 0 : landlock_abi_version();
+  TF_RETURN_IF_ERROR(drop_privileges(nobody));
   report.uid = geteuid();
   layers.push_back(fmt::format("uid {} without capabilities", report.uid));
+  if (root && !nobody)
+    report.warnings += "kernels run as root, without capabilities (turned off by --sandbox-without nobody): they may "
+                       "read and write what root's files allow\n";
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return internal_error(fmt::format("cannot set no_new_privs: {}", std::strerror(errno)));
   if (abi > 0) {
-    TF_RETURN_IF_ERROR(confine_files(".", abi));
+    TF_RETURN_IF_ERROR(confine_files(".", abi, report.private_proc, limits.gpu != 0));
     report.landlock_abi = abi;
     layers.push_back(fmt::format("Landlock ABI {}", abi));
+  } else if (limits.without & kWithoutLandlock) {
+    report.warnings += "no Landlock (turned off by --sandbox-without landlock): kernels may write outside the scratch "
+                       "directory and read whatever this user can\n";
   } else {
     report.warnings +=
         "this kernel (or emulator) has no Landlock: kernels may write outside the scratch directory and read "
@@ -584,8 +634,13 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
   // A kernel built without seccomp filters says ENOSYS or EINVAL; so does qemu-user, which
   // cannot let a filter of the emulated program bind the emulator's own system calls. Any other
   // refusal is a sandbox that should have worked and did not.
-  int error = install_seccomp_filter(report.namespaces);
-  if (error == ENOSYS || error == EINVAL) {
+  int error = (limits.without & kWithoutSeccomp)
+                  ? -1
+                  : install_seccomp_filter(report.namespaces, limits.memory_bytes > 0, limits.gpu != 0);
+  if (error == -1) {
+    report.warnings += "no seccomp filter (turned off by --sandbox-without seccomp): kernels may open sockets, start "
+                       "programs and signal this user's other processes\n";
+  } else if (error == ENOSYS || error == EINVAL) {
     report.warnings += fmt::format(
         "no seccomp filter ({}: this kernel or emulator does not offer one): kernels may open sockets, start "
         "programs and signal this user's other processes (run the agent under a user of its own)\n",
@@ -616,6 +671,14 @@ Status limit_cpu_time(double seconds) {
   return Status();
 }
 
+StatusOr<uint64_t> sandbox_layer_bit(const std::string& name) {
+  if (name == "landlock") return kWithoutLandlock;
+  if (name == "seccomp") return kWithoutSeccomp;
+  if (name == "nobody") return kWithoutNobody;
+  if (name == "private-dev") return kWithoutPrivateDev;
+  return invalid_argument(fmt::format("no sandbox layer '{}' (known: landlock, seccomp, nobody, private-dev)", name));
+}
+
 std::string format_limit_flag(const char* name, uint64_t value) { return fmt::format("--{}={}", name, value); }
 
 bool parse_limit_flag(const std::string& arg, SandboxLimits& limits) {
@@ -630,6 +693,7 @@ bool parse_limit_flag(const std::string& arg, SandboxLimits& limits) {
   };
   return value_of("--memory-bytes=", limits.memory_bytes) || value_of("--file-bytes=", limits.file_bytes) ||
          value_of("--cpu-seconds=", limits.cpu_seconds) || value_of("--namespaces=", limits.namespaces) ||
+         value_of("--without=", limits.without) || value_of("--gpu=", limits.gpu) ||
          (arg.starts_with("--cgroup=") && arg.size() > 9 && (limits.cgroups.push_back(arg.substr(9)), true));
 }
 

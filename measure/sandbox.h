@@ -19,6 +19,15 @@
 
 namespace tunefarm {
 
+inline constexpr uint64_t kWithoutLandlock = 1;  // files outside the scratch directory reachable
+inline constexpr uint64_t kWithoutSeccomp = 2;   // every system call allowed
+inline constexpr uint64_t kWithoutNobody = 4;    // a root agent's kernels keep its uid (capabilities still dropped)
+inline constexpr uint64_t kWithoutPrivateDev = 8;  // the machine's /dev inside the namespaces
+
+// The names of those bits, as the agent's --sandbox-without takes them; INVALID_ARGUMENT names the
+// known ones for any other.
+StatusOr<uint64_t> sandbox_layer_bit(const std::string& name);
+
 struct SandboxLimits {
   // Address-space cap in bytes; 0 sets none (CUDA drivers reserve more address space than any
   // useful cap, so GPU boards run without one).
@@ -31,6 +40,12 @@ struct SandboxLimits {
   // 0: no namespaces even where the system offers them, as in a container without them, so that
   // what an agent has there can be seen (and tested) anywhere.
   uint64_t namespaces = 1;
+  // Layers turned off by the agent's operator (kWithout* bits), for a board whose driver one of them
+  // breaks: the agent warns of each at start, as of any missing layer.
+  uint64_t without = 0;
+  // 1: the board has a GPU, whose driver needs what a CPU kernel does not: Unix sockets, /sys, and
+  // (with no address-space cap) memfd.
+  uint64_t gpu = 0;
   // The cgroup directories (one per hierarchy) the worker joins first, so that every process it
   // starts is inside them (measure/cgroup.h); empty where the measurer makes none.
   std::vector<std::string> cgroups;
@@ -45,6 +60,11 @@ struct SandboxReport {
   // process outside it, a /dev of null, zero, full, random and urandom, and a private tmpfs as its
   // scratch directory and /tmp, which vanishes with it.
   bool namespaces = false;
+  // The private /dev and tmpfs /tmp of those namespaces (false where the mounts failed, e.g. in a
+  // container that refuses them: then the kernel's files go to the scratch directory it was given).
+  bool private_tmp = false;
+  // A /proc of the PID namespace's own (its processes only; pids as the kernel's getpid() says).
+  bool private_proc = false;
   bool network_namespace = false;
   // The uid the kernel runs as (nobody when the agent is root), without capabilities.
   uid_t uid = 0;

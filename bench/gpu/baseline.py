@@ -17,14 +17,16 @@ def parse(workload):
 
 
 def case(torch, workload):
-    """The tensors, the call and its FLOPs (counted as our operator descriptions count them)."""
+    """The call, its FLOPs (counted as our operator descriptions count them), what runs, and its
+    inputs in our kernels' argument order (the same layouts: row-major A[M,K] and B[K,N]; NCHW input
+    and KCRS weights)."""
     op, p = parse(workload)
     dev = "cuda"
     f32 = torch.float32
     if op == "matmul":
         a = torch.randn(p["M"], p["K"], device=dev, dtype=f32)
         b = torch.randn(p["K"], p["N"], device=dev, dtype=f32)
-        return (lambda: torch.matmul(a, b)), 2 * p["M"] * p["N"] * p["K"], "torch.matmul (cuBLAS, TF32 off)"
+        return (lambda: torch.matmul(a, b)), 2 * p["M"] * p["N"] * p["K"], "torch.matmul (cuBLAS, TF32 off)", [a, b]
     if op in ("conv2d_nchw", "depthwise_conv2d_nchw"):
         n, c, h, w, r, s = p["N"], p["C"], p["H"], p["W"], p["R"], p["S"]
         stride, pad = p.get("stride", 1), p.get("pad", 0)
@@ -37,7 +39,7 @@ def case(torch, workload):
         ow = (w + 2 * pad - s) // stride + 1
         flops = 2 * n * k * oh * ow * r * s * (1 if depthwise else c)
         fn = lambda: torch.nn.functional.conv2d(x, wt, stride=stride, padding=pad, groups=groups)
-        return fn, flops, "torch.nn.functional.conv2d (cuDNN, TF32 off, benchmark mode)"
+        return fn, flops, "torch.nn.functional.conv2d (cuDNN, TF32 off, benchmark mode)", [x, wt]
     raise ValueError(f"no PyTorch form for {op}")
 
 
@@ -74,7 +76,7 @@ def main(workloads):
     out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "cudnn": torch.backends.cudnn.version(), "results": {}}
     for w in workloads:
-        fn, flops, what = case(torch, w)
+        fn, flops, what, _ = case(torch, w)
         ms = time_cold(torch, fn)
         out["results"][w] = {"ms": ms, "gflops": flops / (ms * 1e-3) / 1e9, "flops": flops, "library": what}
         print(f"{w}: {ms:.4f} ms, {flops / (ms * 1e-3) / 1e9:.0f} GFLOP/s ({what})", file=sys.stderr)

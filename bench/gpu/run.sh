@@ -91,24 +91,50 @@ finish() {
 trap finish EXIT
 client() { "$BIN/tune-client" --server "$TUNER" --tracker "$TRACKER" "$@"; }
 
+# Starts the agent with $@ (NAME=VALUE words set its environment, the rest are its flags); fails
+# when it does not register, e.g. when its start-up self-test finds the sandbox cannot run kernels.
 start_agent() {
-  [[ -z "$AGENT_PID" ]] || { kill "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null; }
-  "$BIN/device-agent" --tracker "$TRACKER" --key "$KEY" --metrics-listen off "$@" \
+  [[ -z "$AGENT_PID" ]] || { kill "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=; }
+  local vars=() flags=() word
+  for word in "$@"; do
+    if [[ "$word" == -* || "$word" != *=* ]]; then flags+=("$word"); else vars+=("$word"); fi
+  done
+  echo "== device-agent ${vars[*]} ${flags[*]}" >>"$LOGS/device-agent.log"
+  env "${vars[@]}" "$BIN/device-agent" --tracker "$TRACKER" --key "$KEY" --metrics-listen off "${flags[@]}" \
     >>"$LOGS/device-agent.log" 2>&1 &
   AGENT_PID=$!
   for _ in $(seq 1 150); do
     if client devices --json 2>/dev/null | grep -q '"agents_total": *1'; then return 0; fi
+    kill -0 "$AGENT_PID" 2>/dev/null || break
     sleep 0.2
   done
-  say "the agent did not register; its log:"
-  tail -20 "$LOGS/device-agent.log" | tee -a "$LOG" >&2
+  say "the agent did not register ($*); its log ends:"
+  tail -4 "$LOGS/device-agent.log" | cut -c1-600 | tee -a "$LOG" >&2
+  AGENT_PID=
   return 1
 }
+
+# What a board's own set-up may bear on: its limits, C library, cgroups and GPU devices.
+{ ulimit -a; getconf GNU_LIBC_VERSION; cat /proc/self/cgroup; grep cgroup /proc/mounts; ls -la /dev/nvidia*
+  nproc; head -2 /etc/os-release; uname -r; cat /proc/sys/kernel/threads-max /proc/sys/kernel/pid_max
+  # Whether a thread starts in a new PID namespace at all, without our sandbox.
+  unshare --pid --fork "$PYTHON" -c 'import threading; t = threading.Thread(target=print, args=("thread in a PID namespace: ok",)); t.start(); t.join()'
+  unshare --pid --mount --net --ipc --fork "$PYTHON" -c 'import threading; t = threading.Thread(target=print, args=("thread in PID+mount+net+IPC namespaces: ok",)); t.start(); t.join()'
+} >"$OUT/board.txt" 2>&1
 
 "$BIN/trackerd" --listen "$TRACKER" --metrics-listen off >"$LOGS/trackerd.log" 2>&1 & PIDS+=($!)
 "$BIN/tunerd" --listen "$TUNER" --tracker "$TRACKER" --data-dir "$DATA" --metrics-listen off \
   >"$LOGS/tunerd.log" 2>&1 & PIDS+=($!)
-start_agent || exit 3
+# The agent as deployed first; where it cannot run kernels, the ways it can be weakened, in order, so
+# that one run still measures and says which one it took (AGENT_VARIANTS: ';'-separated).
+IFS=';' read -r -a VARIANTS <<<"${AGENT_VARIANTS:-;TUNEFARM_NUM_THREADS=1;--no-namespaces;TUNEFARM_NUM_THREADS=1 --no-namespaces}"
+started=
+for variant in "${VARIANTS[@]}"; do
+  # shellcheck disable=SC2086  # a variant is words
+  if start_agent $variant; then started=1; AGENT_VARIANT=$variant; break; fi
+done
+[[ -n "$started" ]] || { say "no way of starting the agent worked: stopping"; exit 3; }
+[[ -z "$AGENT_VARIANT" ]] || { say "the agent runs with: $AGENT_VARIANT"; echo "agent: $AGENT_VARIANT" >>"$OUT/notes.txt"; }
 for _ in $(seq 1 150); do client jobs >/dev/null 2>&1 && break; sleep 0.2; done
 grep -m3 -E "measurement sandbox|GPU|cuda" "$LOGS/device-agent.log" | tee -a "$LOG" >&2
 if [[ "$TARGET" == cuda* ]] && ! grep -q "measures 'cuda' candidates" "$LOGS/device-agent.log"; then
@@ -132,21 +158,46 @@ tune() {
 job_ok() { client status "$1" --json 2>/dev/null | grep -q '"best_gflops": *[1-9]'; }
 
 SMOKE="matmul:M=256,N=256,K=256"
-say "smoke job: $SMOKE, 8 trials"
-id=$(tune "$SMOKE" 8 60)
-if [[ -z "$id" ]] || ! job_ok "$id"; then
-  say "the smoke job measured nothing; its errors:"
-  client records --job "$id" --limit 8 2>&1 | head -20 | tee -a "$LOG" >&2
-  say "again with the agent's namespaces off (--no-namespaces)"
-  start_agent --no-namespaces || exit 3
-  id=$(tune "$SMOKE" 8 60)
-  if [[ -z "$id" ]] || ! job_ok "$id"; then
-    client records --job "$id" --limit 8 2>&1 | head -20 | tee -a "$LOG" >&2
-    say "the farm cannot measure on this device: stopping"
-    exit 4
+# Where the smoke job measures nothing, the agent again with one sandbox layer off at a time, then
+# all of them: the first that measures runs the rest, and which one it was says what breaks the
+# GPU's driver (notes.txt).
+SMOKE_VARIANTS=("" "--sandbox-without landlock" "--sandbox-without seccomp" "--sandbox-without nobody"
+                "--sandbox-without landlock --sandbox-without seccomp --sandbox-without nobody")
+[[ "$AGENT_VARIANT" == *--no-namespaces* ]] ||
+  SMOKE_VARIANTS+=("--no-namespaces --sandbox-without landlock --sandbox-without seccomp --sandbox-without nobody")
+# SMOKE_VARIANTS=';'-separated replaces the list; SMOKE_ALL=1 tries every one (notes.txt says which
+# measured) and runs the rest with the first that did.
+[[ -z "${SMOKE_VARIANTS_LIST:-}" ]] || IFS=';' read -r -a SMOKE_VARIANTS <<<"$SMOKE_VARIANTS_LIST"
+BASE_VARIANT=$AGENT_VARIANT
+first_pass=
+passed=
+for extra in "${SMOKE_VARIANTS[@]}"; do
+  if [[ -n "$extra" ]]; then
+    # shellcheck disable=SC2086  # a variant is words
+    start_agent $AGENT_VARIANT $extra || continue
   fi
-  echo "smoke passed only with --no-namespaces" >>"$OUT/notes.txt"
+  say "smoke job: $SMOKE, 8 trials${extra:+ (agent: $extra)}"
+  id=$(tune "$SMOKE" 8 60)
+  if [[ -n "$id" ]] && job_ok "$id"; then
+    passed=1
+    echo "smoke passed${extra:+ with $extra}" >>"$OUT/notes.txt"
+    [[ -n "$first_pass" ]] || first_pass=" $extra"
+    [[ -n "${SMOKE_ALL:-}" ]] && continue
+    break
+  fi
+  why=$(grep -o "most often.*" "$LOGS/tunerd.log" | tail -1)
+  say "the smoke job measured nothing: ${why:-see tunerd.log}"
+  echo "smoke failed${extra:+ with $extra}: $why" >>"$OUT/notes.txt"
+  # Kernels from 6.15 log Landlock's denials (to dmesg where no audit daemon runs): the path the
+  # GPU driver was refused, where Landlock is what broke it.
+  dmesg 2>/dev/null | grep -i landlock | tail -5 >>"$OUT/notes.txt" || true
+done
+[[ -n "$passed" ]] || { say "the farm cannot measure on this device: stopping"; exit 4; }
+if [[ -n "${SMOKE_ALL:-}" || "$first_pass" != " $extra" ]]; then
+  # shellcheck disable=SC2086
+  start_agent $BASE_VARIANT $first_pass || exit 3
 fi
+AGENT_VARIANT="$BASE_VARIANT$first_pass"
 say "smoke job $id: $(client status "$id" 2>&1 | head -1)"
 
 : >"$OUT/jobs.jsonl"

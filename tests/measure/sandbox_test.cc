@@ -178,8 +178,10 @@ TEST_F(SandboxTest, SecretsOfTheAgentAreOutOfReach) {
   { std::ofstream(secret) << "agent-token\n"; }
   setenv("TUNEFARM_TEST_SNOOP_PATH", secret.c_str(), 1);
   setenv("TUNEFARM_AGENT_TOKEN", "SNOOP_SECRET", 1);
+  setenv("TUNEFARM_TEST_AGENT_PID", std::to_string(getpid()).c_str(), 1);
   start(MeasurerOptions{});
   v1::MeasureResult r = measure(kernel_artifact("snoop"), unchecked());
+  unsetenv("TUNEFARM_TEST_AGENT_PID");
   unsetenv("TUNEFARM_AGENT_TOKEN");
   unsetenv("TUNEFARM_TEST_SNOOP_PATH");
   std::filesystem::remove(secret);

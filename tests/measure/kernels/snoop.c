@@ -1,5 +1,7 @@
 /* A kernel that looks for secrets: the file named by $TUNEFARM_TEST_SNOOP_PATH (a token file or
-   TLS key of the agent's), the parent's command line and environment, and its own environment.
+   TLS key of the agent's), the command line and environment of the agent (the process
+   $TUNEFARM_TEST_AGENT_PID names: in a PID namespace the kernel's parent is the namespace's init,
+   whose entries are the worker's own), and its own environment.
    Returns 0 when it found nothing, else a code naming what it could read. */
 #include <fcntl.h>
 #include <stdint.h>
@@ -26,10 +28,12 @@ int32_t entry(void* const* args) {
   (void)args;
   const char* secret = getenv("TUNEFARM_TEST_SNOOP_PATH");
   if (secret && readable(secret, NULL)) return 41;
+  const char* agent_pid = getenv("TUNEFARM_TEST_AGENT_PID");
+  int agent = agent_pid ? atoi(agent_pid) : (int)getppid();
   char path[64];
-  snprintf(path, sizeof path, "/proc/%d/environ", (int)getppid());
+  snprintf(path, sizeof path, "/proc/%d/environ", agent);
   if (readable(path, "SNOOP_SECRET")) return 42;
-  snprintf(path, sizeof path, "/proc/%d/cmdline", (int)getppid());
+  snprintf(path, sizeof path, "/proc/%d/cmdline", agent);
   if (readable(path, NULL)) return 43;
   if (readable("/proc/self/environ", "SNOOP_SECRET")) return 44;
   return 0;
