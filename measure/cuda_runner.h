@@ -16,6 +16,9 @@ namespace tunefarm {
 // (no driver library, driver initialisation failed, no device).
 StatusOr<std::string> cuda_device_name();
 
+// The PTX of the kernel that clears the L2 cache between timed runs (tests check it with ptxas).
+const char* l2_clearing_ptx();
+
 // Copies the host tensors to the device and loads the PTX. A PTX that does not load or lacks its
 // entry is an error for a LOAD_ERROR; no device is UNAVAILABLE.
 StatusOr<std::unique_ptr<BoundKernel>> bind_cuda_kernel(const v1::Artifact& artifact, std::vector<HostTensor>& tensors);

@@ -1,6 +1,7 @@
 // CUDA code generation: every operator's CUDA template (default and random valid configs) and
 // its reference kernel produce PTX that NVIDIA's assembler accepts for sm_90 (and sm_75), with
-// launch dimensions. Skips when ptxas is not installed.
+// launch dimensions; so does the CUDA runner's own L2-clearing kernel. Skips when ptxas is not
+// installed.
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include "compiler/build.h"
 #include "compiler/ir/printer.h"
+#include "measure/cuda_runner.h"
 #include "test_util.h"
 
 namespace tunefarm {
@@ -31,6 +33,12 @@ int ptxas(const std::string& tool, const std::string& ptx, const std::string& ar
   int rc = std::system(cmd.c_str());
   std::remove(path.c_str());
   return rc;
+}
+
+TEST(CudaRunnerPtx, TheL2ClearingKernelAssembles) {
+  std::string tool = find_ptxas();
+  if (tool.empty()) GTEST_SKIP() << "ptxas not found (CUDA toolkit not installed): PTX not validated";
+  for (const char* arch : {"sm_75", "sm_90"}) EXPECT_EQ(ptxas(tool, l2_clearing_ptx(), arch), 0) << arch;
 }
 
 class CudaTemplates : public ::testing::TestWithParam<std::string> {};

@@ -2,10 +2,12 @@
 // worker, comes back as RUNTIME_ERROR (or LOAD_ERROR) with a message naming the cause, and the
 // Measurer measures the next candidate.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -59,6 +61,51 @@ TEST_F(SandboxTest, SocketIsRefused) {
   EXPECT_NE(r.error_msg().find("Permission denied"), std::string::npos) << r.error_msg();
   EXPECT_NE(r.error_msg().find("network"), std::string::npos) << r.error_msg();
   expect_next_one_ok();
+}
+
+// What a GPU driver does when it initialises, and fails its cuInit where it cannot (a CUDA board's
+// cuInit returned CUDA_ERROR_OPERATING_SYSTEM until the sandbox let it): name its threads through
+// /proc/<getpid()>/task, with or without the PID namespace, whose /proc must be its own for
+// getpid() to name the right entry.
+TEST_F(SandboxTest, AKernelNamesItsThreadsThroughProcAsAGpuDriverDoes) {
+  for (bool namespaces : {true, false}) {
+    MeasurerOptions options;
+    options.namespaces = namespaces;
+    start(options);
+    v1::MeasureResult r = measure(kernel_artifact("threadname"), unchecked());
+    EXPECT_EQ(r.error(), v1::OK) << (namespaces ? "in namespaces: " : "without namespaces: ") << r.error_msg();
+  }
+}
+
+// A GPU board's kernels may open Unix sockets (the CUDA driver's initialisation does), never the
+// network; a CPU board's may open neither.
+TEST_F(SandboxTest, OnAGpuBoardUnixSocketsOpenAndTheNetworkStaysShut) {
+  MeasurerOptions gpu;
+  gpu.gpu = true;
+  start(gpu);
+  v1::MeasureResult r = measure(kernel_artifact("unixsocket"), unchecked());
+  EXPECT_EQ(r.error(), v1::OK) << r.error_msg();
+  start(MeasurerOptions{});
+  r = measure(kernel_artifact("unixsocket"), unchecked());
+  EXPECT_EQ(r.error(), v1::RUNTIME_ERROR);
+  EXPECT_NE(r.error_msg().find("returned 21"), std::string::npos) << r.error_msg();
+}
+
+// A directory among the GPU's devices (/dev/nvidia-caps) is bound into the private /dev. Staged as
+// a file, its bind failed, the worker stayed in the PID namespace it had entered without forking
+// into it, and its first thread got EINVAL: every kernel, CPU ones too, died with it.
+TEST_F(SandboxTest, ADeviceDirectoryIsBoundIntoThePrivateDev) {
+  if (geteuid() != 0) GTEST_SKIP() << "making a directory in /dev needs root";
+  std::string dir = "/dev/nvidia-tunefarm-test-" + std::to_string(getpid());
+  if (mkdir(dir.c_str(), 0755) != 0) GTEST_SKIP() << "cannot make " << dir << ": " << std::strerror(errno);
+  setenv("TUNEFARM_TEST_DEV_DIR", dir.c_str(), 1);
+  start(MeasurerOptions{});
+  v1::MeasureResult seen = measure(kernel_artifact("devdir"), unchecked());
+  v1::MeasureResult matmul = measure(kernel_artifact("matmul"));
+  unsetenv("TUNEFARM_TEST_DEV_DIR");
+  rmdir(dir.c_str());
+  EXPECT_EQ(seen.error(), v1::OK) << seen.error_msg();
+  EXPECT_EQ(matmul.error(), v1::OK) << matmul.error_msg();
 }
 
 TEST_F(SandboxTest, WriteOutsideTheScratchDirectoryIsRefused) {
@@ -168,6 +215,14 @@ TEST(SandboxLimitFlags, RoundTripAndRejectJunk) {
   EXPECT_FALSE(parse_limit_flag("--memory-bytes=12x", limits));
   EXPECT_FALSE(parse_limit_flag("--memory-bytes=", limits));
   EXPECT_FALSE(parse_limit_flag("--network=on", limits));
+  EXPECT_TRUE(parse_limit_flag(format_limit_flag("without", kWithoutLandlock | kWithoutNobody), limits));
+  EXPECT_TRUE(parse_limit_flag(format_limit_flag("gpu", 1), limits));
+  EXPECT_EQ(limits.without, kWithoutLandlock | kWithoutNobody);
+  EXPECT_EQ(limits.gpu, 1u);
+  EXPECT_EQ(*sandbox_layer_bit("seccomp"), kWithoutSeccomp);
+  EXPECT_EQ(*sandbox_layer_bit("private-dev"), kWithoutPrivateDev);
+  EXPECT_NE(sandbox_layer_bit("network").status().message().find("known: landlock, seccomp, nobody, private-dev"),
+            std::string::npos);
 }
 
 // A candidate must not read the agent's secrets: a token file or TLS key outside its scratch, the
