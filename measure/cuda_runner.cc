@@ -122,11 +122,11 @@ StatusOr<Driver*> open_driver() {
   return &driver;
 }
 
-// The L2 clearing between timed runs, as a kernel: a memset (cuMemsetD8Async) runs on a copy
-// engine, and a kernel queued behind it starts only after the compute engine has waited for it,
-// inside the run's events: on an H200 every kernel timed so carried some 15-27 us more than the
-// same kernel timed behind a clearing kernel (PyTorch's way), 32 us for a 5 us depthwise
-// convolution. One word per thread per step, in a grid-stride loop.
+// The L2 clearing between timed runs, as a kernel. Cleared with cuMemsetD8Async, every kernel
+// timed on an H200 carried some 15-27 us more than the same kernel timed behind a clearing kernel
+// (PyTorch's way): 32 us for a 5 us depthwise convolution. The likely cause: the memset runs on a
+// copy engine, and the kernel behind it waits for that engine inside the run's events. One word
+// per thread per step, in a grid-stride loop.
 constexpr const char kClearL2Ptx[] = R"(.version 7.8
 .target sm_75
 .address_size 64

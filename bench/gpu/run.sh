@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check, as one command on a machine with an NVIDIA GPU and none of our Debian libraries
-# (the device machine a session is lent): unpack the bundle `make gpu-bundle` made, start trackerd,
+# (a rented GPU machine, say): unpack the bundle `make gpu-bundle` made, start trackerd,
 # one CUDA agent and tunerd on loopback, tune four operators on the GPU, time the same operators
 # with PyTorch (cuBLAS with TF32 off, cuDNN) in the same run, and write the records, the logs and
 # a JSON summary to $OUT. The summary is also the last line printed.
@@ -127,7 +127,7 @@ start_agent() {
   >"$LOGS/tunerd.log" 2>&1 & PIDS+=($!)
 # The agent as deployed first; where it cannot run kernels, the ways it can be weakened, in order, so
 # that one run still measures and says which one it took (AGENT_VARIANTS: ';'-separated).
-IFS=';' read -r -a VARIANTS <<<"${AGENT_VARIANTS:-;TUNEFARM_NUM_THREADS=1;--no-namespaces;TUNEFARM_NUM_THREADS=1 --no-namespaces}"
+IFS=';' read -r -a VARIANTS <<<"${AGENT_VARIANTS:-;--no-namespaces}"
 started=
 for variant in "${VARIANTS[@]}"; do
   # shellcheck disable=SC2086  # a variant is words
