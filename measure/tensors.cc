@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -90,6 +89,33 @@ StatusOr<std::vector<HostTensor>> allocate_tensors(const google::protobuf::Repea
   return tensors;
 }
 
+namespace {
+
+// Element i of a stream, as a 64-bit hash of (stream, i) (splitmix64's finaliser): each element is
+// computed on its own, so the loops below vectorize, where a sequential generator (mt19937_64 with a
+// distribution) took 0.38 s for a 4096x4096 GEMM's two inputs, in every worker, candidate after
+// candidate.
+inline uint64_t element_hash(uint64_t stream, uint64_t i) {
+  uint64_t z = stream + (i + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [-1, 1): the hash's top 24 bits, as many as a float's mantissa holds.
+inline float unit_real(uint64_t h) { return static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f; }
+
+// Uniform in [-4, 4].
+inline int small_int(uint64_t h) { return static_cast<int>((h >> 32) % 9) - 4; }
+
+template <typename T, typename Make>
+void fill(std::byte* base, int64_t elements, uint64_t stream, Make make) {
+  T* out = reinterpret_cast<T*>(base);
+  for (int64_t i = 0; i < elements; ++i) out[i] = make(element_hash(stream, static_cast<uint64_t>(i)));
+}
+
+}  // namespace
+
 void fill_tensors(std::vector<HostTensor>& tensors, uint64_t seed) {
   for (size_t index = 0; index < tensors.size(); ++index) {
     HostTensor& t = tensors[index];
@@ -99,19 +125,15 @@ void fill_tensors(std::vector<HostTensor>& tensors, uint64_t seed) {
       continue;
     }
     // One stream per argument, so that adding an argument does not shift the others' values.
-    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + index);
-    std::uniform_real_distribution<float> real(-1.0f, 1.0f);
-    std::uniform_int_distribution<int> small(-4, 4);
-    for (int64_t i = 0; i < t.elements; ++i) {
-      switch (t.arg.dtype()) {
-        case v1::FLOAT32: { float v = real(rng); std::memcpy(base + 4 * i, &v, 4); break; }
-        case v1::FLOAT64: { double v = real(rng); std::memcpy(base + 8 * i, &v, 8); break; }
-        case v1::FLOAT16: { uint16_t v = float_to_half(real(rng)); std::memcpy(base + 2 * i, &v, 2); break; }
-        case v1::INT32: { int32_t v = small(rng); std::memcpy(base + 4 * i, &v, 4); break; }
-        case v1::INT8: base[i] = static_cast<std::byte>(static_cast<int8_t>(small(rng))); break;
-        case v1::UINT8: base[i] = static_cast<std::byte>(small(rng) + 4); break;
-        default: break;
-      }
+    uint64_t stream = element_hash(seed, index);
+    switch (t.arg.dtype()) {
+      case v1::FLOAT32: fill<float>(base, t.elements, stream, unit_real); break;
+      case v1::FLOAT64: fill<double>(base, t.elements, stream, [](uint64_t h) { return double{unit_real(h)}; }); break;
+      case v1::FLOAT16: fill<uint16_t>(base, t.elements, stream, [](uint64_t h) { return float_to_half(unit_real(h)); }); break;
+      case v1::INT32: fill<int32_t>(base, t.elements, stream, small_int); break;
+      case v1::INT8: fill<int8_t>(base, t.elements, stream, [](uint64_t h) { return static_cast<int8_t>(small_int(h)); }); break;
+      case v1::UINT8: fill<uint8_t>(base, t.elements, stream, [](uint64_t h) { return static_cast<uint8_t>(small_int(h) + 4); }); break;
+      default: break;
     }
   }
 }

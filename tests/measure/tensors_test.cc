@@ -35,6 +35,28 @@ TEST(Tensors, SameSeedSameInputsOtherSeedOtherInputs) {
   EXPECT_EQ(out[0], 0.0f);
 }
 
+// Inputs are uniform in [-1, 1): a kernel's rounding errors and the correctness check's tolerance
+// assume values of that size, of both signs.
+TEST(Tensors, FloatInputsAreUniformBetweenMinusOneAndOne) {
+  auto t = allocate_tensors(args(v1::FLOAT32, {256, 256}));
+  ASSERT_TRUE(t.ok());
+  fill_tensors(*t, 11);
+  const float* a = reinterpret_cast<const float*>((*t)[0].data.get());
+  double sum = 0;
+  int below = 0, distinct_signs[2] = {0, 0};
+  for (int i = 0; i < 256 * 256; ++i) {
+    ASSERT_GE(a[i], -1.0f);
+    ASSERT_LT(a[i], 1.0f);
+    sum += a[i];
+    below += a[i] < -0.5f;
+    ++distinct_signs[a[i] < 0];
+  }
+  EXPECT_NEAR(sum / 65536, 0.0, 0.01);
+  EXPECT_NEAR(below / 65536.0, 0.25, 0.01) << "a quarter of the values below -0.5";
+  EXPECT_GT(distinct_signs[0], 30000);
+  EXPECT_GT(distinct_signs[1], 30000);
+}
+
 TEST(Tensors, RejectsBadShapesAndDtypes) {
   EXPECT_FALSE(allocate_tensors(args(v1::FLOAT32, {8, 0})).ok());
   EXPECT_FALSE(allocate_tensors(args(v1::FLOAT32, {})).ok());
