@@ -96,7 +96,8 @@ tune-client build (kernel libraries) runs the system's cc and ld, which must be 
 
 Start the farm from this folder (README.md of the source, "Command line", says more):
   bin/trackerd     --listen 127.0.0.1:9190 &
-  bin/device-agent --tracker 127.0.0.1:9190 --key gpu-h100 &   # says "cuda" among its targets
+  bin/device-agent --tracker 127.0.0.1:9190 --key gpu-h100 --sandbox-without landlock &
+                   # its start lines say "GPU ...: measures 'cuda' candidates" (Landlock: README.md)
   bin/tunerd       --listen 127.0.0.1:9191 --tracker 127.0.0.1:9190 --data-dir tunefarm-data &
   bin/tune-client  devices
   bin/tune-client  submit --workload 'matmul:M=512,N=512,K=512' --target 'cuda -arch=sm_90' \\

@@ -113,15 +113,16 @@ DaemonExit run_device_agent(AgentFlags f) {
   spdlog::info("CPU {} ({}{}), as tunerd will compile for it", cpu.name,
                cpu.features.empty() ? "its own features" : cpu.features,
                f.cpu.empty() && !f.cpu_features_given ? "; detected" : "; from --cpu/--cpu-features");
+  const bool gpu = !capabilities.gpu_name().empty();
   // Whether this board serves CUDA jobs, and if not why, is the first thing to know of a GPU board.
-  if (!capabilities.gpu_name().empty()) spdlog::info("GPU {}: measures 'cuda' candidates", capabilities.gpu_name());
+  if (gpu) spdlog::info("GPU {}: measures 'cuda' candidates", capabilities.gpu_name());
   else spdlog::info("no 'cuda' target: {}", cuda_device_name().status().message());
   // The CUDA driver reserves far more address space than any cap that still stops a runaway CPU
   // kernel, so a board with a GPU gets none unless one is asked for.
-  if (f.memory_limit_mb < 0 && !capabilities.gpu_name().empty()) f.memory_limit_mb = 0;
+  if (f.memory_limit_mb < 0 && gpu) f.memory_limit_mb = 0;
   f.measurer.memory_limit_bytes = f.memory_limit_mb < 0 ? -1 : f.memory_limit_mb << 20;
   for (const std::string& layer : f.sandbox_without) f.measurer.sandbox_without |= *sandbox_layer_bit(layer);
-  f.measurer.gpu = !capabilities.gpu_name().empty();
+  f.measurer.gpu = gpu;
   f.measurer.max_artifact_bytes = f.max_artifact_mb << 20;
   auto measurer = Measurer::create(f.measurer);
   if (!measurer.ok()) return DaemonExit::environment(measurer.status());

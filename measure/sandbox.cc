@@ -319,13 +319,11 @@ Status write_file(const char* path, const std::string& text) {
 
 Status mount_or_error(const char* source, const char* target, const char* type, unsigned long flags,
                       const std::string& data = "") {
-  if (mount(source, target, type, flags, data.empty() ? nullptr : data.c_str()) != 0)
-    // A remount (of / as private, say) names neither a type nor a source.
-    return internal_error(fmt::format("cannot {} {}: {}", type ? fmt::format("mount {} on", type)
-                                                              : source ? fmt::format("mount {} on", source)
-                                                                       : std::string("remount"),
-                                      target, std::strerror(errno)));
-  return Status();
+  if (mount(source, target, type, flags, data.empty() ? nullptr : data.c_str()) == 0) return Status();
+  // A remount (of / as private, say) names neither a type nor a source.
+  const char* what = type ? type : source;
+  return internal_error(what ? fmt::format("cannot mount {} on {}: {}", what, target, std::strerror(errno))
+                             : fmt::format("cannot remount {}: {}", target, std::strerror(errno)));
 }
 
 // The kernel's view of the file system, in its own mount namespace: a fresh tmpfs as /tmp (its
@@ -517,10 +515,11 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
   std::vector<std::string> layers;
 
   pid_t agent = getppid();
+  report.scratch_dir = scratch_dir;
   report.namespaces = enter_namespaces(root, limits, owner, group, report.warnings, report.private_tmp);
   if (report.namespaces) {
     report.network_namespace = true;
-    report.scratch_dir = report.private_tmp ? "/tmp" : scratch_dir;
+    if (report.private_tmp) report.scratch_dir = "/tmp";
     layers.push_back(fmt::format("{}PID, {}network and IPC namespaces", root ? "" : "user, ",
                                  report.private_tmp ? "mount, " : ""));
     // This process stays outside the PID namespace; its child is the namespace's init, which
@@ -555,7 +554,6 @@ StatusOr<SandboxReport> enter_sandbox(const std::string& scratch_dir, const Sand
                                      std::strerror(errno));
     }
   } else {
-    report.scratch_dir = scratch_dir;
     // A new network namespace has no interfaces but a loopback that is down. Without privileges it
     // takes a user namespace too; some kernels or containers allow neither.
     if (limits.namespaces && (unshare(CLONE_NEWNET) == 0 || unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0)) {

@@ -117,9 +117,6 @@ start_agent() {
 # What a board's own set-up may bear on: its limits, C library, cgroups and GPU devices.
 { ulimit -a; getconf GNU_LIBC_VERSION; cat /proc/self/cgroup; grep cgroup /proc/mounts; ls -la /dev/nvidia*
   nproc; head -2 /etc/os-release; uname -r; cat /proc/sys/kernel/threads-max /proc/sys/kernel/pid_max
-  # Whether a thread starts in a new PID namespace at all, without our sandbox.
-  unshare --pid --fork "$PYTHON" -c 'import threading; t = threading.Thread(target=print, args=("thread in a PID namespace: ok",)); t.start(); t.join()'
-  unshare --pid --mount --net --ipc --fork "$PYTHON" -c 'import threading; t = threading.Thread(target=print, args=("thread in PID+mount+net+IPC namespaces: ok",)); t.start(); t.join()'
 } >"$OUT/board.txt" 2>&1
 
 "$BIN/trackerd" --listen "$TRACKER" --metrics-listen off >"$LOGS/trackerd.log" 2>&1 & PIDS+=($!)
@@ -165,25 +162,27 @@ SMOKE_VARIANTS=("" "--sandbox-without landlock" "--sandbox-without seccomp" "--s
                 "--sandbox-without landlock --sandbox-without seccomp --sandbox-without nobody")
 [[ "$AGENT_VARIANT" == *--no-namespaces* ]] ||
   SMOKE_VARIANTS+=("--no-namespaces --sandbox-without landlock --sandbox-without seccomp --sandbox-without nobody")
-# SMOKE_VARIANTS=';'-separated replaces the list; SMOKE_ALL=1 tries every one (notes.txt says which
-# measured) and runs the rest with the first that did.
+# SMOKE_VARIANTS_LIST (';'-separated) replaces the list; SMOKE_ALL=1 tries every one (notes.txt says
+# which measured) and runs the rest with the first that did.
 [[ -z "${SMOKE_VARIANTS_LIST:-}" ]] || IFS=';' read -r -a SMOKE_VARIANTS <<<"$SMOKE_VARIANTS_LIST"
 BASE_VARIANT=$AGENT_VARIANT
-first_pass=
-passed=
+running=""  # what the agent runs with beyond BASE_VARIANT ("none" while none runs)
+chosen=
+smoke_id=
 for extra in "${SMOKE_VARIANTS[@]}"; do
-  if [[ -n "$extra" ]]; then
+  if [[ "$extra" != "$running" ]]; then
+    running=none
     # shellcheck disable=SC2086  # a variant is words
-    start_agent $AGENT_VARIANT $extra || continue
+    start_agent $BASE_VARIANT $extra || continue
+    running=$extra
   fi
   say "smoke job: $SMOKE, 8 trials${extra:+ (agent: $extra)}"
   id=$(tune "$SMOKE" 8 60)
   if [[ -n "$id" ]] && job_ok "$id"; then
-    passed=1
     echo "smoke passed${extra:+ with $extra}" >>"$OUT/notes.txt"
-    [[ -n "$first_pass" ]] || first_pass=" $extra"
-    [[ -n "${SMOKE_ALL:-}" ]] && continue
-    break
+    [[ -n "$smoke_id" ]] || { smoke_id=$id; chosen=$extra; }
+    [[ -n "${SMOKE_ALL:-}" ]] || break
+    continue
   fi
   why=$(grep -o "most often.*" "$LOGS/tunerd.log" | tail -1)
   say "the smoke job measured nothing: ${why:-see tunerd.log}"
@@ -192,13 +191,12 @@ for extra in "${SMOKE_VARIANTS[@]}"; do
   # GPU driver was refused, where Landlock is what broke it.
   dmesg 2>/dev/null | grep -i landlock | tail -5 >>"$OUT/notes.txt" || true
 done
-[[ -n "$passed" ]] || { say "the farm cannot measure on this device: stopping"; exit 4; }
-if [[ -n "${SMOKE_ALL:-}" || "$first_pass" != " $extra" ]]; then
+[[ -n "$smoke_id" ]] || { say "the farm cannot measure on this device: stopping"; exit 4; }
+if [[ "$running" != "$chosen" ]]; then
   # shellcheck disable=SC2086
-  start_agent $BASE_VARIANT $first_pass || exit 3
+  start_agent $BASE_VARIANT $chosen || exit 3
 fi
-AGENT_VARIANT="$BASE_VARIANT$first_pass"
-say "smoke job $id: $(client status "$id" 2>&1 | head -1)"
+say "smoke job $smoke_id: $(client status "$smoke_id" 2>&1 | head -1)"
 
 : >"$OUT/jobs.jsonl"
 for entry in "${WORKLOADS[@]}"; do
