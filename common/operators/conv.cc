@@ -8,6 +8,7 @@ ParamSpec stride_param() { return {"stride", false, 1, 1, 64, true}; }
 ParamSpec pad_param() { return {"pad", false, 0, 0, 1024, true}; }
 ParamSpec dilation_param() { return {"dilation", false, 1, 1, 64, false}; }
 ParamSpec block_param(const char* name) { return {name, true, 0, 1, 64, true}; }
+ParamSpec winograd_param() { return {"winograd", false, 0, 0, 4, false}; }
 
 ConvShape read_conv(const Workload& w, ConvLayout layout, bool depthwise) {
   ConvShape c;
@@ -25,6 +26,7 @@ ConvShape read_conv(const Workload& w, ConvLayout layout, bool depthwise) {
     c.oc = depthwise ? w.param("block") : w.param("oc_block");
     c.epilogue = {w.param("bias") != 0, w.param("residual") != 0, w.param("relu") != 0,
                   w.param("relu6") != 0, w.param("silu") != 0, w.param("hardswish") != 0};
+    if (!depthwise) c.winograd = w.param("winograd");
   }
   return c;
 }
@@ -39,6 +41,7 @@ std::vector<int64_t> conv_input_shape(const ConvShape& c) {
 }
 
 std::vector<int64_t> conv_weight_shape(const ConvShape& c) {
+  if (c.winograd > 0) return {c.alpha(), c.alpha(), c.kb(), c.C, c.oc};
   if (c.blocked()) return c.depthwise ? std::vector<int64_t>{c.cb(), c.R, c.S, c.ic} : std::vector<int64_t>{c.kb(), c.cb(), c.R, c.S, c.ic, c.oc};
   if (c.depthwise) return {c.C, 1, c.R, c.S};
   return c.nhwc ? std::vector<int64_t>{c.R, c.S, c.C, c.K} : std::vector<int64_t>{c.K, c.C, c.R, c.S};
@@ -70,6 +73,11 @@ Status check_conv(const ConvShape& c) {
   if (!c.depthwise && (c.C % c.ic != 0 || c.K % c.oc != 0))
     return invalid_argument(
         fmt::format("C={} and K={} must be multiples of ic_block={} and oc_block={}", c.C, c.K, c.ic, c.oc));
+  if (c.winograd != 0 && c.winograd != 2 && c.winograd != 4)
+    return invalid_argument(fmt::format("winograd={}: the output tile is 2 or 4 (F(2x2,3x3), F(4x4,3x3))", c.winograd));
+  if (c.winograd != 0 && (c.R != 3 || c.S != 3 || c.stride != 1 || c.dil != 1))
+    return invalid_argument(fmt::format("winograd={} computes 3x3 windows at stride 1 without dilation (this is {}x{}, "
+                                        "stride {}, dilation {})", c.winograd, c.R, c.S, c.stride, c.dil));
   return Status();
 }
 
@@ -77,7 +85,9 @@ std::vector<TensorArg> conv_args(const ConvShape& c) {
   std::string act, weight;
   if (c.blocked()) {
     act = fmt::format("NCHW{}c", c.ic);
-    weight = c.depthwise ? fmt::format("CHW{}c", c.ic) : fmt::format("OIHW{}i{}o", c.ic, c.oc);
+    weight = c.depthwise ? fmt::format("CHW{}c", c.ic)
+             : c.winograd > 0 ? fmt::format("WINO{}OI{}o", c.alpha(), c.oc)
+                              : fmt::format("OIHW{}i{}o", c.ic, c.oc);
   } else {
     act = c.nhwc ? "NHWC" : "NCHW";
     weight = c.depthwise ? "C1HW" : c.nhwc ? "HWIO" : "OIHW";

@@ -35,10 +35,16 @@ struct ConvShape {
   // of a depthwise one); 0 otherwise.
   int64_t ic = 0, oc = 0;
   ConvEpilogue epilogue;   // Blocked ones only.
+  // Winograd's output tile m of F(m x m, 3x3) when the blocked convolution is computed that way
+  // (its weight transformed: winograd.h); 0 for a direct convolution.
+  int64_t winograd = 0;
 
   bool blocked() const { return layout == ConvLayout::kNCHWc; }
   int64_t cb() const { return C / ic; }  // input-channel blocks
   int64_t kb() const { return K / oc; }  // output-channel blocks
+  int64_t alpha() const { return winograd + 2; }  // the transformed tile's side, m + 3 - 1
+  int64_t tiles_p() const { return (P + winograd - 1) / winograd; }  // Winograd tiles down the output
+  int64_t tiles_q() const { return (Q + winograd - 1) / winograd; }  // and across it
 };
 
 // The parameters a convolution has beside its dimensions, with their ranges and defaults.
@@ -47,6 +53,8 @@ ParamSpec pad_param();
 ParamSpec dilation_param();
 // Channels per block of a blocked layout (NCHW[x]c).
 ParamSpec block_param(const char* name);
+// Winograd's output tile (conv2d_nchwc): 0 (direct, not printed), 2 or 4.
+ParamSpec winograd_param();
 
 // Reads a parsed convolution workload: N, C, H, W, K (C when depthwise), R, S, stride, pad,
 // dilation, and when blocked its blocks (ic_block and oc_block, or block) and epilogue flags.

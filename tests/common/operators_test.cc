@@ -2,7 +2,10 @@
 // the parser, the compiler, the model importer and the benchmarks read them.
 #include "common/operators/operator.h"
 
+#include <random>
 #include <set>
+
+#include "common/operators/winograd.h"
 
 #include <gtest/gtest.h>
 
@@ -97,6 +100,64 @@ TEST(Operators, TheParserChecksEveryTensorsSizeFromTheArguments) {
   auto blocks = parse_workload("conv2d_nchwc:N=1,C=24,H=7,W=7,K=64,R=3,S=3,pad=1,ic_block=16,oc_block=16");
   ASSERT_FALSE(blocks.ok());
   EXPECT_NE(blocks.status().message().find("must be multiples of ic_block=16"), std::string::npos);
+}
+
+TEST(Operators, AWinogradConvolutionTakesItsWeightTransformedAndCountsTheDirectFlops) {
+  Workload w = parse("conv2d_nchwc:N=1,C=32,H=10,W=9,K=48,R=3,S=3,pad=1,ic_block=16,oc_block=16,winograd=4");
+  ConvShape c = conv_shape(w);
+  EXPECT_EQ(c.winograd, 4);
+  EXPECT_EQ(c.alpha(), 6);
+  EXPECT_EQ(c.tiles_p(), 3);
+  EXPECT_EQ(c.tiles_q(), 3);
+  EXPECT_EQ(tensor_args(w)[1].shape, (std::vector<int64_t>{6, 6, 3, 32, 16}));
+  EXPECT_EQ(tensor_args(w)[1].layout, "WINO6OI16o");
+  EXPECT_DOUBLE_EQ(flops(w), 2.0 * 48 * 10 * 9 * 32 * 9);
+  EXPECT_EQ(w.to_string(), "conv2d_nchwc:N=1,C=32,H=10,W=9,K=48,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,winograd=4");
+  EXPECT_EQ(conv_shape(parse("conv2d_nchwc:N=1,C=32,H=7,W=7,K=64,R=3,S=3,pad=1,ic_block=16,oc_block=16")).winograd, 0);
+  for (const char* bad : {"conv2d_nchwc:N=1,C=16,H=8,W=8,K=16,R=3,S=3,pad=1,ic_block=16,oc_block=16,winograd=3",
+                          "conv2d_nchwc:N=1,C=16,H=8,W=8,K=16,R=5,S=5,pad=2,ic_block=16,oc_block=16,winograd=2",
+                          "conv2d_nchwc:N=1,C=16,H=8,W=8,K=16,R=3,S=3,stride=2,pad=1,ic_block=16,oc_block=16,winograd=2"}) {
+    auto r = parse_workload(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) EXPECT_NE(r.status().message().find("winograd="), std::string::npos) << r.status().message();
+  }
+}
+
+// The transformed filter, the transformed input tile and the output transform together are the
+// 3x3 correlation of the tile: the matrices and the weight layout of winograd.h are right.
+TEST(Operators, WinogradsTransformsComputeTheCorrelationOfATile) {
+  for (int64_t m : {2, 4}) {
+    ConvShape c;
+    c.layout = ConvLayout::kNCHWc;
+    c.winograd = m;
+    c.C = 2, c.K = 2, c.ic = 2, c.oc = 2, c.R = c.S = 3;
+    const WinogradMatrices& t = winograd_matrices(m);
+    const int64_t a = t.alpha;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    std::vector<float> g(2 * 2 * 9), u(static_cast<size_t>(a * a * 4));
+    for (float& x : g) x = dist(rng);
+    winograd_weight(c, g.data(), u.data());
+    std::vector<double> d(static_cast<size_t>(a * a));
+    for (double& x : d) x = dist(rng);
+    // k = 1, channel = 0: U[e][n][0][0][1].
+    auto U = [&](int64_t e, int64_t n) { return static_cast<double>(u[static_cast<size_t>(((e * a + n) * 2 + 0) * 2 + 1)]); };
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double y = 0;
+        for (int64_t e = 0; e < a; ++e)
+          for (int64_t n = 0; n < a; ++n) {
+            double v = 0;  // (B^T d B)[e][n]
+            for (int64_t r = 0; r < a; ++r)
+              for (int64_t s = 0; s < a; ++s) v += t.BT(e, r) * d[static_cast<size_t>(r * a + s)] * t.BT(n, s);
+            y += t.AT(i, e) * U(e, n) * v * t.AT(j, n);
+          }
+        double direct = 0;
+        for (int64_t r = 0; r < 3; ++r)
+          for (int64_t s = 0; s < 3; ++s) direct += d[static_cast<size_t>((i + r) * a + j + s)] * g[static_cast<size_t>((1 * 2 + 0) * 9 + r * 3 + s)];
+        EXPECT_NEAR(y, direct, 1e-5) << "m=" << m << " at " << i << "," << j;
+      }
+  }
 }
 
 }  // namespace

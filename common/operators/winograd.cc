@@ -1,0 +1,38 @@
+#include "common/operators/winograd.h"
+
+namespace tunefarm::operators {
+
+const WinogradMatrices& winograd_matrices(int64_t m) {
+  static const WinogradMatrices f2{2, 4,
+                                   {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1},
+                                   {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1},
+                                   {1, 1, 1, 0, 0, 1, -1, -1}};
+  static const WinogradMatrices f4{4, 6,
+                                   {1.0 / 4, 0, 0, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6,
+                                    1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 24, -1.0 / 12, 1.0 / 6, 0, 0, 1},
+                                   {4, 0, -5, 0, 1, 0,  0, -4, -4, 1, 1, 0,  0, 4, -4, -1, 1, 0,
+                                    0, -2, -1, 2, 1, 0, 0, 2, -1, -2, 1, 0,  0, 4, 0, -5, 0, 1},
+                                   {1, 1, 1, 1, 1, 0,  0, 1, -1, 2, -2, 0,  0, 1, 1, 4, 4, 0,  0, 1, -1, 8, -8, 1}};
+  return m == 2 ? f2 : f4;
+}
+
+void winograd_weight(const ConvShape& c, const float* oihw, float* u) {
+  const WinogradMatrices& t = winograd_matrices(c.winograd);
+  const int64_t a = t.alpha;
+  std::vector<double> gg(static_cast<size_t>(a * 3));  // G g, alpha x 3
+  for (int64_t k = 0; k < c.K; ++k)
+    for (int64_t ch = 0; ch < c.C; ++ch) {
+      const float* g = oihw + (k * c.C + ch) * 9;
+      for (int64_t i = 0; i < a; ++i)
+        for (int64_t j = 0; j < 3; ++j)
+          gg[static_cast<size_t>(i * 3 + j)] = t.G(i, 0) * g[j] + t.G(i, 1) * g[3 + j] + t.G(i, 2) * g[6 + j];
+      for (int64_t e = 0; e < a; ++e)
+        for (int64_t n = 0; n < a; ++n) {
+          double v = 0;
+          for (int64_t j = 0; j < 3; ++j) v += gg[static_cast<size_t>(e * 3 + j)] * t.G(n, j);
+          u[(((e * a + n) * c.kb() + k / c.oc) * c.C + ch) * c.oc + k % c.oc] = static_cast<float>(v);
+        }
+    }
+}
+
+}  // namespace tunefarm::operators
