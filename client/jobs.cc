@@ -250,6 +250,7 @@ int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
       v1::TuneTask* task = spec->add_tasks();
       *task->mutable_workload() = t.workload();
       task->set_weight(t.count());
+      task->set_alternative_of(t.alternative_of());
     }
     spec->set_other_steps(tasks->other_steps());
     spec->set_other_bytes(tasks->other_bytes());

@@ -33,10 +33,19 @@ int run_tasks(const GlobalFlags& global, const TasksFlags& flags) {
   fmt::print("{}: {} tasks from {} convolution and matrix-multiply nodes, {:.2f} GFLOPs\n", flags.model,
              table->tasks_size(), table->tunable_nodes(), table->total_flops() / 1e9);
   fmt::print("{:>5}  {:>8}  {:>6}  {}\n", "count", "GFLOPs", "share", "workload");
+  std::map<std::string, int> row_of;
   for (const v1::ModelTask& t : table->tasks()) {
     auto w = from_proto(t.workload());
-    fmt::print("{:>5}  {:>8.3f}  {:>5.1f}%  {}\n", t.count(), t.count() * t.flops() / 1e9, 100 * t.share(),
-               w.ok() ? w->to_string() : "?");
+    std::string text = w.ok() ? w->to_string() : "?";
+    row_of.emplace(text, static_cast<int>(row_of.size()) + 1);
+    std::string alternative;
+    if (!t.alternative_of().empty()) {
+      auto row = row_of.find(t.alternative_of());
+      alternative = fmt::format("  (another way to compute {}: the build takes the faster)",
+                                row == row_of.end() ? t.alternative_of() : fmt::format("row {}", row->second));
+    }
+    fmt::print("{:>5}  {:>8.3f}  {:>5.1f}%  {}{}\n", t.count(), t.count() * t.flops() / 1e9, 100 * t.share(), text,
+               alternative);
   }
   if (table->untuned_ops_size() > 0) {
     std::map<std::string, int> ops(table->untuned_ops().begin(), table->untuned_ops().end());

@@ -163,24 +163,26 @@ StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Tar
   TF_RETURN_IF_ERROR(run_passes(graph));
   TF_ASSIGN_OR_RETURN(Program program, lower_graph(graph));
   // Each tuned workload's kernel, chosen once. Where the chooser answers with a record of another
-  // form of the workload (a dense layer's from before weights were packed at build time), the
-  // nodes are lowered again to that form.
+  // form of the workload (a dense layer's from before weights were packed at build time, a
+  // convolution's Winograd form), the nodes are lowered again to that form.
   std::map<std::string, ChosenKernel> chosen_of;
-  std::set<std::string> unpacked;
+  WorkloadForms forms;
   for (const Step& step : program.steps) {
     if (!step.workload || chosen_of.count(step.workload->to_string())) continue;
     TF_ASSIGN_OR_RETURN(ChosenKernel chosen, choose(*step.workload));
     std::string key = step.workload->to_string();
     if (chosen.workload && !(*chosen.workload == *step.workload)) {
-      if (!(*chosen.workload == operators::without_weight_panels(*step.workload)))
+      std::optional<Workload> winograd = winograd_form(*step.workload);
+      if (!(*chosen.workload == operators::without_weight_panels(*step.workload)) &&
+          !(winograd && *chosen.workload == *winograd))
         return internal_error(fmt::format("the kernel chosen for {} is of {}", key, chosen.workload->to_string()));
-      unpacked.insert(key);
+      forms[key] = *chosen.workload;
       chosen_of[chosen.workload->to_string()] = chosen;
     }
     chosen_of[key] = std::move(chosen);
   }
-  if (!unpacked.empty()) {
-    TF_ASSIGN_OR_RETURN(program, lower_graph(std::move(graph), unpacked));
+  if (!forms.empty()) {
+    TF_ASSIGN_OR_RETURN(program, lower_graph(std::move(graph), forms));
   }
   MemoryPlan plan = plan_memory(program);
   Tensors weights = collect_weights(program);

@@ -32,7 +32,9 @@ struct ChosenKernel {
   std::string device_key;
   // Set when the record is of the workload in another form, which the model is then built to: a
   // dense layer tuned before its weight arrived in panels (no w_block), whose node then takes
-  // W[N, K] and packs it at run time, as it did when that record was measured.
+  // W[N, K] and packs it at run time, as it did when that record was measured; a convolution's
+  // Winograd form (model/tasks.h winograd_form) that measured faster, whose node takes its weight
+  // transformed when the model is built.
   std::optional<Workload> workload;
 };
 using KernelChooser = std::function<StatusOr<ChosenKernel>(const Workload&)>;

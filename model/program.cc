@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "common/operators/operator.h"
+#include "common/operators/winograd.h"
 #include "model/operators.h"
 #include "model/passes/group_epilogues.h"
 #include "model/tasks.h"
@@ -44,11 +45,16 @@ Status add_dense_weight(Graph& graph, const Node& node, const std::string& from,
 
 // A convolution's OIHW weight packed to OIHW[ic]i[oc]o, [K/oc, C/ic, R, S, ic, oc]; a depthwise
 // one's [C, 1, R, S] to [C/b, R, S, b] (the same with one input channel: ic = 1, oc = b).
-Status add_packed(Graph& graph, const Node& node, const std::string& from, const std::string& to, int64_t ic, int64_t oc) {
-  if (graph.find(to)) return Status();
+StatusOr<const Value*> constant_oihw(const Graph& graph, const Node& node, const std::string& from) {
   TF_ASSIGN_OR_RETURN(const Value* w, graph.value_of(node, from));
   if (!w->constant || w->shape.size() != 4 || w->floats.size() != static_cast<size_t>(w->elements()))
     return invalid_argument(fmt::format("node '{}' ({}): weight '{}' must be a constant OIHW tensor", node.name, node.op, from));
+  return w;
+}
+
+Status add_packed(Graph& graph, const Node& node, const std::string& from, const std::string& to, int64_t ic, int64_t oc) {
+  if (graph.find(to)) return Status();
+  TF_ASSIGN_OR_RETURN(const Value* w, constant_oihw(graph, node, from));
   int64_t K = w->shape[0], C = w->shape[1], R = w->shape[2], S = w->shape[3];
   if (C % ic != 0 || K % oc != 0)
     return invalid_argument(fmt::format("node '{}' ({}): weight {} does not split into blocks of {} and {}", node.name, node.op,
@@ -65,6 +71,31 @@ Status add_packed(Graph& graph, const Node& node, const std::string& from, const
           p.floats[static_cast<size_t>(((((k / oc * (C / ic) + c / ic) * R + r) * S + s) * ic + c % ic) * oc + k % oc)] =
               w->floats[static_cast<size_t>(((k * C + c) * R + r) * S + s)];
   graph.values[to] = std::move(p);
+  return Status();
+}
+
+// A convolution's OIHW weight transformed for its Winograd kernel (common/operators/winograd.h),
+// group after group: a grouped convolution's kernel is called per group on that group's part.
+Status add_winograd_weight(Graph& graph, const Node& node, const std::string& from, const std::string& to,
+                           const operators::ConvShape& group) {
+  if (graph.find(to)) return Status();
+  TF_ASSIGN_OR_RETURN(const Value* w, constant_oihw(graph, node, from));
+  int64_t groups = group.K > 0 ? w->shape[0] / group.K : 0;
+  if (groups < 1 || w->shape[0] != groups * group.K || w->shape[1] != group.C || w->shape[2] != 3 || w->shape[3] != 3)
+    return invalid_argument(fmt::format("node '{}' ({}): weight {} is not {} groups of a {}x{}x3x3 filter", node.name,
+                                        node.op, shape_string(w->shape), groups, group.K, group.C));
+  std::vector<int64_t> shape = operators::conv_weight_shape(group);
+  int64_t per_group = 1;
+  for (int64_t d : shape) per_group *= d;
+  Value u;
+  u.name = to;
+  u.shape = shape;
+  u.shape[2] *= groups;  // output-channel blocks of every group, each group's [alpha, alpha, ...] whole
+  u.constant = true;
+  u.floats.resize(static_cast<size_t>(per_group * groups));
+  for (int64_t g = 0; g < groups; ++g)
+    operators::winograd_weight(group, w->floats.data() + g * group.K * group.C * 9, u.floats.data() + g * per_group);
+  graph.values[to] = std::move(u);
   return Status();
 }
 
@@ -90,7 +121,7 @@ bool has_reduction(const te::Operation& op) {
 
 class Lowering {
  public:
-  Lowering(Graph& graph, Program& p, const std::set<std::string>& unpacked) : graph_(graph), p_(p), unpacked_(unpacked) {
+  Lowering(Graph& graph, Program& p, const WorkloadForms& forms) : graph_(graph), p_(p), forms_(forms) {
     outputs_.insert(graph.outputs.begin(), graph.outputs.end());
   }
 
@@ -130,7 +161,7 @@ class Lowering {
   }
 
   Status tuned(const Node& node) {
-    TF_ASSIGN_OR_RETURN(TunedCall call, tuned_call_of(graph_, node, unpacked_));
+    TF_ASSIGN_OR_RETURN(TunedCall call, tuned_call_of(graph_, node, forms_));
     if (!call.dense_weight.empty())
       TF_RETURN_IF_ERROR(add_dense_weight(graph_, node, call.dense_weight, call.tensors[1], call.dense_weight_kn,
                                           operators::gemm_shape(call.workload).w_block));
@@ -207,9 +238,14 @@ class Lowering {
       TF_ASSIGN_OR_RETURN(call.tensors[call.residual_index],
                           blocked(node, call.tensors[call.residual_index], call.output_block));
     }
-    // A depthwise filter has one input channel: its blocks are of output channels only.
-    int64_t weight_ic = operators::conv_shape(call.workload).depthwise ? 1 : call.input_block;
-    TF_RETURN_IF_ERROR(add_packed(graph_, node, node.inputs[1], call.tensors[1], weight_ic, call.output_block));
+    operators::ConvShape conv = operators::conv_shape(call.workload);
+    if (conv.winograd > 0) {
+      TF_RETURN_IF_ERROR(add_winograd_weight(graph_, node, node.inputs[1], call.tensors[1], conv));
+    } else {
+      // A depthwise filter has one input channel: its blocks are of output channels only.
+      int64_t weight_ic = conv.depthwise ? 1 : call.input_block;
+      TF_RETURN_IF_ERROR(add_packed(graph_, node, node.inputs[1], call.tensors[1], weight_ic, call.output_block));
+    }
     // A model output leaves in NCHW: the epilogue converts it; every other output stays blocked.
     bool keep_blocked = !outputs_.count(out);
     if (keep_blocked && call.remaining.empty()) call.tensors.back() = out;
@@ -318,14 +354,14 @@ class Lowering {
 
   Graph& graph_;
   Program& p_;
-  const std::set<std::string>& unpacked_;
+  const WorkloadForms& forms_;
   std::set<std::string> outputs_;
   std::map<std::string, int64_t> block_;  // Storage value -> the channel block it is kept in.
 };
 
 }  // namespace
 
-StatusOr<Program> lower_graph(Graph graph, const std::set<std::string>& unpacked) {
+StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms) {
   Program p;
   // An integer input (token ids, an attention mask) is converted to float32 once, by the first
   // steps, and every node reads the converted value: what is computed from it is held as float32.
@@ -349,7 +385,7 @@ StatusOr<Program> lower_graph(Graph graph, const std::set<std::string>& unpacked
   // Outputs are written as float32 whatever the file says (an integer output is held so too).
   for (const std::string& out : graph.outputs)
     if (Value* v = graph.find(out)) v->dtype = "float32";
-  Lowering lowering(graph, p, unpacked);
+  Lowering lowering(graph, p, forms);
   for (const Node& node : graph.nodes) {
     if (node.outputs.empty()) continue;
     if (is_tunable(node.op)) TF_RETURN_IF_ERROR(lowering.tuned(node));

@@ -15,6 +15,7 @@
 #include "common/workload.h"
 #include "compiler/ops/op.h"
 #include "model/graph.h"
+#include "model/tasks.h"
 
 namespace tunefarm::model {
 
@@ -42,9 +43,9 @@ struct Program {
 };
 
 // Lowers a graph that went through the passes (model/tasks.h extract_tasks); an error names the
-// first node a built model cannot run. `unpacked`: dense workloads whose nodes take W[N, K] rather
-// than panels (model/tasks.h tuned_call_of).
-StatusOr<Program> lower_graph(Graph graph, const std::set<std::string>& unpacked = {});
+// first node a built model cannot run. `forms`: workloads whose nodes are built in another form
+// (model/tasks.h tuned_call_of).
+StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms = {});
 
 // Whether a build can run every node of `graph` (after the passes): an error names every node it
 // cannot, with the reason of each, so that a model is refused before anything is tuned for it.

@@ -217,10 +217,25 @@ StatusOr<Workload> workload_of(const Graph& graph, const Node& node) {
   return unsupported(node, "is not a tunable operator");
 }
 
-StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node, const std::set<std::string>& unpacked) {
+std::optional<Workload> winograd_form(const Workload& w) {
+  if (w.op != "conv2d_nchwc") return std::nullopt;
+  operators::ConvShape c = operators::conv_shape(w);
+  if (c.winograd != 0 || c.R != 3 || c.S != 3 || c.stride != 1 || c.dil != 1) return std::nullopt;
+  int64_t side = std::min(c.P, c.Q);
+  // Below 8 the tiles are few and the transformed weights large (see the header); channels
+  // fewer than a vector's leave the batched products too short to pay for the transforms.
+  if (side < 8 || c.C < 16 || c.K < 16) return std::nullopt;
+  // F(4x4) multiplies least where its 6x6 tiles are many; F(2x2)'s 4x4 tiles waste less of a
+  // small map and their weights are 16/36 of F(4x4)'s.
+  auto form = parse_workload(fmt::format("{},winograd={}", w.to_string(), side >= 16 ? 4 : 2));
+  if (!form.ok()) return std::nullopt;
+  return *form;
+}
+
+StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node, const WorkloadForms& forms) {
   TunedCall call;
   TF_ASSIGN_OR_RETURN(call.workload, workload_of(graph, node));
-  if (unpacked.count(call.workload.to_string())) call.workload = operators::without_weight_panels(call.workload);
+  if (auto form = forms.find(call.workload.to_string()); form != forms.end()) call.workload = form->second;
   std::vector<Epilogue> epilogues = node.epilogue;
   if (operators::is_conv(call.workload)) {
     operators::ConvShape conv = operators::conv_shape(call.workload);
@@ -289,7 +304,8 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node, const st
     call.groups = g;
     call.group_strides.assign(call.tensors.size(), bias);
     call.group_strides[0] = x->elements() / g;
-    call.group_strides[1] = w->elements() / g;
+    // The weight as the kernel takes it: packed, transformed (Winograd's are larger than OIHW).
+    call.group_strides[1] = operators::tensor_args(call.workload)[1].num_elements();
     call.group_strides.back() = output;
     if (call.residual_index > 0) call.group_strides[call.residual_index] = output;
   }
@@ -334,7 +350,16 @@ StatusOr<TaskTable> extract_tasks(Graph& graph) {
     t.count += static_cast<int>(grouped_conv_groups(graph, node));
     t.nodes.push_back(node.name);
   }
+  std::vector<Task> alternatives;
+  for (const Task& t : table.tasks)
+    if (std::optional<Workload> form = winograd_form(t.workload)) {
+      Task a = t;
+      a.workload = *form;
+      a.alternative_of = t.workload.to_string();
+      alternatives.push_back(std::move(a));
+    }
   for (const Task& t : table.tasks) table.total_flops += t.count * t.flops;
+  table.tasks.insert(table.tasks.end(), alternatives.begin(), alternatives.end());
   for (Task& t : table.tasks) t.share = table.total_flops > 0 ? t.count * t.flops / table.total_flops : 0;
   std::stable_sort(table.tasks.begin(), table.tasks.end(), [](const Task& a, const Task& b) { return a.share > b.share; });
   return table;

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <map>
-#include <set>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +20,10 @@ struct Task {
   double flops = 0;           // Of one occurrence.
   double share = 0;           // count x flops over the sum of that over all tasks.
   std::vector<std::string> nodes;
+  // Set when this task is another way to compute the task of that workload (its canonical
+  // string): a convolution as Winograd's. It is tuned beside it; a built model takes whichever of
+  // the two measured faster, and its FLOPs are not counted twice in `total_flops`.
+  std::string alternative_of;
 };
 
 struct TaskTable {
@@ -36,6 +40,19 @@ struct TaskTable {
 
 // The workload one tunable node computes, or an error naming the node and what is not supported.
 StatusOr<Workload> workload_of(const Graph& graph, const Node& node);
+
+// The other form a model may compute a workload in: a channel-blocked 3x3 convolution at stride 1
+// as Winograd's F(2x2, 3x3) or F(4x4, 3x3) (conv2d_nchwc winograd=m), where the output map is
+// large enough for its tiles to pay (at 5x5 and 7x7 the transformed weights, 1.8-4x the direct
+// ones, stream from memory for a few tiles, and the direct kernel skips the padding's taps).
+// nullopt for every other workload. Which form runs is measured, not guessed: extract_tasks makes
+// the form a task beside the direct one, and a build takes the faster (tuner/library_builder.h).
+std::optional<Workload> winograd_form(const Workload& w);
+
+// The forms a build computes workloads in where they are not their own (the key is the canonical
+// string of the workload a node computes): a dense layer's workload without its weight panels
+// (a record from before weights were packed at build time), a convolution's Winograd form.
+using WorkloadForms = std::map<std::string, Workload>;
 
 // The groups of a grouped convolution that runs as one step (RegNet, ResNeXt: several channels per
 // group, a batch of one, so that each group's channels are one range of the input, the weight and
@@ -70,9 +87,9 @@ struct TunedCall {
   int64_t groups = 1;
   std::vector<int64_t> group_strides;
 };
-// `unpacked`: dense workloads (with w_block) whose kernels are built from a record of the same
-// workload without it, made before weights arrived in panels: those nodes' calls take W[N, K].
-StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node, const std::set<std::string>& unpacked = {});
+// `forms`: workloads built in another form (a dense layer's without panels takes W[N, K]; a
+// convolution's Winograd form takes its weight transformed).
+StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node, const WorkloadForms& forms = {});
 
 // Runs the passes (model/passes/passes.h) and extracts the tasks; a model with a node the build
 // cannot run is refused, naming every such node (model/program.h check_buildable).

@@ -12,6 +12,7 @@
 #include "compiler/codegen/codegen.h"
 #include "model/build.h"
 #include "model/onnx_import.h"
+#include "model/tasks.h"
 
 namespace tunefarm {
 
@@ -124,6 +125,29 @@ StatusOr<model::ChosenKernel> choose_kernel(db::RecordStore& store, const Worklo
 
 namespace {
 
+// A model node's kernel: its workload's, or its Winograd form's (model/tasks.h winograd_form)
+// where that form was tuned and its best record is clearly faster than what the workload's own
+// would be built from (or the workload has none). A library of named workloads never switches:
+// the caller passes the weights in the layout the workload names.
+StatusOr<model::ChosenKernel> choose_model_kernel(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
+                                                  std::vector<std::string>& warnings) {
+  std::vector<std::string> own_warnings;
+  StatusOr<model::ChosenKernel> own = choose_kernel(store, w, request, own_warnings);
+  if (std::optional<Workload> form = model::winograd_form(w)) {
+    TF_ASSIGN_OR_RETURN(auto best, store.query_best(*form, request.target, request.device_key, 1));
+    std::vector<std::string> form_warnings;
+    StatusOr<model::ChosenKernel> other = best.empty() ? StatusOr<model::ChosenKernel>(not_found("untuned"))
+                                                       : choose_kernel(store, *form, request, form_warnings);
+    if (other.ok() && other->tuned && (!own.ok() || !own->tuned || other->time_s * kClearlyFaster < own->time_s)) {
+      other->workload = *form;
+      warnings.insert(warnings.end(), form_warnings.begin(), form_warnings.end());
+      return other;
+    }
+  }
+  warnings.insert(warnings.end(), own_warnings.begin(), own_warnings.end());
+  return own;
+}
+
 // The target a library is built for. One that names no CPU takes the CPU its tuned records were
 // built for (tunerd compiles a job for the boards of its key, not for its own host), so that the
 // library runs the code those boards measured. Records built for different CPUs cannot share one.
@@ -150,7 +174,7 @@ StatusOr<BuiltLibrary> build_model_library(const LibraryRequest& request, db::Re
   options.input_shapes = request.input_shapes;
   TF_ASSIGN_OR_RETURN(model::Graph graph, model::import_onnx_file(request.model_path, options));
   BuiltLibrary out;
-  auto choose = [&](const Workload& w) { return choose_kernel(store, w, request, out.warnings); };
+  auto choose = [&](const Workload& w) { return choose_model_kernel(store, w, request, out.warnings); };
   TF_ASSIGN_OR_RETURN(model::BuiltModel built, model::build_model(std::move(graph), request.name, request.target, choose));
   out.files = std::move(built.files);
   return out;

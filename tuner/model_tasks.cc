@@ -27,6 +27,7 @@ StatusOr<v1::ExtractTasksResponse> extract_model_tasks(std::string_view onnx, co
     task->set_flops(t.flops);
     task->set_share(t.share);
     for (const std::string& n : t.nodes) task->add_nodes(n);
+    task->set_alternative_of(t.alternative_of);
   }
   for (const auto& [op, n] : table.untuned_ops) (*out.mutable_untuned_ops())[op] = n;
   out.set_tunable_nodes(table.tunable_nodes);

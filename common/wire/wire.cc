@@ -1,6 +1,7 @@
 #include "common/wire/wire.h"
 
 #include <algorithm>
+#include <map>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -146,11 +147,28 @@ std::optional<ModelLatency> model_latency(const v1::Job& job) {
   ModelLatency out;
   bool all_defaults = true;
   double steps = std::max(0, job.spec().other_steps());
-  for (const v1::TaskProgress& t : progress.tasks()) {
+  // A task that is another way to compute another (a convolution's Winograd form) is not a step
+  // of its own: the model runs whichever of the two is faster. Progress lists the spec's tasks in
+  // its order.
+  std::map<std::string, double> alternative_gflops;
+  std::vector<bool> alternative(static_cast<size_t>(progress.tasks_size()), false);
+  for (int i = 0; i < progress.tasks_size() && i < job.spec().tasks_size(); ++i) {
+    const std::string& of = job.spec().tasks(i).alternative_of();
+    if (of.empty()) continue;
+    alternative[static_cast<size_t>(i)] = true;
+    double& best = alternative_gflops[of];
+    best = std::max(best, progress.tasks(i).best_gflops());
+  }
+  for (int i = 0; i < progress.tasks_size(); ++i) {
+    if (alternative[static_cast<size_t>(i)]) continue;
+    const v1::TaskProgress& t = progress.tasks(i);
     if (t.best_gflops() <= 0 || t.flops() <= 0) return std::nullopt;
     double weight = t.weight() > 0 ? t.weight() : 1;
     steps += weight;
-    out.tuned_s += weight * t.flops() / (t.best_gflops() * 1e9);
+    double best = t.best_gflops();
+    if (auto w = from_proto(t.workload()); w.ok())
+      if (auto it = alternative_gflops.find(w->to_string()); it != alternative_gflops.end()) best = std::max(best, it->second);
+    out.tuned_s += weight * t.flops() / (best * 1e9);
     if (t.default_gflops() > 0) out.untuned_s += weight * t.flops() / (t.default_gflops() * 1e9);
     else all_defaults = false;
   }

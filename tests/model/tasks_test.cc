@@ -1,6 +1,7 @@
 #include "model/tasks.h"
 
 #include <cmath>
+#include <map>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -45,16 +46,35 @@ void expect_tasks_match_the_model(const std::string& file, int expected_nodes, c
   ASSERT_TRUE(table.ok()) << file << ": " << table.status().to_string();
   int counted = 0;
   double share = 0;
+  std::map<std::string, const Task*> own;
+  std::vector<const Task*> alternatives;
   for (const Task& t : table->tasks) {
-    counted += t.count;
-    share += t.share;
     EXPECT_GT(t.flops, 0);
     EXPECT_EQ(static_cast<int>(t.nodes.size()), t.count);
+    if (!t.alternative_of.empty()) {
+      alternatives.push_back(&t);
+      continue;
+    }
+    own[t.workload.to_string()] = &t;
+    counted += t.count;
+    share += t.share;
   }
   EXPECT_EQ(counted, tunable) << file;
   EXPECT_EQ(table->tunable_nodes, tunable);
   EXPECT_NEAR(share, 1.0, 1e-9);
   for (size_t i = 1; i < table->tasks.size(); ++i) EXPECT_GE(table->tasks[i - 1].share, table->tasks[i].share);
+  // Each other form computes the nodes of its workload, which is a task listed before it, with
+  // the same FLOPs.
+  for (const Task* a : alternatives) {
+    ASSERT_TRUE(own.count(a->alternative_of)) << a->workload.to_string();
+    EXPECT_LT(own[a->alternative_of], a) << a->workload.to_string();
+    const Task& of = *own[a->alternative_of];
+    EXPECT_EQ(a->nodes, of.nodes);
+    EXPECT_DOUBLE_EQ(a->flops, of.flops);
+    EXPECT_DOUBLE_EQ(a->share, of.share);
+    ASSERT_TRUE(winograd_form(of.workload).has_value());
+    EXPECT_EQ(a->workload, *winograd_form(of.workload));
+  }
 }
 
 TEST(ModelTasks, ResNetMobileNetAndBertTasksMatchTheirModels) {
@@ -93,6 +113,17 @@ TEST(ModelTasks, FullSizeModelsGiveTheirWholeTaskTables) {
     first_layer |= t.workload.op == "conv2d_nchwc" && t.workload.param("C") == 3 && t.workload.param("ic_block") == 3;
   EXPECT_TRUE(first_layer);
   EXPECT_EQ(table->tasks.front().count, 5);
+  // The 3x3 convolutions at stride 1 are also tuned as Winograd's F(4x4) (56x56 and 28x28 maps) or
+  // F(2x2) (14x14); at 7x7 the direct kernel is the only form.
+  std::map<std::string, std::string> forms;
+  for (const Task& t : table->tasks)
+    if (!t.alternative_of.empty()) forms[t.alternative_of] = t.workload.to_string();
+  EXPECT_EQ(forms.size(), 3u);
+  const std::string s14 = table->tasks.front().workload.to_string();
+  EXPECT_EQ(forms[s14], s14 + ",winograd=2");
+  EXPECT_EQ(forms["conv2d_nchwc:N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,relu=1"],
+            "conv2d_nchwc:N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,relu=1,winograd=4");
+  EXPECT_EQ(forms.count("conv2d_nchwc:N=1,C=512,H=7,W=7,K=512,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,relu=1"), 0u);
 }
 
 TEST(ModelTasks, ConvolutionsAndDenseLayersCarryTheirShapesAndEpilogues) {

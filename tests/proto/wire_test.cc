@@ -101,5 +101,38 @@ TEST(Wire, ModelLatencyAddsTheStepsOutsideTheTasks) {
   EXPECT_FALSE(model_latency(job).has_value());
 }
 
+// A task that is another way to compute another (a convolution's Winograd form) is no step of its
+// own: the estimate counts the faster of the two, the untuned one the workload's own default.
+TEST(Wire, ModelLatencyCountsTheFasterOfAWorkloadAndItsOtherForm) {
+  const std::string direct = "conv2d_nchwc:N=1,C=16,H=8,W=8,K=16,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16";
+  v1::Job job;
+  auto add = [&](const std::string& text, double best, const std::string& of) {
+    auto w = parse_workload(text);
+    ASSERT_TRUE(w.ok());
+    v1::TaskProgress* t = job.mutable_progress()->add_tasks();
+    *t->mutable_workload() = to_proto(*w);
+    t->set_flops(1e6);
+    t->set_weight(2);
+    t->set_best_gflops(best);
+    t->set_default_gflops(best / 2);
+    v1::TuneTask* spec = job.mutable_spec()->add_tasks();
+    *spec->mutable_workload() = to_proto(*w);
+    spec->set_alternative_of(of);
+  };
+  add(direct, 10, "");
+  add("dense:M=4,N=16,K=16", 20, "");
+  add(direct + ",winograd=2", 40, direct);
+  double calls = 4 * kStepCallS;  // two steps of weight 2: the alternative is none
+  auto faster_form = model_latency(job);
+  ASSERT_TRUE(faster_form.has_value());
+  EXPECT_NEAR(faster_form->tuned_s, 2e6 / 40e9 + 2e6 / 20e9 + calls, 1e-12);
+  EXPECT_NEAR(faster_form->untuned_s, 2e6 / 5e9 + 2e6 / 10e9 + calls, 1e-12);
+  job.mutable_progress()->mutable_tasks(2)->set_best_gflops(5);
+  EXPECT_NEAR(model_latency(job)->tuned_s, 2e6 / 10e9 + 2e6 / 20e9 + calls, 1e-12);
+  // An alternative not measured yet holds no estimate back.
+  job.mutable_progress()->mutable_tasks(2)->set_best_gflops(0);
+  EXPECT_TRUE(model_latency(job).has_value());
+}
+
 }  // namespace
 }  // namespace tunefarm
