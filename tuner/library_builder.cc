@@ -123,12 +123,6 @@ StatusOr<model::ChosenKernel> choose_kernel(db::RecordStore& store, const Worklo
   return k;
 }
 
-namespace {
-
-// A model node's kernel: its workload's, or its Winograd form's (model/tasks.h winograd_form)
-// where that form was tuned and its best record is clearly faster than what the workload's own
-// would be built from (or the workload has none). A library of named workloads never switches:
-// the caller passes the weights in the layout the workload names.
 StatusOr<model::ChosenKernel> choose_model_kernel(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
                                                   std::vector<std::string>& warnings) {
   std::vector<std::string> own_warnings;
@@ -147,6 +141,8 @@ StatusOr<model::ChosenKernel> choose_model_kernel(db::RecordStore& store, const 
   warnings.insert(warnings.end(), own_warnings.begin(), own_warnings.end());
   return own;
 }
+
+namespace {
 
 // The target a library is built for. One that names no CPU takes the CPU its tuned records were
 // built for (tunerd compiles a job for the boards of its key, not for its own host), so that the

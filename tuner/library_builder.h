@@ -39,6 +39,13 @@ std::optional<v1::Record> default_record(db::RecordStore& store, const Workload&
 StatusOr<model::ChosenKernel> choose_kernel(db::RecordStore& store, const Workload& workload, const LibraryRequest& request,
                                             std::vector<std::string>& warnings);
 
+// A model node's kernel: its workload's, or its Winograd form's (model/tasks.h winograd_form)
+// where that form was tuned and its best record is clearly faster than what the workload's own
+// would be built from (or the workload has none); then `workload` names the form. A library of
+// named workloads never switches: its caller passes the weights in the layout the workload names.
+StatusOr<model::ChosenKernel> choose_model_kernel(db::RecordStore& store, const Workload& workload,
+                                                  const LibraryRequest& request, std::vector<std::string>& warnings);
+
 // A kernel library of the request's workloads, or the request's model as a library.
 StatusOr<BuiltLibrary> build_library(const LibraryRequest& request, db::RecordStore& store);
 

@@ -10,6 +10,7 @@
 
 #include "common/wire/wire.h"
 #include "compiler/build.h"
+#include "model/tasks.h"
 #include "tests/disassembly.h"
 #include "tuner/library_builder.h"
 
@@ -148,6 +149,52 @@ TEST_F(ChooseKernel, ADenseRecordFromBeforeWeightPanelsBuildsTheLayerAsMeasured)
   ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
   EXPECT_EQ(chosen->config, now);
   EXPECT_FALSE(chosen->workload.has_value());
+}
+
+// A convolution's Winograd form, tuned beside it, is what a model's node is built from where its
+// best record clearly beats the workload's own, or the workload has none; within noise of it the
+// workload's own stands. A library of named workloads never switches (its weights' layout is the
+// caller's).
+TEST_F(ChooseKernel, AModelTakesAWinogradFormWhereItMeasuredClearlyFaster) {
+  Workload w = *parse_workload("conv2d_nchwc:N=1,C=16,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  ASSERT_TRUE(model::winograd_form(w).has_value());
+  Workload form = *model::winograd_form(w);
+  std::vector<std::string> warnings;
+  auto untuned = choose_model_kernel(*store_, w, request_, warnings);
+  ASSERT_TRUE(untuned.ok()) << untuned.status().to_string();
+  EXPECT_FALSE(untuned->tuned);
+  EXPECT_FALSE(untuned->workload.has_value());
+
+  record(form, *default_config(form, Target{}), 1e-4);  // the workload itself has no record
+  warnings.clear();
+  auto only_form = choose_model_kernel(*store_, w, request_, warnings);
+  ASSERT_TRUE(only_form.ok()) << only_form.status().to_string();
+  ASSERT_TRUE(only_form->workload.has_value());
+  EXPECT_EQ(*only_form->workload, form);
+  EXPECT_EQ(only_form->config.template_name, "conv2d_nchwc.cpu.winograd");
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+
+  record(w, *default_config(w, Target{}), 1.03e-4);  // the form is 3% faster: noise
+  auto own = choose_model_kernel(*store_, w, request_, warnings);
+  ASSERT_TRUE(own.ok()) << own.status().to_string();
+  EXPECT_FALSE(own->workload.has_value());
+  EXPECT_EQ(own->config, *default_config(w, Target{}));
+
+  // A history where the form ran twice as fast.
+  store_.reset();
+  std::filesystem::remove_all(dir_ / "history.db");
+  store_ = std::move(db::RecordStore::open((dir_ / "history.db").string()).value());
+  record(w, *default_config(w, Target{}), 2e-4);
+  record(form, *default_config(form, Target{}), 1e-4);
+  auto faster = choose_model_kernel(*store_, w, request_, warnings);
+  ASSERT_TRUE(faster.ok()) << faster.status().to_string();
+  ASSERT_TRUE(faster->workload.has_value());
+  EXPECT_EQ(*faster->workload, form);
+  EXPECT_DOUBLE_EQ(faster->time_s, 1e-4);
+  auto named = choose_kernel(*store_, w, request_, warnings);
+  ASSERT_TRUE(named.ok());
+  EXPECT_FALSE(named->workload.has_value());
+  EXPECT_DOUBLE_EQ(named->time_s, 2e-4);
 }
 
 // Records of an `llvm` job on a key of haswell boards were built for haswell: a library of them
