@@ -322,12 +322,15 @@ def tuning_curves(records):
 
 @dataclasses.dataclass(frozen=True)
 class ModelTask:
-    """A tuning task of a model: a workload, how many nodes compute it, and its share of the FLOPs."""
+    """A tuning task of a model: a workload, how many nodes compute it, and its share of the FLOPs.
+    alternative_of: the workload this task is another way to compute (a convolution as Winograd's),
+    tuned beside it; a build takes the faster. Empty for most tasks."""
     workload: str
     count: int
     flops: float
     share: float
     nodes: tuple
+    alternative_of: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -452,7 +455,7 @@ class Client:
         # tunerd's reason alone, as tune-client prints it (it names the node where there is one).
         r = self._call("ExtractTasks", upload.chunks(first), None, timeout=300)
         return ModelTasks(r.model_name, [ModelTask(_wire.workload_text(t.workload), t.count, t.flops, t.share,
-                                                   tuple(t.nodes)) for t in r.tasks],
+                                                   tuple(t.nodes), t.alternative_of) for t in r.tasks],
                           dict(r.untuned_ops), r.tunable_nodes, r.total_flops, r.other_steps, r.other_bytes)
 
     def submit(self, model=None, workloads=None, *, input_shapes=None, trials=200, device="local-cpu",
@@ -481,7 +484,8 @@ class Client:
         if model is not None:
             tasks = self.tasks(model, input_shapes)
             for t in tasks:
-                spec.tasks.add(workload=_wire.workload_message(t.workload), weight=t.count)
+                spec.tasks.add(workload=_wire.workload_message(t.workload), weight=t.count,
+                               alternative_of=t.alternative_of)
             spec.other_steps = tasks.other_steps
             spec.other_bytes = tasks.other_bytes
             if not name and not isinstance(model, (bytes, bytearray)) and not hasattr(model, "SerializeToString"):
