@@ -67,6 +67,11 @@ inline const std::vector<std::string>& blocked_workloads() {
       // EfficientNet's SiLU and MobileNetV3's HardSwish (a 5x5 depthwise window at stride 2).
       "conv2d_nchwc:N=1,C=16,H=6,W=7,K=32,R=1,S=1,stride=1,pad=0,ic_block=16,oc_block=16,bias=1,silu=1",
       "depthwise_conv2d_nchwc:N=1,C=32,H=9,W=9,R=5,S=5,stride=2,pad=2,block=16,bias=1,hardswish=1",
+      // Winograd (the weight transformed): outputs that are not whole tiles (7x9 in tiles of 4,
+      // 5x7 in tiles of 2), padding 1 and 0, input and output blocks that differ, an epilogue.
+      "conv2d_nchwc:N=1,C=16,H=7,W=9,K=32,R=3,S=3,stride=1,pad=1,ic_block=8,oc_block=16,winograd=4",
+      "conv2d_nchwc:N=1,C=12,H=7,W=9,K=16,R=3,S=3,stride=1,pad=0,ic_block=4,oc_block=8,bias=1,residual=1,relu=1,winograd=2",
+      "conv2d_nchwc:N=2,C=16,H=6,W=5,K=16,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,relu6=1,winograd=4",
   };
   return kWorkloads;
 }
