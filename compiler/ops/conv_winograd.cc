@@ -15,6 +15,8 @@
 // bodies). The GEMM is the time: vectors of oc output channels, one broadcast of V per tile of
 // the register tile (tiles x output-channel blocks), like the direct template's columns x blocks.
 #include <algorithm>
+#include <functional>
+#include <tuple>
 #include <memory>
 
 #include <fmt/format.h>
@@ -127,6 +129,10 @@ ConfigSpace winograd_space(const std::string& name, const ConvShape& c) {
   s.define_split_candidates("tile_kb", {{1, 2, 3, 4}});
   // Input channels of a block per step of the GEMM's reduction loop, unrolled.
   s.define_knob("unroll_c", std::vector<int64_t>{1, 2, 4});
+  // Rows of tiles whose GEMMs and input transform are computed together, before the output
+  // transform of their tiles (V and M then stay in the caches, on the stack); 0: all of them, V and
+  // M whole tensors in the workspace.
+  s.define_knob("block_rows", std::vector<int64_t>{1, 2, 4, 8, 0});
   s.define_annotate("parallel", {"none", "outer"});
   int64_t oc = c.oc, ic = c.ic;
   s.set_validator([oc, ic](const Config& cfg) -> Status {
@@ -161,6 +167,7 @@ Config winograd_default(const std::string& name, const ConvShape& c, const CpuMo
   cfg.knobs = {{"tile_t", std::vector<int64_t>{-1, best_t}},
                {"tile_kb", std::vector<int64_t>{-1, best_kb}},
                {"unroll_c", int64_t{c.ic % 2 == 0 ? 2 : 1}},
+               {"block_rows", int64_t{1}},
                {"parallel", std::string("none")}};
   return cfg;
 }
@@ -169,55 +176,28 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   ConvShape c = operators::conv_shape(wl);
   const int64_t m = c.winograd;
   int64_t tt = knob_list(cfg, "tile_t")[1], tk = knob_list(cfg, "tile_kb")[1];
-  int64_t unroll = knob_int(cfg, "unroll_c");
+  int64_t unroll = knob_int(cfg, "unroll_c"), block = knob_int(cfg, "block_rows");
   bool par = knob_str(cfg, "parallel") == "outer";
   WinogradTensors w = define_winograd(c);
   auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{w.out});
   schedule::Schedule& s = *owned;
 
-  // The input transform, a tile and a block of input channels at a time: the first pass's
-  // alpha x alpha vectors beside it.
-  auto& v = s[w.v];
-  v.reorder({v.axis(2), v.axis(3), v.axis(4), v.axis(5), v.axis(0), v.axis(1), v.axis(6)});
-  v.unroll(v.axis(0));
-  v.unroll(v.axis(1));
-  v.vectorize(v.axis(6));
-  if (par) v.parallel(v.axis(3));
-  auto& rows = s[w.rows];
-  rows.set_scope(ir::MemScope::kLocal);
-  rows.compute_at(v, v.axis(5));
-  rows.unroll(rows.axis(4));
-  rows.unroll(rows.axis(5));
-  rows.vectorize(rows.axis(6));
-
-  // The GEMMs: the register tile of sums computed at each tile of M.
-  te::Tensor acc = s.cache_write(w.m, ir::MemScope::kLocal);
-  auto& mm = s[w.m];
-  auto [kbo, kbi] = mm.split(mm.axis(3), tk);
-  auto [to, ti] = mm.split(mm.axis(4), tt);
-  mm.reorder({mm.axis(0), mm.axis(1), mm.axis(2), kbo, to, kbi, ti, mm.axis(5)});
-  mm.unroll(kbi);
-  mm.unroll(ti);
-  mm.vectorize(mm.axis(5));
-  if (par) mm.parallel(mm.fuse(mm.axis(0), mm.axis(1)));
-  auto& a = s[acc];
-  a.compute_at(mm, to);
-  auto [rco, rcu] = a.split(a.reduce_axis(1), unroll);
-  a.reorder({a.axis(0), a.axis(1), a.axis(2), a.reduce_axis(0), rco, rcu, a.axis(3), a.axis(4), a.axis(5)});
-  a.unroll(rcu);
-  a.unroll(a.axis(3));
-  a.unroll(a.axis(4));
-  a.vectorize(a.axis(5));
-
-  // The output transform, a tile at a time: the first pass's alpha x m vectors beside it.
+  // The output transform, a tile at a time, the first pass's alpha x m vectors beside it; rows of
+  // tiles in blocks, each block's GEMMs (and their input transform) computed before its tiles.
   auto& out = s[w.out];
   auto [po, pi] = out.split(out.axis(2), m);
   auto [qo, qi] = out.split(out.axis(3), m);
-  out.reorder({out.axis(0), po, out.axis(1), qo, pi, qi, out.axis(4)});
+  te::IterVar pob, poi;
+  if (block > 0) {
+    std::tie(pob, poi) = out.split(po, block);
+    out.reorder({out.axis(0), pob, poi, out.axis(1), qo, pi, qi, out.axis(4)});
+  } else {
+    out.reorder({out.axis(0), po, out.axis(1), qo, pi, qi, out.axis(4)});
+  }
   out.unroll(pi);
   out.unroll(qi);
   out.vectorize(out.axis(4));
-  if (par) out.parallel(po);
+  if (par) out.parallel(block > 0 ? pob : po);
   if (w.sum.op != w.out.op) {
     auto& sum = s[w.sum];
     sum.set_scope(ir::MemScope::kLocal);
@@ -232,6 +212,43 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   cols.unroll(cols.axis(4));
   cols.unroll(cols.axis(5));
   cols.vectorize(cols.axis(6));
+
+  // The GEMMs, one (e, nu) at a time over the block's tiles: the register tile of sums computed at
+  // each tile of M.
+  te::Tensor acc = s.cache_write(w.m, ir::MemScope::kLocal);
+  auto& mm = s[w.m];
+  auto [kbo, kbi] = mm.split(mm.axis(3), tk);
+  auto [to, ti] = mm.split(mm.axis(4), tt);
+  mm.reorder({mm.axis(2), mm.axis(0), mm.axis(1), kbo, to, kbi, ti, mm.axis(5)});
+  mm.unroll(kbi);
+  mm.unroll(ti);
+  mm.vectorize(mm.axis(5));
+  if (block > 0) mm.compute_at(out, pob);
+  else if (par) mm.parallel(mm.fuse(mm.axis(0), mm.axis(1)));
+  auto& a = s[acc];
+  a.compute_at(mm, to);
+  auto [rco, rcu] = a.split(a.reduce_axis(1), unroll);
+  a.reorder({a.axis(0), a.axis(1), a.axis(2), a.reduce_axis(0), rco, rcu, a.axis(3), a.axis(4), a.axis(5)});
+  a.unroll(rcu);
+  a.unroll(a.axis(3));
+  a.unroll(a.axis(4));
+  a.vectorize(a.axis(5));
+
+  // The input transform, a tile and a block of input channels at a time, the first pass's
+  // alpha x alpha vectors beside it: the block's tiles before its GEMMs, or all of them.
+  auto& v = s[w.v];
+  v.reorder({v.axis(2), v.axis(3), v.axis(4), v.axis(5), v.axis(0), v.axis(1), v.axis(6)});
+  v.unroll(v.axis(0));
+  v.unroll(v.axis(1));
+  v.vectorize(v.axis(6));
+  if (block > 0) v.compute_at(mm, mm.axis(2));
+  else if (par) v.parallel(v.axis(3));
+  auto& rows = s[w.rows];
+  rows.set_scope(ir::MemScope::kLocal);
+  rows.compute_at(v, v.axis(5));
+  rows.unroll(rows.axis(4));
+  rows.unroll(rows.axis(5));
+  rows.vectorize(rows.axis(6));
   return Scheduled{std::move(owned), kernel_args(w.input, w.weight, w.epilogue_inputs, w.out)};
 }
 
