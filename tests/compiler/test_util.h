@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/operators/operator.h"
 #include "compiler/build.h"
 
 namespace tunefarm::testing_util {
@@ -101,10 +102,20 @@ inline std::vector<float> random_vector(int64_t n, uint32_t seed) {
   return v;
 }
 
+// How much further than a direct sum a kernel of `w` may round from the reference: as much as
+// the farm's check allows (measure/tolerance.h scales by the square root of the reduction length),
+// which for a Winograd convolution is alpha^2 / 3 times the direct one's.
+inline float tolerance_scale(const Workload& w) {
+  if (w.op != "conv2d_nchwc" || w.param("winograd") == 0) return 1.0f;
+  operators::ConvShape c = operators::conv_shape(w);
+  return std::sqrt(static_cast<float>(reduction_length(w)) / static_cast<float>(c.C * c.R * c.S));
+}
+
 struct Buffers {
   std::vector<std::vector<float>> inputs;
   std::vector<float> output;
   std::vector<float> expected;
+  float tolerance_scale = 1.0f;  // what compare() is to allow for this workload
 
   std::vector<void*> arg_pointers() {
     std::vector<void*> p;
@@ -124,15 +135,16 @@ inline Buffers make_buffers(const Workload& w, uint32_t seed) {
   for (auto& v : b.inputs) in.push_back(v.data());
   b.output.assign(args->back().num_elements(), std::nanf(""));
   b.expected.assign(args->back().num_elements(), 0.0f);
+  b.tolerance_scale = tolerance_scale(w);
   EXPECT_TRUE(run_reference(w, in, b.expected.data()).ok());
   return b;
 }
 
-// Within rtol 1e-4 (with a small absolute floor for results near zero). Returns a message on
-// the first mismatch, empty when all match.
-inline std::string compare(const std::vector<float>& got, const std::vector<float>& want) {
+// Within rtol 1e-4 (with a small absolute floor for results near zero), times `scale`
+// (tolerance_scale). Returns a message on the first mismatch, empty when all match.
+inline std::string compare(const std::vector<float>& got, const std::vector<float>& want, float scale = 1.0f) {
   for (size_t i = 0; i < want.size(); ++i) {
-    float tol = 1e-4f * std::max(1.0f, std::fabs(want[i]));
+    float tol = scale * 1e-4f * std::max(1.0f, std::fabs(want[i]));
     if (!(std::fabs(got[i] - want[i]) <= tol))
       return "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " + std::to_string(want[i]);
   }
