@@ -7,7 +7,10 @@
 // Baselines: GEMMs are cblas_sgemm / dnnl_sgemm (dense: B transposed; the bias/ReLU epilogue is
 // ours only). Convolutions: OpenBLAS runs im2col + sgemm (im2col timed); oneDNN runs its
 // convolution primitive with the layouts it prefers ("any"), reorders done before timing.
-// Depthwise has no OpenBLAS counterpart.
+// Depthwise has no OpenBLAS counterpart. A Winograd workload (conv2d_nchwc with winograd=m) races
+// the libraries' direct convolution of one OIHW weight, which ours gets transformed; the direct
+// template's default races beside it ("direct"), and our output is checked against the direct
+// convolution's.
 //
 // Debian's OpenBLAS misdetects this CPU, so the program sets OPENBLAS_CORETYPE=SkylakeX (and one
 // thread everywhere) and re-executes itself before the libraries load.
@@ -31,6 +34,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "common/operators/operator.h"
+#include "common/operators/winograd.h"
 #include "common/stats.h"
 #include "common/wire/wire.h"
 #include "common/workload.h"
@@ -339,6 +343,32 @@ StatusOr<Library> load_library(const std::string& dir) {
   return lib;
 }
 
+// A Winograd workload (conv2d_nchwc with winograd=m) takes its weight transformed, U, as a model
+// build gives it: the race is on one OIHW weight g, which the libraries and the direct reference
+// convolve with and which ours gets as winograd_weight(g). `direct` is the same convolution with
+// winograd=0 (its template races beside ours), `packed` g in its layout, OIHW[ic]i[oc]o.
+struct WinogradRace {
+  Workload direct;
+  Buffer oihw, packed;
+};
+
+WinogradRace winograd_race(const Workload& w, Buffer& weight) {
+  operators::ConvShape c = operators::conv_shape(w);
+  WinogradRace race;
+  race.direct = w;
+  for (auto& [name, value] : race.direct.params)
+    if (name == "winograd") value = 0;
+  race.oihw = random_vector(c.K * c.C * 9, 12);
+  operators::winograd_weight(c, race.oihw.data(), weight.data());
+  race.packed.resize(race.oihw.size());
+  for (int64_t k = 0; k < c.K; ++k)
+    for (int64_t ch = 0; ch < c.C; ++ch)
+      for (int64_t rs = 0; rs < 9; ++rs)
+        race.packed[static_cast<size_t>((((k / c.oc * c.cb() + ch / c.ic) * 9 + rs) * c.ic + ch % c.ic) * c.oc + k % c.oc)] =
+            race.oihw[static_cast<size_t>((k * c.C + ch) * 9 + rs)];
+  return race;
+}
+
 // Calls a library function, whose parameters are the tensors in argument order.
 int call_library_function(void* fn, const std::vector<void*>& t) {
   using F3 = int (*)(void*, void*, void*);
@@ -435,6 +465,12 @@ int main(int argc, char** argv) {
     }
     std::vector<Buffer> in;
     for (size_t i = 0; i + 1 < args->size(); ++i) in.push_back(random_vector((*args)[i].num_elements(), 11 + i));
+    bool winograd = operators::is_conv(w) && operators::conv_shape(w).winograd > 0;
+    WinogradRace race;
+    if (winograd) race = winograd_race(w, in[1]);
+    // What the libraries and the reference read: the direct convolution's inputs.
+    std::vector<Buffer> direct_in = in;
+    if (winograd) direct_in[1] = race.oihw;
     Buffer ours_out(args->back().num_elements()), lib_out(args->back().num_elements());
     std::vector<void*> ptrs;
     for (auto& v : in) ptrs.push_back(v.data());
@@ -446,11 +482,12 @@ int main(int argc, char** argv) {
     if (*flops <= 4e9) {
       std::vector<const float*> cin;
       for (auto& v : in) cin.push_back(v.data());
+      if (winograd) cin[1] = race.packed.data();
       std::vector<float> want(ours_out.size());
-      (void)run_reference(w, cin, want.data());
+      (void)run_reference(winograd ? race.direct : w, cin, want.data());
       ours();
       // The agents' check (measure/tolerance.h) decides; the worst relative error is printed beside it.
-      Tolerance tolerance = scaled_tolerance(kDefaultRtol, kDefaultAtol, reduction_length(w));
+      Tolerance tolerance = scaled_tolerance(kDefaultRtol, kDefaultAtol, reduction_length(winograd ? race.direct : w));
       double worst = 0;
       int64_t differing = 0;
       for (size_t i = 0; i < want.size(); ++i) {
@@ -464,10 +501,27 @@ int main(int argc, char** argv) {
     }
 
     // An operator of another family races no library.
-    Baselines bl = operators::is_gemm(w)   ? gemm_baselines(w, in, lib_out)
-                   : operators::is_conv(w) ? conv_baselines(w, in, lib_out)
+    Baselines bl = operators::is_gemm(w)   ? gemm_baselines(w, direct_in, lib_out)
+                   : operators::is_conv(w) ? conv_baselines(winograd ? race.direct : w, direct_in, lib_out)
                                            : Baselines{};
     std::vector<std::pair<std::string, Fn>> contenders = {{"ours", ours}};
+    // Beside a Winograd kernel, the direct template's default on the same weight.
+    Loaded direct_loaded;
+    Buffer direct_out(args->back().num_elements());
+    std::vector<void*> direct_ptrs;
+    if (winograd) {
+      auto dc = default_config(race.direct, host);
+      if (dc.ok() && threads > 1) dc = with_outer_parallelism(*dc);
+      auto dk = dc.ok() ? build_kernel(race.direct, host, *dc) : StatusOr<BuiltKernel>(dc.status());
+      Status ds = dk.ok() ? load_shared_object(dk->binary, direct_loaded) : dk.status();
+      if (ds.ok()) {
+        for (size_t i = 0; i < in.size(); ++i) direct_ptrs.push_back(i == 1 ? race.packed.data() : in[i].data());
+        direct_ptrs.push_back(direct_out.data());
+        contenders.push_back({"direct", [&] { direct_loaded.fn(direct_ptrs.data()); }});
+      } else {
+        fmt::print("{}: the direct template's default did not build: {}\n", ws, ds.to_string());
+      }
+    }
     // A config from --config-file (a tuned one) races the template's untuned default too.
     Loaded default_loaded;
     Buffer default_out(args->back().num_elements());
@@ -510,7 +564,7 @@ int main(int argc, char** argv) {
       gflops[contenders[i].first] = *flops / (med * 1e6);
       line += fmt::format("  {} {:.3f} ms {:.1f} GFLOP/s", contenders[i].first, med, gflops[contenders[i].first]);
     }
-    for (const char* lib : {"library", "default", "openblas", "onednn"})
+    for (const char* lib : {"library", "default", "direct", "openblas", "onednn"})
       if (gflops.count(lib)) line += fmt::format("  ours/{} {:.2f}x", lib, gflops["ours"] / gflops[lib]);
     fmt::print("{}\n  config {}\n", line, config->to_json());
     std::fflush(stdout);
@@ -521,6 +575,7 @@ int main(int argc, char** argv) {
     entry["onednn_gflops"] = gflops.count("onednn") ? nlohmann::ordered_json(gflops["onednn"]) : nlohmann::ordered_json();
     if (gflops.count("default")) entry["default_gflops"] = gflops["default"];
     if (gflops.count("library")) entry["library_gflops"] = gflops["library"];
+    if (gflops.count("direct")) entry["direct_gflops"] = gflops["direct"];
     results.push_back(entry);
   }
   // The geometric mean of our speed over each library's, and the layer where we fall furthest.

@@ -54,8 +54,9 @@ Status validate_workload(const Workload& workload);
 StatusOr<std::vector<Workload>> read_workload_file(const std::string& path);
 
 // How many products each output element sums (K of a GEMM, C*R*S of a convolution, R*S of a
-// depthwise one): what the correctness check scales its tolerance by. Border elements of a padded
-// convolution sum fewer; this is the most any element sums.
+// depthwise one, C*alpha^4 of a Winograd one, its transforms written out): what the correctness
+// check scales its tolerance by. Border elements of a padded convolution sum fewer; this is the
+// most any element sums.
 int64_t reduction_length(const Workload& workload);
 
 // Names of the operators the parser knows, sorted.

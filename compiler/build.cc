@@ -27,7 +27,7 @@ std::vector<std::string> template_names(const Workload& workload, const Target& 
   std::vector<std::string> out;
   if (const ops::OpDef* op = ops::find_op(workload.op))
     for (const auto& t : op->templates)
-      if (t.target_kind == target.kind) out.push_back(t.name);
+      if (t.target_kind == target.kind && (!t.accepts || t.accepts(workload).ok())) out.push_back(t.name);
   return out;
 }
 
@@ -40,6 +40,12 @@ StatusOr<const ops::Template*> lookup_template(const Workload& workload, const T
   if (t->target_kind != target.kind)
     return invalid_argument(fmt::format("template {} is not for target '{}' (templates for it: {})", t->name,
                                         target.to_string(), fmt::join(template_names(workload, target), ", ")));
+  if (t->accepts) {
+    Status accepted = t->accepts(workload);
+    if (!accepted.ok())
+      return invalid_argument(fmt::format("{} (templates for this workload: {})", accepted.message(),
+                                          fmt::join(template_names(workload, target), ", ")));
+  }
   return t;
 }
 

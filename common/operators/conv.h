@@ -78,7 +78,8 @@ Status check_conv(const ConvShape& c);
 // the output.
 std::vector<TensorArg> conv_args(const ConvShape& c);
 double conv_flops(const ConvShape& c);
-// C*R*S, or R*S when depthwise.
+// C*R*S, or R*S when depthwise, or C*alpha^4 when computed as Winograd's (its transforms written
+// out).
 int64_t conv_reduction_length(const ConvShape& c);
 
 }  // namespace tunefarm::operators

@@ -283,7 +283,10 @@ class Simplifier : public IRMutator {
     auto rr = bounds(rest);
     if (!rr || rr->lo < 0 || q.terms.empty()) return div(a, b);
     Linear out = q;
-    if (rr->hi >= *c) out.add_term(div(rest, b), 1);
+    // r/c is a constant where r's bounds lie within one multiple of c: the last index of a split
+    // with a tail, (o*c + min(c, E - o*c) - 1)/c, is o.
+    if (rr->lo / *c == rr->hi / *c) out.constant += rr->lo / *c;
+    else out.add_term(div(rest, b), 1);
     return from_linear(out);
   }
 

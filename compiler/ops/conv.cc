@@ -347,9 +347,9 @@ OpDef conv_op(const std::string& name) {
   op.compute = conv_compute;
   std::string cpu = name + ".cpu.direct", cuda = name + ".cuda.direct";
   op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload& w) { return cpu_space(cpu, conv_of(w)); },
-                          [cpu](const Workload& w, const CpuModel&) { return cpu_default(cpu, conv_of(w)); }, cpu_schedule, nullptr});
+                          [cpu](const Workload& w, const CpuModel&) { return cpu_default(cpu, conv_of(w)); }, cpu_schedule, nullptr, nullptr});
   op.templates.push_back({cuda, Target::Kind::kCUDA, [cuda](const Workload& w) { return cuda_space(cuda, conv_of(w)); },
-                          [cuda](const Workload& w, const CpuModel&) { return cuda_default(cuda, conv_of(w)); }, cuda_schedule, nullptr});
+                          [cuda](const Workload& w, const CpuModel&) { return cuda_default(cuda, conv_of(w)); }, cuda_schedule, nullptr, nullptr});
   return op;
 }
 

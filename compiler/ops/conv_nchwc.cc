@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/ops/conv_nchwc.h"
 #include "compiler/ops/op.h"
 #include "compiler/schedule/schedule.h"
 
@@ -24,60 +25,9 @@ namespace {
 using ir::Expr;
 using ir::Var;
 
-// The epilogues a blocked convolution applies in its output stage, while the tile is in
-// registers: out = act(sum + bias[k] + residual[...]), act ReLU, ReLU6, SiLU or HardSwish (a
-// network's Conv, its BatchNormalization folded into the bias, a residual Add and the activation
-// in one pass).
 using operators::ConvEpilogue;
 
 ConvEpilogue conv_epilogue_of(const Workload& w) { return operators::conv_shape(w).epilogue; }
-
-double epilogue_value(const ConvEpilogue& e, double sum, float bias, float residual) {
-  double v = sum + (e.bias ? bias : 0.0) + (e.residual ? residual : 0.0);
-  if (e.relu || e.relu6) v = std::max(v, 0.0);
-  if (e.relu6) v = std::min(v, 6.0);
-  if (e.silu) v = v / (1.0 + std::exp(-v));
-  if (e.hardswish) v = v * std::clamp(v / 6.0 + 0.5, 0.0, 1.0);
-  return v;
-}
-
-// The output stage over `sum` [N, C/b, P, Q, b]: the sum itself when there is no epilogue.
-// `inputs` receives the epilogue's placeholders in argument order.
-te::Tensor epilogue_stage(const ConvEpilogue& e, const te::Tensor& sum, const std::vector<int64_t>& shape,
-                          std::vector<te::Tensor>& inputs) {
-  if (!e.any()) return sum;
-  int64_t block = shape[4];
-  te::Tensor bias, residual;
-  if (e.bias) inputs.push_back(bias = te::placeholder("bias", {shape[1] * block}));
-  if (e.residual) inputs.push_back(residual = te::placeholder("residual", shape));
-  return te::compute("output", shape, [&](const std::vector<Var>& v) {
-    std::vector<Expr> at(v.begin(), v.end());
-    Expr val = sum(at);
-    if (e.bias) val = val + bias(Expr(v[1]) * block + v[4]);
-    if (e.residual) val = val + residual(at);
-    if (e.relu || e.relu6) val = ir::max(val, ir::float_imm(0));
-    if (e.relu6) val = ir::min(val, ir::float_imm(6));
-    // exp vectorizes (the code generator's inline exponential); one division a vector.
-    if (e.silu) val = val / (ir::float_imm(1) + ir::call(ir::Type::f32(), "exp", {ir::float_imm(0) - val}));
-    if (e.hardswish) val = val * ir::min(ir::max(val * ir::float_imm(1.0 / 6) + ir::float_imm(0.5), ir::float_imm(0)), ir::float_imm(1));
-    return val;
-  }, {"n", "cb", "p", "q", "c"});
-}
-
-// A blocked convolution's inputs in argument order: input, weight, then the epilogue's.
-std::vector<te::Tensor> conv_inputs(const te::Tensor& input, const te::Tensor& weight,
-                                    const std::vector<te::Tensor>& epilogue_inputs) {
-  std::vector<te::Tensor> args = {input, weight};
-  args.insert(args.end(), epilogue_inputs.begin(), epilogue_inputs.end());
-  return args;
-}
-
-std::vector<te::Tensor> kernel_args(const te::Tensor& input, const te::Tensor& weight,
-                                    const std::vector<te::Tensor>& epilogue_inputs, const te::Tensor& out) {
-  std::vector<te::Tensor> args = conv_inputs(input, weight, epilogue_inputs);
-  args.push_back(out);
-  return args;
-}
 
 using Blocked = operators::ConvShape;
 
@@ -107,22 +57,6 @@ void blocked_reference(const Workload& w, const std::vector<const float*>& in, f
           int64_t o = (((n * b.kb() + k / b.oc) * b.P + p) * b.Q + q) * b.oc + k % b.oc;
           out[o] = static_cast<float>(epilogue_value(e, acc, bias ? bias[k] : 0.f, residual ? residual[o] : 0.f));
         }
-}
-
-using Read5 = std::function<Expr(Expr, Expr, Expr, Expr, Expr)>;
-
-// A read of a blocked input [N, C/x, H, W, x] at padded coordinates (h, w): zero outside the input,
-// with the coordinates clamped so that the load itself stays in bounds.
-Read5 guarded_read(const te::Tensor& in, int64_t H, int64_t W, int64_t pad) {
-  return [in, H, W, pad](Expr n, Expr c, Expr h, Expr w, Expr ci) -> Expr {
-    if (pad == 0) return in(n, c, h, w, ci);
-    Expr hh = h - pad, ww = w - pad;
-    Expr inside = ir::logical_and(ir::logical_and(ir::ge(hh, ir::int_imm(0)), ir::lt(hh, ir::int_imm(H))),
-                                  ir::logical_and(ir::ge(ww, ir::int_imm(0)), ir::lt(ww, ir::int_imm(W))));
-    Expr hc = ir::min(ir::max(hh, ir::int_imm(0)), ir::int_imm(H - 1));
-    Expr wc = ir::min(ir::max(ww, ir::int_imm(0)), ir::int_imm(W - 1));
-    return ir::select(inside, in(n, c, hc, wc, ci), ir::float_imm(0));
-  };
 }
 
 struct BlockedTensors {
@@ -253,14 +187,6 @@ Config blocked_default(const std::string& name, const Blocked& b, const CpuModel
                {"parallel", std::string("none")},
                {"pad_stage", int64_t{guard ? 0 : 1}}};
   return cfg;
-}
-
-// The register tile of sums: the output's own stage kept in registers when there is no epilogue
-// (as before epilogues existed, so old configs build the same kernel), else the sum stage.
-te::Tensor local_sum(schedule::Schedule& s, const te::Tensor& sum, const te::Tensor& out) {
-  if (sum.op == out.op) return s.cache_write(out, ir::MemScope::kLocal);
-  s[sum].set_scope(ir::MemScope::kLocal);
-  return sum;
 }
 
 StatusOr<Scheduled> blocked_schedule(const Workload& w, const Config& cfg) {
@@ -438,11 +364,25 @@ StatusOr<Scheduled> depthwise_schedule(const Workload& w, const Config& cfg) {
 std::vector<OpDef> blocked_conv_ops() {
   OpDef op;
   op.name = "conv2d_nchwc";
-  op.reference = blocked_reference;
-  op.compute = blocked_compute;
+  // A winograd=m workload's weight is transformed (U): its reference and definition are Winograd's.
+  op.reference = [](const Workload& w, const std::vector<const float*>& in, float* out) {
+    if (blocked_of(w).winograd > 0) winograd_reference(w, in, out);
+    else blocked_reference(w, in, out);
+  };
+  op.compute = [](const Workload& w) { return blocked_of(w).winograd > 0 ? winograd_compute(w) : blocked_compute(w); };
   std::string cpu = "conv2d_nchwc.cpu.direct";
   op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload& w) { return blocked_space(cpu, blocked_of(w)); },
-                          [cpu](const Workload& w, const CpuModel& m) { return blocked_default(cpu, blocked_of(w), m); }, blocked_schedule, nullptr});
+                          [cpu](const Workload& w, const CpuModel& m) { return blocked_default(cpu, blocked_of(w), m); }, blocked_schedule,
+                          [](const Workload& w) { return blocked_of(w).winograd == 0; },
+                          [cpu](const Workload& w) -> Status {
+                            int64_t m = blocked_of(w).winograd;
+                            if (m == 0) return Status();
+                            return invalid_argument(fmt::format(
+                                "{} computes direct convolutions, and {} takes its weight transformed for Winograd's "
+                                "F({}x{}, 3x3): its template is conv2d_nchwc.cpu.winograd",
+                                cpu, w.to_string(), m, m));
+                          }});
+  op.templates.push_back(winograd_template());
   OpDef dw;
   dw.name = "depthwise_conv2d_nchwc";
   dw.reference = depthwise_reference;
@@ -450,7 +390,7 @@ std::vector<OpDef> blocked_conv_ops() {
   std::string dcpu = "depthwise_conv2d_nchwc.cpu.direct";
   dw.templates.push_back({dcpu, Target::Kind::kLLVM, [dcpu](const Workload& w) { return depthwise_space(dcpu, depthwise_of(w)); },
                           [dcpu](const Workload& w, const CpuModel& m) { return depthwise_default(dcpu, depthwise_of(w), m); }, depthwise_schedule,
-                          nullptr});
+                          nullptr, nullptr});
   return {op, dw};
 }
 

@@ -684,14 +684,15 @@ OpDef gemm_op(const std::string& name) {
   op.compute = gemm_compute;
   std::string cpu = name + ".cpu.packed", cuda = name + ".cuda.tiled";
   op.templates.push_back({cpu, Target::Kind::kLLVM, [cpu](const Workload& w) { return cpu_space(cpu, w); },
-                          [cpu](const Workload& w, const CpuModel& m) { return cpu_default(cpu, w, m); }, cpu_schedule, nullptr});
+                          [cpu](const Workload& w, const CpuModel& m) { return cpu_default(cpu, w, m); }, cpu_schedule, nullptr, nullptr});
   op.templates.push_back({cuda, Target::Kind::kCUDA, [cuda](const Workload&) { return cuda_space(cuda); },
-                          [cuda](const Workload& w, const CpuModel&) { return cuda_default(cuda, w); }, cuda_schedule, nullptr});
+                          [cuda](const Workload& w, const CpuModel&) { return cuda_default(cuda, w); }, cuda_schedule, nullptr, nullptr});
   if (name == "dense") {
     std::string dot = name + ".cpu.dot";
     op.templates.push_back({dot, Target::Kind::kLLVM, [dot](const Workload&) { return dot_space(dot); },
                             [dot](const Workload& w, const CpuModel& m) { return dot_default(dot, w, m); }, dot_schedule,
-                            [](const Workload& w) { return w.param("M") <= 4 && w.param("w_block") == 0; }});
+                            [](const Workload& w) { return w.param("M") <= 4 && w.param("w_block") == 0; },
+                            nullptr});
   }
   return op;
 }

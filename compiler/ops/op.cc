@@ -33,7 +33,7 @@ const Template* find_template(const OpDef& op, std::string_view name) {
 const Template* default_template(const OpDef& op, const Target& target, const Workload& workload) {
   const Template* first = nullptr;
   for (const auto& t : op.templates) {
-    if (t.target_kind != target.kind) continue;
+    if (t.target_kind != target.kind || (t.accepts && !t.accepts(workload).ok())) continue;
     if (!first) first = &t;
     if (t.preferred && t.preferred(workload)) return &t;
   }

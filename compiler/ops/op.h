@@ -59,6 +59,10 @@ struct Template {
   // Whether this template is the natural default for a workload (e.g. a GEMV-shaped dense);
   // unset means "for any workload".
   std::function<bool(const Workload&)> preferred;
+  // Whether the template can compute a workload at all, and if not why (a direct convolution's
+  // template cannot take a Winograd workload's transformed weight); unset means it can compute
+  // every workload of its operator.
+  std::function<Status(const Workload&)> accepts;
 };
 
 struct OpDef {
@@ -72,7 +76,8 @@ struct OpDef {
 const std::vector<OpDef>& op_library();
 const OpDef* find_op(std::string_view name);
 const Template* find_template(const OpDef& op, std::string_view name);
-// The first template for the target's kind that prefers the workload, else the first one.
+// The first template for the target's kind that accepts and prefers the workload, else the first
+// one that accepts it.
 const Template* default_template(const OpDef& op, const Target& target, const Workload& workload);
 
 // The reference kernel's schedule, slow but obviously correct: on CPUs, every stage as it comes

@@ -112,6 +112,8 @@ TEST(Operators, AWinogradConvolutionTakesItsWeightTransformedAndCountsTheDirectF
   EXPECT_EQ(tensor_args(w)[1].shape, (std::vector<int64_t>{6, 6, 3, 32, 16}));
   EXPECT_EQ(tensor_args(w)[1].layout, "WINO6OI16o");
   EXPECT_DOUBLE_EQ(flops(w), 2.0 * 48 * 10 * 9 * 32 * 9);
+  // Its transforms written out, an output sums C * alpha^4 products: the check's tolerance.
+  EXPECT_EQ(reduction_length(w), 32 * 6 * 6 * 6 * 6);
   EXPECT_EQ(w.to_string(), "conv2d_nchwc:N=1,C=32,H=10,W=9,K=48,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,winograd=4");
   EXPECT_EQ(conv_shape(parse("conv2d_nchwc:N=1,C=32,H=7,W=7,K=64,R=3,S=3,pad=1,ic_block=16,oc_block=16")).winograd, 0);
   for (const char* bad : {"conv2d_nchwc:N=1,C=16,H=8,W=8,K=16,R=3,S=3,pad=1,ic_block=16,oc_block=16,winograd=3",

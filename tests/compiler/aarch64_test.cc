@@ -74,7 +74,7 @@ TEST_P(Aarch64, KernelsRunUnderQemuAndMatchReference) {
   for (auto& c : cases) {
     std::vector<float> got(c.bufs.expected.size());
     std::ifstream(c.out, std::ios::binary).read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
-    EXPECT_EQ(testing_util::compare(got, c.bufs.expected), "") << c.what;
+    EXPECT_EQ(testing_util::compare(got, c.bufs.expected, c.bufs.tolerance_scale), "") << c.what;
   }
   fs::remove_all(dir);
 }

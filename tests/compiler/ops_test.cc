@@ -42,7 +42,7 @@ TEST_P(CpuTemplates, RandomValidConfigsMatchReference) {
       auto bufs = make_buffers(w, 7 + i);
       auto args = bufs.arg_pointers();
       ASSERT_EQ((*jit)->run(args.data()), 0);
-      std::string diff = compare(bufs.output, bufs.expected);
+      std::string diff = compare(bufs.output, bufs.expected, bufs.tolerance_scale);
       if (!diff.empty()) {
         auto f = lower_candidate(w, host, c);
         FAIL() << w.to_string() << " " << c.to_json() << ": " << diff << "\n" << (f.ok() ? ir::to_string(*f) : "");
@@ -62,7 +62,7 @@ TEST_P(CpuTemplates, DefaultConfigMatchesReference) {
   auto bufs = make_buffers(w, 3);
   auto args = bufs.arg_pointers();
   ASSERT_EQ((*jit)->run(args.data()), 0);
-  EXPECT_EQ(compare(bufs.output, bufs.expected), "");
+  EXPECT_EQ(compare(bufs.output, bufs.expected, bufs.tolerance_scale), "");
 }
 
 // The GEMM defaults of transformer-like shapes block K and pack B a block at a time inside the
@@ -171,7 +171,7 @@ TEST_P(CpuTemplates, ReferenceKernelSharedObjectMatchesReference) {
   auto bufs = make_buffers(w, 5);
   auto args = bufs.arg_pointers();
   EXPECT_EQ(fn(args.data()), 0);
-  EXPECT_EQ(compare(bufs.output, bufs.expected), "");
+  EXPECT_EQ(compare(bufs.output, bufs.expected, bufs.tolerance_scale), "");
   dlclose(h);
 }
 

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/operators/operator.h"
 #include "compiler/build.h"
 
 namespace tunefarm::testing_util {
@@ -67,6 +68,11 @@ inline const std::vector<std::string>& blocked_workloads() {
       // EfficientNet's SiLU and MobileNetV3's HardSwish (a 5x5 depthwise window at stride 2).
       "conv2d_nchwc:N=1,C=16,H=6,W=7,K=32,R=1,S=1,stride=1,pad=0,ic_block=16,oc_block=16,bias=1,silu=1",
       "depthwise_conv2d_nchwc:N=1,C=32,H=9,W=9,R=5,S=5,stride=2,pad=2,block=16,bias=1,hardswish=1",
+      // Winograd (the weight transformed): outputs that are not whole tiles (7x9 in tiles of 4,
+      // 5x7 in tiles of 2), padding 1 and 0, input and output blocks that differ, an epilogue.
+      "conv2d_nchwc:N=1,C=16,H=7,W=9,K=32,R=3,S=3,stride=1,pad=1,ic_block=8,oc_block=16,winograd=4",
+      "conv2d_nchwc:N=1,C=12,H=7,W=9,K=16,R=3,S=3,stride=1,pad=0,ic_block=4,oc_block=8,bias=1,residual=1,relu=1,winograd=2",
+      "conv2d_nchwc:N=2,C=16,H=6,W=5,K=16,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,relu6=1,winograd=4",
   };
   return kWorkloads;
 }
@@ -96,10 +102,20 @@ inline std::vector<float> random_vector(int64_t n, uint32_t seed) {
   return v;
 }
 
+// How much further than a direct sum a kernel of `w` may round from the reference: as much as
+// the farm's check allows (measure/tolerance.h scales by the square root of the reduction length),
+// which for a Winograd convolution is alpha^2 / 3 times the direct one's.
+inline float tolerance_scale(const Workload& w) {
+  if (w.op != "conv2d_nchwc" || w.param("winograd") == 0) return 1.0f;
+  operators::ConvShape c = operators::conv_shape(w);
+  return std::sqrt(static_cast<float>(reduction_length(w)) / static_cast<float>(c.C * c.R * c.S));
+}
+
 struct Buffers {
   std::vector<std::vector<float>> inputs;
   std::vector<float> output;
   std::vector<float> expected;
+  float tolerance_scale = 1.0f;  // what compare() is to allow for this workload
 
   std::vector<void*> arg_pointers() {
     std::vector<void*> p;
@@ -119,15 +135,16 @@ inline Buffers make_buffers(const Workload& w, uint32_t seed) {
   for (auto& v : b.inputs) in.push_back(v.data());
   b.output.assign(args->back().num_elements(), std::nanf(""));
   b.expected.assign(args->back().num_elements(), 0.0f);
+  b.tolerance_scale = tolerance_scale(w);
   EXPECT_TRUE(run_reference(w, in, b.expected.data()).ok());
   return b;
 }
 
-// Within rtol 1e-4 (with a small absolute floor for results near zero). Returns a message on
-// the first mismatch, empty when all match.
-inline std::string compare(const std::vector<float>& got, const std::vector<float>& want) {
+// Within rtol 1e-4 (with a small absolute floor for results near zero), times `scale`
+// (tolerance_scale). Returns a message on the first mismatch, empty when all match.
+inline std::string compare(const std::vector<float>& got, const std::vector<float>& want, float scale = 1.0f) {
   for (size_t i = 0; i < want.size(); ++i) {
-    float tol = 1e-4f * std::max(1.0f, std::fabs(want[i]));
+    float tol = scale * 1e-4f * std::max(1.0f, std::fabs(want[i]));
     if (!(std::fabs(got[i] - want[i]) <= tol))
       return "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " + std::to_string(want[i]);
   }

@@ -25,6 +25,20 @@ TEST(Simplify, DivModOfSplitIndexWithRanges) {
   EXPECT_EQ(to_string(simplify(div(j, int_imm(32)))), "(((jo*32) + ji)/32)");
 }
 
+// The last index of a split with a tail, divided back by the factor, is the outer index: a
+// Winograd tile's last output row, (po*4 + min(4, 10 - po*4) - 1)/4 over po in 0..2, is in tile po
+// (the region a stage computed at the tile reads is one tile, not a variable extent).
+TEST(Simplify, TheLastIndexOfASplitWithATailDividesBackToItsTile) {
+  Var po = make_var("po");
+  RangeMap r = {{po.get(), {0, 2}}};
+  Expr last = sub(add(mul(po, int_imm(4)), min(int_imm(4), sub(int_imm(10), mul(po, int_imm(4))))), int_imm(1));
+  EXPECT_EQ(to_string(simplify(div(last, int_imm(4)), r)), "po");
+  // A remainder that may reach the next multiple stays a quotient.
+  Var x = make_var("x");
+  RangeMap rx = {{po.get(), {0, 2}}, {x.get(), {0, 5}}};
+  EXPECT_EQ(to_string(simplify(div(add(mul(po, int_imm(4)), x), int_imm(4)), rx)), "(po + (x/4))");
+}
+
 // A fused index split back into its axes and flattened is the fused index again (a softmax's
 // heads and rows fused into one parallel loop, read at [f / 128, f % 128, k] of a 128 x 128 row
 // block); a remainder of another divisor, or of another variable, stays.
