@@ -225,9 +225,10 @@ std::optional<Workload> winograd_form(const Workload& w) {
   // Below 8 the tiles are few and the transformed weights large (see the header); channels
   // fewer than a vector's leave the batched products too short to pay for the transforms.
   if (side < 8 || c.C < 16 || c.K < 16) return std::nullopt;
-  // F(4x4) multiplies least where its 6x6 tiles are many; F(2x2)'s 4x4 tiles waste less of a
-  // small map and their weights are 16/36 of F(4x4)'s.
-  auto form = parse_workload(fmt::format("{},winograd={}", w.to_string(), side >= 16 ? 4 : 2));
+  // F(4x4) multiplies least; F(2x2)'s 4x4 tiles waste less of a small map and its weights are
+  // 16/36 of F(4x4)'s. Their defaults beside the direct one (bench/RESULTS.md, session 17): F(4x4)
+  // 3.1-3.5x at 20x20 to 56x56, 2.11x at 14x14 (F(2x2) 1.90x), 1.85x at 10x10 (F(2x2) 1.90x).
+  auto form = parse_workload(fmt::format("{},winograd={}", w.to_string(), side >= 12 ? 4 : 2));
   if (!form.ok()) return std::nullopt;
   return *form;
 }

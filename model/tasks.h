@@ -42,9 +42,9 @@ struct TaskTable {
 StatusOr<Workload> workload_of(const Graph& graph, const Node& node);
 
 // The other form a model may compute a workload in: a channel-blocked 3x3 convolution at stride 1
-// as Winograd's F(2x2, 3x3) or F(4x4, 3x3) (conv2d_nchwc winograd=m), where the output map is
-// large enough for its tiles to pay (at 5x5 and 7x7 the transformed weights, 1.8-4x the direct
-// ones, stream from memory for a few tiles, and the direct kernel skips the padding's taps).
+// as Winograd's F(4x4, 3x3) from 12x12 outputs, F(2x2, 3x3) from 8x8 (conv2d_nchwc winograd=m):
+// below, the tiles are few (at 5x5 and 7x7 the transformed weights, 1.8-4x the direct ones,
+// stream from memory for four to sixteen tiles, and the direct kernel skips the padding's taps).
 // nullopt for every other workload. Which form runs is measured, not guessed: extract_tasks makes
 // the form a task beside the direct one, and a build takes the faster (tuner/library_builder.h).
 std::optional<Workload> winograd_form(const Workload& w);

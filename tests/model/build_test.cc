@@ -303,7 +303,8 @@ TEST(ModelBuild, WinogradFormsBuildWithTheirWeightsTransformedAndMatchOnnxRuntim
       if (f.name == "manifest.json") manifest = f.content;
     }
     int winograd = 0;
-    for (const auto& k : nlohmann::json::parse(manifest)["kernels"]) {
+    nlohmann::json parsed = nlohmann::json::parse(manifest);
+    for (const auto& k : parsed["kernels"]) {
       std::string w = k["workload"];
       winograd += w.ends_with(form);
     }

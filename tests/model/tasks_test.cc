@@ -113,14 +113,14 @@ TEST(ModelTasks, FullSizeModelsGiveTheirWholeTaskTables) {
     first_layer |= t.workload.op == "conv2d_nchwc" && t.workload.param("C") == 3 && t.workload.param("ic_block") == 3;
   EXPECT_TRUE(first_layer);
   EXPECT_EQ(table->tasks.front().count, 5);
-  // The 3x3 convolutions at stride 1 are also tuned as Winograd's F(4x4) (56x56 and 28x28 maps) or
-  // F(2x2) (14x14); at 7x7 the direct kernel is the only form.
+  // The 3x3 convolutions at stride 1 are also tuned as Winograd's F(4x4) (56x56, 28x28 and 14x14
+  // maps); at 7x7 the direct kernel is the only form.
   std::map<std::string, std::string> forms;
   for (const Task& t : table->tasks)
     if (!t.alternative_of.empty()) forms[t.alternative_of] = t.workload.to_string();
   EXPECT_EQ(forms.size(), 3u);
   const std::string s14 = table->tasks.front().workload.to_string();
-  EXPECT_EQ(forms[s14], s14 + ",winograd=2");
+  EXPECT_EQ(forms[s14], s14 + ",winograd=4");
   EXPECT_EQ(forms["conv2d_nchwc:N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,relu=1"],
             "conv2d_nchwc:N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,relu=1,winograd=4");
   EXPECT_EQ(forms.count("conv2d_nchwc:N=1,C=512,H=7,W=7,K=512,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,relu=1"), 0u);
