@@ -114,12 +114,20 @@ WinogradTensors define_winograd(const ConvShape& c) {
 constexpr int64_t kMaxAccVectors = 28;
 constexpr int64_t kLanes = 16;
 constexpr int64_t kMaxUnrolledFmas = 128;
+// What a block's V and M may take of the stack (of a thread's 8 MiB; beyond it, whole tensors in
+// the workspace).
+constexpr int64_t kMaxBlockBytes = 1024 * 1024;
 
 int64_t vectors(int64_t lanes) { return (lanes + kLanes - 1) / kLanes; }
 
 const std::vector<int64_t>& tile_candidates() {
   static const std::vector<int64_t> kTiles = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16};
   return kTiles;
+}
+
+// The bytes of V and M for a block of `rows` rows of tiles (on the stack when blocked).
+int64_t block_bytes(const ConvShape& c, int64_t rows) {
+  return c.alpha() * c.alpha() * rows * c.tiles_q() * (c.C + c.K) * 4;
 }
 
 ConfigSpace winograd_space(const std::string& name, const ConvShape& c) {
@@ -131,43 +139,73 @@ ConfigSpace winograd_space(const std::string& name, const ConvShape& c) {
   s.define_knob("unroll_c", std::vector<int64_t>{1, 2, 4});
   // Rows of tiles whose GEMMs and input transform are computed together, before the output
   // transform of their tiles (V and M then stay in the caches, on the stack); 0: all of them, V and
-  // M whole tensors in the workspace.
+  // M whole tensors in the workspace (whose fresh pages every call faults in).
   s.define_knob("block_rows", std::vector<int64_t>{1, 2, 4, 8, 0});
   s.define_annotate("parallel", {"none", "outer"});
-  int64_t oc = c.oc, ic = c.ic;
-  s.set_validator([oc, ic](const Config& cfg) -> Status {
-    int64_t acc = knob_list(cfg, "tile_t")[1] * knob_list(cfg, "tile_kb")[1] * vectors(oc);
+  s.set_validator([c](const Config& cfg) -> Status {
+    int64_t acc = knob_list(cfg, "tile_t")[1] * knob_list(cfg, "tile_kb")[1] * vectors(c.oc);
     if (acc > kMaxAccVectors)
       return invalid_argument(fmt::format("register tile needs {} vector accumulators (at most {})", acc, kMaxAccVectors));
     int64_t unroll = knob_int(cfg, "unroll_c");
-    if (ic % unroll != 0)
-      return invalid_argument(fmt::format("unroll_c={} does not divide the input block of {} channels", unroll, ic));
+    if (c.ic % unroll != 0)
+      return invalid_argument(fmt::format("unroll_c={} does not divide the input block of {} channels", unroll, c.ic));
     if (acc * unroll > kMaxUnrolledFmas)
       return invalid_argument(fmt::format("unrolled loop body of {} FMAs (at most {})", acc * unroll, kMaxUnrolledFmas));
+    int64_t rows = knob_int(cfg, "block_rows");
+    if (rows > 1 && rows / 2 >= c.tiles_p())
+      return invalid_argument(fmt::format("block_rows={}: the {} rows of tiles are one block of {} already", rows,
+                                          c.tiles_p(), rows / 2));
+    if (rows > 0 && block_bytes(c, rows) > kMaxBlockBytes)
+      return invalid_argument(fmt::format("block_rows={}: V and M of a block take {} KiB of stack (at most {})", rows,
+                                          block_bytes(c, rows) / 1024, kMaxBlockBytes / 1024));
     return Status();
   });
   return s;
 }
 
+// Past this size the transformed weight U does not stay in the caches between blocks of rows (32
+// MiB of L3 on a Zen 4 core complex, shared): 512@7x7 F(4x4), U 37.7 MiB, 3.55 ms in blocks of one
+// row of 2 tiles, 1.95 ms in one block; F(2x2), 16.8 MiB, 2.33 -> 1.70 ms; but 256@10x10 F(4x4),
+// 9.4 MiB, 0.51 ms in rows of 3 tiles and 0.71 in one block.
+constexpr int64_t kStreamedWeightBytes = 12 * 1024 * 1024;
+
 Config winograd_default(const std::string& name, const ConvShape& c, const CpuModel& cpu) {
-  // As many accumulators as leave a register for each weight vector of the tile and two for the
-  // broadcasts; tiles that divide the image's tiles (a partial tile runs as variable-extent
-  // loops), the most accumulators first.
+  // One row of tiles a block unless U streams from memory (above) or the row is too large for the
+  // stack (more rows were no faster where measured: 256@10x10 above). The register
+  // tile: tiles that divide the block's (a partial tile runs as variable-extent loops, 2-3x
+  // slower), output-channel blocks that divide the channels, and the most accumulators up to 24
+  // that leave a register for each weight vector and two for the broadcasts (28 were 1.5-3x
+  // slower: 64@56x56 F(2x2) 14 tiles x 2 blocks 3.8 ms, 4 x 4 1.1 ms); of equal ones the
+  // squarer, which loads fewer vectors per FMA.
   int64_t oc_vectors = (c.oc + cpu.lanes - 1) / cpu.lanes;
-  int64_t tiles = c.tiles_p() * c.tiles_q();
+  int64_t rows = 1;
+  if (c.alpha() * c.alpha() * c.C * c.K * 4 > kStreamedWeightBytes) {
+    // Every block streams all of U from memory: all the rows in one block where it fits.
+    int64_t all = 1;
+    while (all < c.tiles_p()) all *= 2;
+    if (all <= 8 && block_bytes(c, all) <= kMaxBlockBytes) rows = all;
+  }
+  while (rows < 8 && block_bytes(c, rows) > kMaxBlockBytes) rows *= 2;
+  if (block_bytes(c, rows) > kMaxBlockBytes) rows = 0;
+  int64_t tiles = (rows > 0 ? std::min(rows, c.tiles_p()) : c.tiles_p()) * c.tiles_q();
+  int64_t most = std::min<int64_t>(24 * cpu.vector_registers / 32, cpu.vector_registers);
   int64_t best_t = 1, best_kb = 1;
   for (int64_t kb : {4, 3, 2, 1}) {
     if (c.kb() % kb != 0) continue;
-    int64_t budget = (cpu.vector_registers - kb * oc_vectors - 2) / (kb * oc_vectors);
-    int64_t tt = pick_tile(tile_candidates(), tiles, std::max<int64_t>(1, budget));
-    if (tt * kb > best_t * best_kb) best_t = tt, best_kb = kb;
+    int64_t budget = std::min(most, cpu.vector_registers - kb * oc_vectors - 2) / (kb * oc_vectors);
+    for (int64_t tt : tile_candidates()) {
+      if (tt > budget || tiles % tt != 0) continue;
+      bool more = tt * kb > best_t * best_kb;
+      bool squarer = tt * kb == best_t * best_kb && tt + kb < best_t + best_kb;
+      if (more || squarer) best_t = tt, best_kb = kb;
+    }
   }
   Config cfg;
   cfg.template_name = name;
   cfg.knobs = {{"tile_t", std::vector<int64_t>{-1, best_t}},
                {"tile_kb", std::vector<int64_t>{-1, best_kb}},
                {"unroll_c", int64_t{c.ic % 2 == 0 ? 2 : 1}},
-               {"block_rows", int64_t{1}},
+               {"block_rows", rows},
                {"parallel", std::string("none")}};
   return cfg;
 }
