@@ -258,6 +258,10 @@ TEST(Winograd, TheKernelOnTheTransformedWeightMatchesTheDirectKernel) {
       auto args = got.arg_pointers();
       ASSERT_EQ((*k)->run(args.data()), 0);
       EXPECT_EQ(compare(got.output, want.output), "") << w.to_string();
+      // The cost model reads the candidate's loop nest like any other.
+      auto features = candidate_features(w, Target{}, *config);
+      ASSERT_TRUE(features.ok()) << features.status().to_string();
+      for (float x : *features) EXPECT_TRUE(std::isfinite(x));
     }
   }
 }
