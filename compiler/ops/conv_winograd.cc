@@ -227,6 +227,18 @@ Config winograd_default(const std::string& name, const ConvShape& c, const CpuMo
   return cfg;
 }
 
+// A transform's stage computed at `iv` of `at`, one tile in registers: its two axes inside the
+// tile (the transform's indices, whose coefficients' select chains then fold) unrolled, the
+// channels' lanes a vector.
+void in_registers(schedule::Stage& st, schedule::Stage& at, const te::IterVar& iv) {
+  size_t n = st.op()->axes.size();
+  st.set_scope(ir::MemScope::kLocal);
+  st.compute_at(at, iv);
+  st.unroll(st.axis(n - 3));
+  st.unroll(st.axis(n - 2));
+  st.vectorize(st.axis(n - 1));
+}
+
 StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   ConvShape c = operators::conv_shape(wl);
   const int64_t m = c.winograd;
@@ -253,20 +265,8 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   out.unroll(qi);
   out.vectorize(out.axis(4));
   if (par) out.parallel(block > 0 ? pob : po);
-  if (w.sum.op != w.out.op) {
-    auto& sum = s[w.sum];
-    sum.set_scope(ir::MemScope::kLocal);
-    sum.compute_at(out, qo);
-    sum.unroll(sum.axis(2));
-    sum.unroll(sum.axis(3));
-    sum.vectorize(sum.axis(4));
-  }
-  auto& cols = s[w.cols];
-  cols.set_scope(ir::MemScope::kLocal);
-  cols.compute_at(out, qo);
-  cols.unroll(cols.axis(4));
-  cols.unroll(cols.axis(5));
-  cols.vectorize(cols.axis(6));
+  if (w.sum.op != w.out.op) in_registers(s[w.sum], out, qo);
+  in_registers(s[w.cols], out, qo);
 
   // The GEMMs, one (e, nu) at a time over the block's tiles: the register tile of sums computed at
   // each tile of M.
@@ -298,12 +298,7 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   v.vectorize(v.axis(6));
   if (block > 0) v.compute_at(mm, mm.axis(2));
   else if (par) v.parallel(v.axis(3));
-  auto& rows = s[w.rows];
-  rows.set_scope(ir::MemScope::kLocal);
-  rows.compute_at(v, v.axis(5));
-  rows.unroll(rows.axis(4));
-  rows.unroll(rows.axis(5));
-  rows.vectorize(rows.axis(6));
+  in_registers(s[w.rows], v, v.axis(5));
   if (w.padded.op) {
     auto& pd = s[w.padded];
     pd.vectorize(pd.axis(4));
