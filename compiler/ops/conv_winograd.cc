@@ -68,6 +68,12 @@ struct WinogradTensors {
   std::vector<te::Tensor> epilogue_inputs;
 };
 
+// Whether the tiles read outside the input: its padding, or past its last row or column where the
+// last tiles reach beyond it (even without padding).
+bool reads_outside(const ConvShape& c) {
+  return c.pad > 0 || c.tiles_p() * c.winograd + 2 - c.pad > c.H || c.tiles_q() * c.winograd + 2 - c.pad > c.W;
+}
+
 // `pad_stage`: the input zero-padded to whole tiles as a stage of its own, which the input
 // transform reads without guards; otherwise its reads are guarded (the naive reference).
 WinogradTensors define_winograd(const ConvShape& c, bool pad_stage) {
@@ -76,10 +82,8 @@ WinogradTensors define_winograd(const ConvShape& c, bool pad_stage) {
   WinogradTensors w;
   w.input = te::placeholder("input", operators::conv_input_shape(c));
   w.weight = te::placeholder("weight", operators::conv_weight_shape(c));
-  // The last tiles may reach past the input's last row or column even without padding.
-  bool past_the_end = tp * m + 2 - c.pad > c.H || tq * m + 2 - c.pad > c.W;
-  Read5 read = guarded_read(w.input, c.H, c.W, c.pad, past_the_end);
-  if (pad_stage && (c.pad > 0 || past_the_end)) {
+  Read5 read = guarded_read(w.input, c.H, c.W, c.pad, reads_outside(c));
+  if (pad_stage && reads_outside(c)) {
     w.padded = te::compute("padded", {c.N, c.cb(), tp * m + 2, tq * m + 2, c.ic},
                            [&](const std::vector<Var>& v) { return read(v[0], v[1], v[2], v[3], v[4]); },
                            {"pn", "pc", "ph", "pw", "pci"});
@@ -153,9 +157,9 @@ ConfigSpace winograd_space(const std::string& name, const ConvShape& c) {
   s.define_knob("block_rows", std::vector<int64_t>{1, 2, 4, 8, 0});
   // 1: the input zero-padded to whole tiles as a stage of its own (a copy of the input); 0: the
   // input transform reads it through guards, which loop partitioning takes out of the inner tiles
-  // by copying the loops around them, the GEMMs with them: 2-8% faster kernels (the copy saved)
-  // for about twice the compile time (64@40x40 F(4x4): median 175 ms a candidate, 77 ms with
-  // the copy).
+  // by copying the loops around them, the GEMMs with them: kernels 2-8% faster (no copy) that
+  // compile in 2-3x the time, too long for F(4x4) (64@40x40: median 189 ms a candidate, 64 ms
+  // with the copy; F(2x2) 65 and 39 ms).
   s.define_knob("pad_stage", std::vector<int64_t>{1, 0});
   s.define_annotate("parallel", {"none", "outer"});
   s.set_validator([c](const Config& cfg) -> Status {
@@ -167,6 +171,12 @@ ConfigSpace winograd_space(const std::string& name, const ConvShape& c) {
       return invalid_argument(fmt::format("unroll_c={} does not divide the input block of {} channels", unroll, c.ic));
     if (acc * unroll > kMaxUnrolledFmas)
       return invalid_argument(fmt::format("unrolled loop body of {} FMAs (at most {})", acc * unroll, kMaxUnrolledFmas));
+    bool pad_stage = knob_int(cfg, "pad_stage") != 0;
+    if (pad_stage && !reads_outside(c))
+      return invalid_argument("pad_stage=1: the tiles read nothing outside the input (the kernel of pad_stage=0)");
+    if (!pad_stage && reads_outside(c) && c.winograd == 4)
+      return invalid_argument("pad_stage=0: F(4x4)'s guarded input transform, its border tiles peeled with the GEMMs "
+                              "around them, compiles in about 190 ms (at most ~100); pad_stage=1 pads a copy instead");
     int64_t rows = knob_int(cfg, "block_rows");
     if (rows > 1 && rows / 2 >= c.tiles_p())
       return invalid_argument(fmt::format("block_rows={}: the {} rows of tiles are one block of {} already", rows,
@@ -192,7 +202,8 @@ Config winograd_default(const std::string& name, const ConvShape& c, const CpuMo
   // slower), output-channel blocks that divide the channels, and the most accumulators up to 24
   // that leave a register for each weight vector and two for the broadcasts (28 were 1.5-3x
   // slower: 64@56x56 F(2x2) 14 tiles x 2 blocks 3.8 ms, 4 x 4 1.1 ms); of equal ones the
-  // squarer, which loads fewer vectors per FMA. The input read through guards (pad_stage 0).
+  // squarer, which loads fewer vectors per FMA. The input read through guards where the space
+  // allows it (pad_stage).
   int64_t oc_vectors = (c.oc + cpu.lanes - 1) / cpu.lanes;
   int64_t rows = 1;
   if (c.alpha() * c.alpha() * c.C * c.K * 4 > kStreamedWeightBytes) {
@@ -222,7 +233,7 @@ Config winograd_default(const std::string& name, const ConvShape& c, const CpuMo
                {"tile_kb", std::vector<int64_t>{-1, best_kb}},
                {"unroll_c", int64_t{c.ic % 2 == 0 ? 2 : 1}},
                {"block_rows", rows},
-               {"pad_stage", int64_t{0}},
+               {"pad_stage", int64_t{reads_outside(c) && c.winograd == 4 ? 1 : 0}},
                {"parallel", std::string("none")}};
   return cfg;
 }
