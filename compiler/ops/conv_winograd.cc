@@ -1,10 +1,10 @@
 // conv2d_nchwc with winograd=m: a 3x3 stride-1 convolution as Winograd's F(m x m, 3x3)
 // (common/operators/winograd.h), its weight arriving transformed as U [alpha, alpha, K/oc, C, oc].
 //
-// Four stages (TVM's conv2d_winograd for x86 and oneDNN's wino convolution are the models):
+// The stages (TVM's conv2d_winograd for x86 and oneDNN's wino convolution are the models):
 //   rows  [N, TP, TQ, C/ic, alpha, alpha, ic]  B^T d: the first 1-D pass over each input tile
 //   V     [alpha, alpha, N, TP, TQ, C/ic, ic]  (B^T d) B: the second, in the layout the GEMM reads
-//   M     [alpha, alpha, N, K/oc, TP*TQ, oc]   a GEMM per (e, n): M = V U, summed over C
+//   M     [alpha, alpha, N, K/oc, TP*TQ, oc]   a GEMM per (e, nu): M = V U, summed over C
 //   cols  [N, K/oc, TP, TQ, alpha, m, oc]      M A: the first 1-D pass of the output transform
 //   out   [N, K/oc, P, Q, oc]                  A^T (M A), then the epilogue; only the P x Q valid
 //                                              outputs of the last tiles
@@ -14,10 +14,13 @@
 // Each 2-D transform is two 1-D passes (2 * alpha^3 terms instead of alpha^4, and small unrolled
 // bodies). The GEMM is the time: vectors of oc output channels, one broadcast of V per tile of
 // the register tile (tiles x output-channel blocks), like the direct template's columns x blocks.
+// V and M are computed a block of rows of tiles at a time, before the output transform of the
+// block's tiles (block_rows), and the input is read through guards or from a zero-padded copy
+// (pad_stage).
 #include <algorithm>
 #include <functional>
-#include <tuple>
 #include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -125,14 +128,9 @@ WinogradTensors define_winograd(const ConvShape& c, bool pad_stage) {
   return w;
 }
 
-constexpr int64_t kMaxAccVectors = 28;
-constexpr int64_t kLanes = 16;
-constexpr int64_t kMaxUnrolledFmas = 128;
 // What a block's V and M may take of the stack (of a thread's 8 MiB; beyond it, whole tensors in
 // the workspace).
 constexpr int64_t kMaxBlockBytes = 1024 * 1024;
-
-int64_t vectors(int64_t lanes) { return (lanes + kLanes - 1) / kLanes; }
 
 const std::vector<int64_t>& tile_candidates() {
   static const std::vector<int64_t> kTiles = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16};
