@@ -1,7 +1,8 @@
 // Internal to ops/: what the channel-blocked convolution's files share (conv_nchwc.cc: the direct
 // templates and blocked_conv_ops(); conv_winograd.cc: Winograd's definition and template): the
 // epilogue of their output stage, as the references compute it and as a stage, guarded reads of a
-// blocked input, their kernels' arguments; and what conv_winograd.cc adds to conv2d_nchwc.
+// blocked input, their kernels' arguments (defined in conv_nchwc_shared.cc); and what
+// conv_winograd.cc adds to conv2d_nchwc.
 #pragma once
 
 #include <cstdint>
