@@ -63,7 +63,8 @@ StatusOr<std::string> build_compute_object(const ops::ComputeDef& def, const Tar
 // A candidate compiled into this process (host targets only): quick checks without a linker.
 StatusOr<std::unique_ptr<codegen::JitKernel>> jit_kernel(const Workload& workload, const Config& config);
 
-// Operator and template lookup; errors name the known alternatives.
+// Operator and template lookup; errors name the known alternatives. A template that does not
+// accept the workload (ops::Template::accepts) is an error saying why, and is not among the names.
 StatusOr<const ops::OpDef*> lookup_op(const Workload& workload);
 StatusOr<const ops::Template*> lookup_template(const Workload& workload, const Target& target, const std::string& name);
 std::vector<std::string> template_names(const Workload& workload, const Target& target);

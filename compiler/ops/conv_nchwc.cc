@@ -7,7 +7,8 @@
 // one vector of packed weights per output-channel block of the tile and broadcasts one input value
 // per output column of the tile, and every (column, block) pair is one FMA into an accumulator
 // register. The register tile (output columns x channel blocks), the reduction order and the
-// unrolling are knobs.
+// unrolling are knobs. A winograd=m workload (its weight transformed) is Winograd's template's,
+// conv_winograd.cc, which blocked_conv_ops() registers beside the direct one.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -101,13 +102,6 @@ ComputeDef blocked_compute(const Workload& w) {
   return ComputeDef{conv_inputs(t.input, t.weight, t.epilogue_inputs), t.out};
 }
 
-// Vector registers the accumulators may take (of 32 on AVX-512; the rest hold the weights and
-// the broadcast inputs).
-constexpr int64_t kMaxAccVectors = 28;
-constexpr int64_t kLanes = 16;
-constexpr int64_t kMaxUnrolledFmas = 128;
-
-int64_t vectors(int64_t lanes) { return (lanes + kLanes - 1) / kLanes; }
 
 // Output columns a register tile may take: the fixed candidates, and the whole row where it fits
 // the accumulators and none of them divides it (17, Inception-v3's 17x17 maps; 13, 11).

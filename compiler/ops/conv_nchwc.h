@@ -1,16 +1,18 @@
 // Internal to ops/: what the channel-blocked convolution's files share (conv_nchwc.cc: the direct
 // templates and blocked_conv_ops(); conv_winograd.cc: Winograd's definition and template): the
 // epilogue of their output stage, as the references compute it and as a stage, guarded reads of a
-// blocked input, their kernels' arguments; and what conv_winograd.cc adds to conv2d_nchwc.
+// blocked input, their kernels' arguments (defined in conv_nchwc_shared.cc); and what
+// conv_winograd.cc adds to conv2d_nchwc.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
 #include "common/operators/conv.h"
 #include "compiler/ir/ir.h"
-#include "compiler/schedule/schedule.h"
 #include "compiler/ops/op.h"
+#include "compiler/schedule/schedule.h"
 #include "compiler/te/tensor.h"
 
 namespace tunefarm::ops {
@@ -24,6 +26,14 @@ double epilogue_value(const operators::ConvEpilogue& e, double sum, float bias, 
 // `inputs` receives the epilogue's placeholders in argument order.
 te::Tensor epilogue_stage(const operators::ConvEpilogue& e, const te::Tensor& sum, const std::vector<int64_t>& shape,
                           std::vector<te::Tensor>& inputs);
+
+// The register tiles' bounds the validators of the blocked convolutions' spaces keep to: vector
+// registers the accumulators may take (of 32 on AVX-512; the rest hold the weights and the
+// broadcast inputs), and FMAs in a fully unrolled loop body (conv_nchwc.cc says why).
+inline constexpr int64_t kMaxAccVectors = 28;
+inline constexpr int64_t kMaxUnrolledFmas = 128;
+// Vectors of 16 lanes (AVX-512) that `lanes` channels take.
+inline int64_t vectors(int64_t lanes) { return (lanes + 15) / 16; }
 
 using Read5 = std::function<ir::Expr(ir::Expr, ir::Expr, ir::Expr, ir::Expr, ir::Expr)>;
 

@@ -1,10 +1,10 @@
 // conv2d_nchwc with winograd=m: a 3x3 stride-1 convolution as Winograd's F(m x m, 3x3)
 // (common/operators/winograd.h), its weight arriving transformed as U [alpha, alpha, K/oc, C, oc].
 //
-// Four stages (TVM's conv2d_winograd for x86 and oneDNN's wino convolution are the models):
+// The stages (TVM's conv2d_winograd for x86 and oneDNN's wino convolution are the models):
 //   rows  [N, TP, TQ, C/ic, alpha, alpha, ic]  B^T d: the first 1-D pass over each input tile
 //   V     [alpha, alpha, N, TP, TQ, C/ic, ic]  (B^T d) B: the second, in the layout the GEMM reads
-//   M     [alpha, alpha, N, K/oc, TP*TQ, oc]   a GEMM per (e, n): M = V U, summed over C
+//   M     [alpha, alpha, N, K/oc, TP*TQ, oc]   a GEMM per (e, nu): M = V U, summed over C
 //   cols  [N, K/oc, TP, TQ, alpha, m, oc]      M A: the first 1-D pass of the output transform
 //   out   [N, K/oc, P, Q, oc]                  A^T (M A), then the epilogue; only the P x Q valid
 //                                              outputs of the last tiles
@@ -14,10 +14,13 @@
 // Each 2-D transform is two 1-D passes (2 * alpha^3 terms instead of alpha^4, and small unrolled
 // bodies). The GEMM is the time: vectors of oc output channels, one broadcast of V per tile of
 // the register tile (tiles x output-channel blocks), like the direct template's columns x blocks.
+// V and M are computed a block of rows of tiles at a time, before the output transform of the
+// block's tiles (block_rows), and the input is read through guards or from a zero-padded copy
+// (pad_stage).
 #include <algorithm>
 #include <functional>
-#include <tuple>
 #include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -64,18 +67,32 @@ Expr transform_row(const std::vector<double>& matrix, int64_t rows, int64_t n, c
 }
 
 struct WinogradTensors {
-  te::Tensor input, weight, rows, v, m, cols, sum, out;  // out is sum when there is no epilogue.
+  te::Tensor input, weight, padded, rows, v, m, cols, sum, out;  // out is sum when there is no epilogue.
   std::vector<te::Tensor> epilogue_inputs;
 };
 
-WinogradTensors define_winograd(const ConvShape& c) {
+// Whether the tiles read outside the input: its padding, or past its last row or column where the
+// last tiles reach beyond it (even without padding).
+bool reads_outside(const ConvShape& c) {
+  return c.pad > 0 || c.tiles_p() * c.winograd + 2 - c.pad > c.H || c.tiles_q() * c.winograd + 2 - c.pad > c.W;
+}
+
+// `pad_stage`: the input zero-padded to whole tiles as a stage of its own, which the input
+// transform reads without guards; otherwise its reads are guarded (the naive reference).
+WinogradTensors define_winograd(const ConvShape& c, bool pad_stage) {
   const WinogradMatrices& t = operators::winograd_matrices(c.winograd);
   const int64_t a = t.alpha, m = t.m, tp = c.tiles_p(), tq = c.tiles_q();
   WinogradTensors w;
   w.input = te::placeholder("input", operators::conv_input_shape(c));
   w.weight = te::placeholder("weight", operators::conv_weight_shape(c));
-  // The last tiles may reach past the input's last row or column even without padding.
-  Read5 read = guarded_read(w.input, c.H, c.W, c.pad, true);
+  Read5 read = guarded_read(w.input, c.H, c.W, c.pad, reads_outside(c));
+  if (pad_stage && reads_outside(c)) {
+    w.padded = te::compute("padded", {c.N, c.cb(), tp * m + 2, tq * m + 2, c.ic},
+                           [&](const std::vector<Var>& v) { return read(v[0], v[1], v[2], v[3], v[4]); },
+                           {"pn", "pc", "ph", "pw", "pci"});
+    te::Tensor pd = w.padded;
+    read = [pd](Expr n, Expr cb, Expr h, Expr x, Expr ci) -> Expr { return pd(n, cb, h, x, ci); };
+  }
   w.rows = te::compute("wino_rows", {c.N, tp, tq, c.cb(), a, a, c.ic}, [&](const std::vector<Var>& v) {
     return transform_row(t.bt, a, a, v[4], [&](int64_t r) {
       return read(v[0], v[3], Expr(v[1]) * m + r, Expr(v[2]) * m + v[5], v[6]);
@@ -111,15 +128,18 @@ WinogradTensors define_winograd(const ConvShape& c) {
   return w;
 }
 
-constexpr int64_t kMaxAccVectors = 28;
-constexpr int64_t kLanes = 16;
-constexpr int64_t kMaxUnrolledFmas = 128;
-
-int64_t vectors(int64_t lanes) { return (lanes + kLanes - 1) / kLanes; }
+// What a block's V and M may take of the stack (of a thread's 8 MiB; beyond it, whole tensors in
+// the workspace).
+constexpr int64_t kMaxBlockBytes = 1024 * 1024;
 
 const std::vector<int64_t>& tile_candidates() {
   static const std::vector<int64_t> kTiles = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16};
   return kTiles;
+}
+
+// The bytes of V and M for a block of `rows` rows of tiles (on the stack when blocked).
+int64_t block_bytes(const ConvShape& c, int64_t rows) {
+  return c.alpha() * c.alpha() * rows * c.tiles_q() * (c.C + c.K) * 4;
 }
 
 ConfigSpace winograd_space(const std::string& name, const ConvShape& c) {
@@ -131,45 +151,101 @@ ConfigSpace winograd_space(const std::string& name, const ConvShape& c) {
   s.define_knob("unroll_c", std::vector<int64_t>{1, 2, 4});
   // Rows of tiles whose GEMMs and input transform are computed together, before the output
   // transform of their tiles (V and M then stay in the caches, on the stack); 0: all of them, V and
-  // M whole tensors in the workspace.
+  // M whole tensors in the workspace (whose fresh pages every call faults in).
   s.define_knob("block_rows", std::vector<int64_t>{1, 2, 4, 8, 0});
+  // 1: the input zero-padded to whole tiles as a stage of its own (a copy of the input); 0: the
+  // input transform reads it through guards, which loop partitioning takes out of the inner tiles
+  // by copying the loops around them, the GEMMs with them: kernels 2-8% faster (no copy) that
+  // compile in 2-3x the time, too long for F(4x4) (64@40x40: median 189 ms a candidate, 64 ms
+  // with the copy; F(2x2) 65 and 39 ms).
+  s.define_knob("pad_stage", std::vector<int64_t>{1, 0});
   s.define_annotate("parallel", {"none", "outer"});
-  int64_t oc = c.oc, ic = c.ic;
-  s.set_validator([oc, ic](const Config& cfg) -> Status {
-    int64_t acc = knob_list(cfg, "tile_t")[1] * knob_list(cfg, "tile_kb")[1] * vectors(oc);
+  s.set_validator([c](const Config& cfg) -> Status {
+    int64_t acc = knob_list(cfg, "tile_t")[1] * knob_list(cfg, "tile_kb")[1] * vectors(c.oc);
     if (acc > kMaxAccVectors)
       return invalid_argument(fmt::format("register tile needs {} vector accumulators (at most {})", acc, kMaxAccVectors));
     int64_t unroll = knob_int(cfg, "unroll_c");
-    if (ic % unroll != 0)
-      return invalid_argument(fmt::format("unroll_c={} does not divide the input block of {} channels", unroll, ic));
+    if (c.ic % unroll != 0)
+      return invalid_argument(fmt::format("unroll_c={} does not divide the input block of {} channels", unroll, c.ic));
     if (acc * unroll > kMaxUnrolledFmas)
       return invalid_argument(fmt::format("unrolled loop body of {} FMAs (at most {})", acc * unroll, kMaxUnrolledFmas));
+    bool pad_stage = knob_int(cfg, "pad_stage") != 0;
+    if (pad_stage && !reads_outside(c))
+      return invalid_argument("pad_stage=1: the tiles read nothing outside the input (the kernel of pad_stage=0)");
+    if (!pad_stage && reads_outside(c) && c.winograd == 4)
+      return invalid_argument("pad_stage=0: F(4x4)'s guarded input transform, its border tiles peeled with the GEMMs "
+                              "around them, compiles in about 190 ms (at most ~100); pad_stage=1 pads a copy instead");
+    int64_t rows = knob_int(cfg, "block_rows");
+    if (rows > 1 && rows / 2 >= c.tiles_p())
+      return invalid_argument(fmt::format("block_rows={}: the {} rows of tiles are one block of {} already", rows,
+                                          c.tiles_p(), rows / 2));
+    if (rows > 0 && block_bytes(c, rows) > kMaxBlockBytes)
+      return invalid_argument(fmt::format("block_rows={}: V and M of a block take {} KiB of stack (at most {})", rows,
+                                          block_bytes(c, rows) / 1024, kMaxBlockBytes / 1024));
     return Status();
   });
   return s;
 }
 
+// Past this size the transformed weight U does not stay in the caches between blocks of rows (32
+// MiB of L3 on a Zen 4 core complex, shared): 512@7x7 F(4x4), U 37.7 MiB, 3.55 ms in blocks of one
+// row of 2 tiles, 1.95 ms in one block; F(2x2), 16.8 MiB, 2.33 -> 1.70 ms; but 256@10x10 F(4x4),
+// 9.4 MiB, 0.51 ms in rows of 3 tiles and 0.71 in one block.
+constexpr int64_t kStreamedWeightBytes = 12 * 1024 * 1024;
+
 Config winograd_default(const std::string& name, const ConvShape& c, const CpuModel& cpu) {
-  // As many accumulators as leave a register for each weight vector of the tile and two for the
-  // broadcasts; tiles that divide the image's tiles (a partial tile runs as variable-extent
-  // loops), the most accumulators first.
+  // One row of tiles a block unless U streams from memory (above) or the row is too large for the
+  // stack (more rows were no faster where measured: 256@10x10 above). The register
+  // tile: tiles that divide the block's (a partial tile runs as variable-extent loops, 2-3x
+  // slower), output-channel blocks that divide the channels, and the most accumulators up to 24
+  // that leave a register for each weight vector and two for the broadcasts (28 were 1.5-3x
+  // slower: 64@56x56 F(2x2) 14 tiles x 2 blocks 3.8 ms, 4 x 4 1.1 ms); of equal ones the
+  // squarer, which loads fewer vectors per FMA. The input read through guards where the space
+  // allows it (pad_stage).
   int64_t oc_vectors = (c.oc + cpu.lanes - 1) / cpu.lanes;
-  int64_t tiles = c.tiles_p() * c.tiles_q();
+  int64_t rows = 1;
+  if (c.alpha() * c.alpha() * c.C * c.K * 4 > kStreamedWeightBytes) {
+    // Every block streams all of U from memory: all the rows in one block where it fits.
+    int64_t all = 1;
+    while (all < c.tiles_p()) all *= 2;
+    if (all <= 8 && block_bytes(c, all) <= kMaxBlockBytes) rows = all;
+  }
+  while (rows < 8 && block_bytes(c, rows) > kMaxBlockBytes) rows *= 2;
+  if (block_bytes(c, rows) > kMaxBlockBytes) rows = 0;
+  int64_t tiles = (rows > 0 ? std::min(rows, c.tiles_p()) : c.tiles_p()) * c.tiles_q();
+  int64_t most = std::min<int64_t>(24 * cpu.vector_registers / 32, cpu.vector_registers);
   int64_t best_t = 1, best_kb = 1;
   for (int64_t kb : {4, 3, 2, 1}) {
     if (c.kb() % kb != 0) continue;
-    int64_t budget = (cpu.vector_registers - kb * oc_vectors - 2) / (kb * oc_vectors);
-    int64_t tt = pick_tile(tile_candidates(), tiles, std::max<int64_t>(1, budget));
-    if (tt * kb > best_t * best_kb) best_t = tt, best_kb = kb;
+    int64_t budget = std::min(most, cpu.vector_registers - kb * oc_vectors - 2) / (kb * oc_vectors);
+    for (int64_t tt : tile_candidates()) {
+      if (tt > budget || tiles % tt != 0) continue;
+      bool more = tt * kb > best_t * best_kb;
+      bool squarer = tt * kb == best_t * best_kb && tt + kb < best_t + best_kb;
+      if (more || squarer) best_t = tt, best_kb = kb;
+    }
   }
   Config cfg;
   cfg.template_name = name;
   cfg.knobs = {{"tile_t", std::vector<int64_t>{-1, best_t}},
                {"tile_kb", std::vector<int64_t>{-1, best_kb}},
                {"unroll_c", int64_t{c.ic % 2 == 0 ? 2 : 1}},
-               {"block_rows", int64_t{1}},
+               {"block_rows", rows},
+               {"pad_stage", int64_t{reads_outside(c) && c.winograd == 4 ? 1 : 0}},
                {"parallel", std::string("none")}};
   return cfg;
+}
+
+// A transform's stage computed at `iv` of `at`, one tile in registers: its two axes inside the
+// tile (the transform's indices, whose coefficients' select chains then fold) unrolled, the
+// channels' lanes a vector.
+void in_registers(schedule::Stage& st, schedule::Stage& at, const te::IterVar& iv) {
+  size_t n = st.op()->axes.size();
+  st.set_scope(ir::MemScope::kLocal);
+  st.compute_at(at, iv);
+  st.unroll(st.axis(n - 3));
+  st.unroll(st.axis(n - 2));
+  st.vectorize(st.axis(n - 1));
 }
 
 StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
@@ -178,7 +254,7 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   int64_t tt = knob_list(cfg, "tile_t")[1], tk = knob_list(cfg, "tile_kb")[1];
   int64_t unroll = knob_int(cfg, "unroll_c"), block = knob_int(cfg, "block_rows");
   bool par = knob_str(cfg, "parallel") == "outer";
-  WinogradTensors w = define_winograd(c);
+  WinogradTensors w = define_winograd(c, knob_int(cfg, "pad_stage") != 0);
   auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{w.out});
   schedule::Schedule& s = *owned;
 
@@ -198,20 +274,8 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   out.unroll(qi);
   out.vectorize(out.axis(4));
   if (par) out.parallel(block > 0 ? pob : po);
-  if (w.sum.op != w.out.op) {
-    auto& sum = s[w.sum];
-    sum.set_scope(ir::MemScope::kLocal);
-    sum.compute_at(out, qo);
-    sum.unroll(sum.axis(2));
-    sum.unroll(sum.axis(3));
-    sum.vectorize(sum.axis(4));
-  }
-  auto& cols = s[w.cols];
-  cols.set_scope(ir::MemScope::kLocal);
-  cols.compute_at(out, qo);
-  cols.unroll(cols.axis(4));
-  cols.unroll(cols.axis(5));
-  cols.vectorize(cols.axis(6));
+  if (w.sum.op != w.out.op) in_registers(s[w.sum], out, qo);
+  in_registers(s[w.cols], out, qo);
 
   // The GEMMs, one (e, nu) at a time over the block's tiles: the register tile of sums computed at
   // each tile of M.
@@ -243,12 +307,12 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   v.vectorize(v.axis(6));
   if (block > 0) v.compute_at(mm, mm.axis(2));
   else if (par) v.parallel(v.axis(3));
-  auto& rows = s[w.rows];
-  rows.set_scope(ir::MemScope::kLocal);
-  rows.compute_at(v, v.axis(5));
-  rows.unroll(rows.axis(4));
-  rows.unroll(rows.axis(5));
-  rows.vectorize(rows.axis(6));
+  in_registers(s[w.rows], v, v.axis(5));
+  if (w.padded.op) {
+    auto& pd = s[w.padded];
+    pd.vectorize(pd.axis(4));
+    if (par) pd.parallel(pd.axis(1));
+  }
   return Scheduled{std::move(owned), kernel_args(w.input, w.weight, w.epilogue_inputs, w.out)};
 }
 
@@ -315,7 +379,7 @@ void winograd_reference(const Workload& wl, const std::vector<const float*>& in,
 }
 
 ComputeDef winograd_compute(const Workload& wl) {
-  WinogradTensors w = define_winograd(operators::conv_shape(wl));
+  WinogradTensors w = define_winograd(operators::conv_shape(wl), false);
   return ComputeDef{conv_inputs(w.input, w.weight, w.epilogue_inputs), w.out};
 }
 

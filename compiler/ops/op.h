@@ -4,7 +4,8 @@
 // agent checks candidates against), and its tunable templates, each with its config space and a
 // heuristic default config. One file per family of templates: gemm.cc (matmul, dense,
 // batch_matmul: CPU and CUDA), conv.cc (conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw: CPU and
-// CUDA), conv_nchwc.cc (conv2d_nchwc, depthwise_conv2d_nchwc: CPU); op_library() collects them.
+// CUDA), conv_nchwc.cc (conv2d_nchwc, depthwise_conv2d_nchwc: CPU) with conv_winograd.cc
+// (conv2d_nchwc's winograd=m workloads: CPU), which share conv_nchwc.h; op_library() collects them.
 #pragma once
 
 #include <functional>

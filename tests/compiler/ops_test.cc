@@ -9,8 +9,10 @@
 #include <fstream>
 #include <random>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/operators/winograd.h"
 #include "compiler/build.h"
 #include "compiler/ir/printer.h"
 #include "compiler/ops/op.h"
@@ -220,6 +222,78 @@ TEST(OpLibrary, TilesAreTheLargestDividingCandidateUnderTheCap) {
   EXPECT_EQ(ops::pick_tile({1, 2, 3, 4}, 6, 4), 3);
 }
 INSTANTIATE_TEST_SUITE_P(Blocked, CpuTemplates, ::testing::ValuesIn(testing_util::blocked_workloads()));
+
+// The Winograd kernel on a weight transformed by winograd_weight (as a model build transforms its
+// constant weights) computes what the direct kernel computes on the weight itself: the operator's
+// U layout, the template and the weight transform agree. Odd sizes (partial tiles), padding 1 and
+// 0, an epilogue.
+TEST(Winograd, TheKernelOnTheTransformedWeightMatchesTheDirectKernel) {
+  for (const char* shape : {"N=1,C=32,H=11,W=13,K=48,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,residual=1,relu=1",
+                            "N=2,C=24,H=10,W=7,K=16,R=3,S=3,stride=1,pad=0,ic_block=8,oc_block=16"}) {
+    Workload direct = *parse_workload(std::string("conv2d_nchwc:") + shape);
+    operators::ConvShape c = operators::conv_shape(direct);
+    auto g = testing_util::random_vector(c.K * c.C * 9, 5);
+    std::vector<float> packed(g.size());  // OIHW[ic]i[oc]o, the direct kernel's weight
+    for (int64_t k = 0; k < c.K; ++k)
+      for (int64_t ch = 0; ch < c.C; ++ch)
+        for (int64_t rs = 0; rs < 9; ++rs)
+          packed[static_cast<size_t>((((k / c.oc * c.cb() + ch / c.ic) * 9 + rs) * c.ic + ch % c.ic) * c.oc + k % c.oc)] =
+              g[static_cast<size_t>((k * c.C + ch) * 9 + rs)];
+    auto d = jit_kernel(direct, *default_config(direct, Target{}));
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    auto want = testing_util::make_buffers(direct, 9);
+    want.inputs[1] = packed;
+    auto dargs = want.arg_pointers();
+    ASSERT_EQ((*d)->run(dargs.data()), 0);
+    for (int m : {2, 4}) {
+      Workload w = *parse_workload(fmt::format("conv2d_nchwc:{},winograd={}", shape, m));
+      auto config = default_config(w, Target{});
+      ASSERT_TRUE(config.ok()) << config.status().to_string();
+      EXPECT_EQ(config->template_name, "conv2d_nchwc.cpu.winograd");
+      auto k = jit_kernel(w, *config);
+      ASSERT_TRUE(k.ok()) << k.status().to_string();
+      auto got = want;
+      got.inputs[1].assign(static_cast<size_t>(operators::conv_shape(w).alpha() * operators::conv_shape(w).alpha() * c.K * c.C), 0.f);
+      operators::winograd_weight(operators::conv_shape(w), g.data(), got.inputs[1].data());
+      auto args = got.arg_pointers();
+      ASSERT_EQ((*k)->run(args.data()), 0);
+      EXPECT_EQ(compare(got.output, want.output), "") << w.to_string();
+      // The cost model reads the candidate's loop nest like any other.
+      auto features = candidate_features(w, Target{}, *config);
+      ASSERT_TRUE(features.ok()) << features.status().to_string();
+      for (float x : *features) EXPECT_TRUE(std::isfinite(x));
+    }
+  }
+}
+
+// A Winograd workload's weight is U: the direct template cannot compute it, nor the Winograd
+// template a direct convolution; each says so and names the other. The default is the one that
+// can.
+TEST(Winograd, EachTemplateRefusesTheOthersWorkloads) {
+  Workload wino = *parse_workload("conv2d_nchwc:N=1,C=16,H=8,W=8,K=16,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,winograd=4");
+  Workload direct = *parse_workload("conv2d_nchwc:N=1,C=16,H=8,W=8,K=16,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  Target host;
+  EXPECT_EQ(template_names(wino, host), std::vector<std::string>{"conv2d_nchwc.cpu.winograd"});
+  EXPECT_EQ(template_names(direct, host), std::vector<std::string>{"conv2d_nchwc.cpu.direct"});
+  EXPECT_EQ(default_config(wino, host)->template_name, "conv2d_nchwc.cpu.winograd");
+  EXPECT_EQ(default_config(direct, host)->template_name, "conv2d_nchwc.cpu.direct");
+
+  auto space = config_space(wino, host, "conv2d_nchwc.cpu.direct");
+  ASSERT_FALSE(space.ok());
+  EXPECT_NE(space.status().message().find("conv2d_nchwc.cpu.direct computes direct convolutions"), std::string::npos)
+      << space.status().message();
+  EXPECT_NE(space.status().message().find("its template is conv2d_nchwc.cpu.winograd"), std::string::npos);
+  auto built = build_kernel(wino, host, *default_config(direct, host));
+  ASSERT_FALSE(built.ok());
+  EXPECT_NE(built.status().message().find("F(4x4, 3x3)"), std::string::npos) << built.status().message();
+
+  auto other = config_space(direct, host, "conv2d_nchwc.cpu.winograd");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("conv2d_nchwc.cpu.winograd computes convolutions with winograd=2 or 4"),
+            std::string::npos) << other.status().message();
+  EXPECT_NE(other.status().message().find("its template is conv2d_nchwc.cpu.direct"), std::string::npos);
+  EXPECT_FALSE(build_kernel(direct, host, *default_config(wino, host)).ok());
+}
 
 }  // namespace
 }  // namespace tunefarm
