@@ -437,3 +437,30 @@ TEST(CompilerBuildApi, ASmallMapsDefaultSkipsTheTapsInThePadding) {
 
 }  // namespace
 }  // namespace tunefarm
+
+namespace tunefarm {
+namespace {
+
+// A depthwise step built to run on several threads is the kernel tuning measured on one: with
+// channel blocks enough to share, threads take blocks and the rows stay a loop of their own, whose
+// padding rows loop partitioning peels as it does without threads (rows fused into the parallel
+// loop kept their guards in every row: 384@14x14, tile_q 7, 1.5x slower on one thread).
+TEST(CompilerBuildApi, ADepthwiseStepOnThreadsKeepsTheGuardsOfItsRowsPeeled) {
+  Workload w = *parse_workload("depthwise_conv2d_nchwc:N=1,C=384,H=14,W=14,R=3,S=3,stride=1,pad=1,block=16,bias=1,relu6=1");
+  Config config = *default_config(w, Target{});
+  for (auto& [name, value] : config.knobs)
+    if (name == "tile_q") value = std::vector<int64_t>{-1, 7};
+  auto selects = [&](bool parallel) {
+    auto f = lower_candidate(w, Target{}, with_parallelism(config, parallel));
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    std::string text = f.ok() ? ir::to_string(*f) : "";
+    EXPECT_EQ(text.find("parallel") != std::string::npos, parallel) << text;
+    size_t n = 0;
+    for (size_t at = text.find("select("); at != std::string::npos; at = text.find("select(", at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(selects(true), selects(false));
+}
+
+}  // namespace
+}  // namespace tunefarm

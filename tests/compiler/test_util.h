@@ -64,7 +64,8 @@ inline const std::vector<std::string>& blocked_workloads() {
       "conv2d_nchwc:N=1,C=16,H=6,W=7,K=24,R=3,S=3,stride=1,pad=1,ic_block=8,oc_block=8,bias=1,residual=1,relu=1",
       "conv2d_nchwc:N=1,C=3,H=11,W=9,K=16,R=3,S=3,stride=2,pad=1,ic_block=3,oc_block=16,bias=1,relu6=1",
       "depthwise_conv2d_nchwc:N=1,C=32,H=7,W=10,R=3,S=3,stride=2,pad=1,block=16,bias=1,relu6=1",
-      "depthwise_conv2d_nchwc:N=1,C=16,H=5,W=6,R=3,S=3,stride=1,pad=1,block=8,residual=1",
+      // Eight channel blocks: threads take blocks rather than blocks and rows fused.
+      "depthwise_conv2d_nchwc:N=1,C=64,H=5,W=6,R=3,S=3,stride=1,pad=1,block=8,residual=1",
       // EfficientNet's SiLU and MobileNetV3's HardSwish (a 5x5 depthwise window at stride 2).
       "conv2d_nchwc:N=1,C=16,H=6,W=7,K=32,R=1,S=1,stride=1,pad=0,ic_block=16,oc_block=16,bias=1,silu=1",
       "depthwise_conv2d_nchwc:N=1,C=32,H=9,W=9,R=5,S=5,stride=2,pad=2,block=16,bias=1,hardswish=1",
