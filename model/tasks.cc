@@ -220,7 +220,7 @@ StatusOr<Workload> workload_of(const Graph& graph, const Node& node) {
 std::optional<Workload> winograd_form(const Workload& w) {
   if (w.op != "conv2d_nchwc") return std::nullopt;
   operators::ConvShape c = operators::conv_shape(w);
-  if (c.winograd != 0 || c.R != 3 || c.S != 3 || c.stride != 1 || c.dil != 1) return std::nullopt;
+  if (c.winograd != 0) return std::nullopt;
   int64_t side = std::min(c.P, c.Q);
   // Below 8 the tiles are few and the transformed weights large (see the header); channels
   // fewer than a vector's leave the batched products too short to pay for the transforms.
@@ -228,6 +228,7 @@ std::optional<Workload> winograd_form(const Workload& w) {
   // F(4x4) multiplies least; F(2x2)'s 4x4 tiles waste less of a small map and its weights are
   // 16/36 of F(4x4)'s. Their defaults beside the direct one (bench/RESULTS.md, session 17): F(4x4)
   // 3.1-3.5x at 20x20 to 56x56, 2.11x at 14x14 (F(2x2) 1.90x), 1.85x at 10x10 (F(2x2) 1.90x).
+  // The operator's own check says which convolutions have the form (3x3, stride 1, no dilation).
   auto form = parse_workload(fmt::format("{},winograd={}", w.to_string(), side >= 12 ? 4 : 2));
   if (!form.ok()) return std::nullopt;
   return *form;

@@ -128,10 +128,9 @@ StatusOr<model::ChosenKernel> choose_model_kernel(db::RecordStore& store, const 
   std::vector<std::string> own_warnings;
   StatusOr<model::ChosenKernel> own = choose_kernel(store, w, request, own_warnings);
   if (std::optional<Workload> form = model::winograd_form(w)) {
-    TF_ASSIGN_OR_RETURN(auto best, store.query_best(*form, request.target, request.device_key, 1));
+    // Untuned (no record: a default and a warning, or with require_tuned an error), it is no choice.
     std::vector<std::string> form_warnings;
-    StatusOr<model::ChosenKernel> other = best.empty() ? StatusOr<model::ChosenKernel>(not_found("untuned"))
-                                                       : choose_kernel(store, *form, request, form_warnings);
+    StatusOr<model::ChosenKernel> other = choose_kernel(store, *form, request, form_warnings);
     if (other.ok() && other->tuned && (!own.ok() || !own->tuned || other->time_s * kClearlyFaster < own->time_s)) {
       other->workload = *form;
       warnings.insert(warnings.end(), form_warnings.begin(), form_warnings.end());
