@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/ops/activations.h"
 #include "model/passes/group_epilogues.h"
 
 namespace tunefarm::model {
@@ -15,6 +16,8 @@ namespace {
 
 using ir::Expr;
 using ir::Var;
+using ops::gelu;
+using ops::sigmoid;
 
 Status unsupported(const Node& node, const std::string& why) {
   return invalid_argument(fmt::format("node '{}' ({}): {}", node.name, node.op, why));
@@ -50,13 +53,6 @@ std::vector<Expr> as_exprs(const std::vector<Var>& v) { return {v.begin(), v.end
 
 Expr broadcast_read(const te::Tensor& t, const std::vector<Var>& idx) { return broadcast_read(t, as_exprs(idx)); }
 
-Expr gelu(const Expr& x) {
-  Expr erf = ir::call(ir::Type::f32(), "erf", {x * f32(1.0 / std::sqrt(2.0))});
-  return f32(0.5) * x * (f32(1.0) + erf);
-}
-
-Expr sigmoid(const Expr& x) { return f32(1) / (f32(1) + ir::call(ir::Type::f32(), "exp", {f32(0) - x})); }
-
 // GELU's tanh approximation, 0.5 x (1 + tanh(z)), as x sigmoid(2z): the same function through exp,
 // which vectorizes (tanh is a scalar call).
 Expr gelu_tanh(const Expr& x) {
@@ -77,12 +73,15 @@ Expr hard_sigmoid(const Expr& x, float alpha, float beta) {
 }
 
 // The epilogues that are activations (group_epilogues folds them), applied to `y`.
-bool is_activation(const std::string& op) { return op == "relu" || op == "clip" || op == "silu" || op == "hardswish"; }
+bool is_activation(const std::string& op) {
+  return op == "relu" || op == "clip" || op == "silu" || op == "hardswish" || op == "gelu";
+}
 
 Expr activation(const Epilogue& e, const Expr& y) {
   if (e.op == "relu") return ir::max(y, f32(0));
   if (e.op == "clip") return ir::min(ir::max(y, f32(e.lo)), f32(e.hi));
   if (e.op == "silu") return y * sigmoid(y);
+  if (e.op == "gelu") return gelu(y);
   return y * hard_sigmoid(y, 1.f / 6, 0.5f);
 }
 

@@ -133,23 +133,33 @@ bool has_epilogue(const Node& node, const std::string& op, size_t at) {
   return node.epilogue.size() > at && node.epilogue[at].op == op;
 }
 
-// A dense layer's workload: bias and ReLU go into it, and a constant weight arrives packed in the
+// The prefix of a dense layer's epilogues its kernel applies: a bias, a residual add, then ReLU or
+// GELU. `own_bias`: a Gemm's C input is the bias, and the epilogues start after it.
+struct DenseEpilogues {
+  size_t count = 0;  // Of the node's epilogues, how many the kernel applies.
+  bool bias = false, residual = false, relu = false, gelu = false;
+};
+
+DenseEpilogues dense_epilogues(const Node& node, bool own_bias) {
+  DenseEpilogues d;
+  d.bias = own_bias;
+  auto at = [&](const char* op) { return has_epilogue(node, op, d.count); };
+  if (!own_bias && at("bias")) d.bias = true, ++d.count;
+  if (at("add")) d.residual = true, ++d.count;
+  if (at("relu")) d.relu = true, ++d.count;
+  else if (at("gelu")) d.gelu = true, ++d.count;
+  return d;
+}
+
+// A dense layer's workload: its epilogues go into it, and a constant weight arrives packed in the
 // column panels of the kernel's register tile (w_block), packed once when the model is built, so
 // that the kernel tuned and measured is the one the model runs and packs nothing at run time.
 // The panel width is the default tile's on the AVX-512 the farm's boards have (as conv_blocks'
 // vectors of 16): tasks are extracted before any board is chosen.
-std::string dense_text(int64_t m, int64_t n, int64_t k, bool bias, bool relu, bool constant_weight) {
+std::string dense_text(int64_t m, int64_t n, int64_t k, const DenseEpilogues& e, bool constant_weight) {
   int64_t w_block = constant_weight ? ops::dense_weight_block(m, n, k, ops::CpuModel{}) : 0;
-  return fmt::format("dense:M={},N={},K={}{}{}{}", m, n, k, bias ? ",bias=1" : "", relu ? ",relu=1" : "",
-                     w_block > 0 ? fmt::format(",w_block={}", w_block) : "");
-}
-
-// A GEMM whose second operand is a constant weight is a dense layer, its bias and ReLU the
-// epilogues the passes grouped after it.
-std::string dense(int64_t m, int64_t n, int64_t k, const Node& node, bool constant_weight) {
-  bool bias = has_epilogue(node, "bias", 0);
-  bool relu = bias && has_epilogue(node, "relu", 1);
-  return dense_text(m, n, k, bias, relu, constant_weight);
+  return fmt::format("dense:M={},N={},K={}{}{}{}{}{}", m, n, k, e.bias ? ",bias=1" : "", e.residual ? ",residual=1" : "",
+                     e.relu ? ",relu=1" : "", e.gelu ? ",gelu=1" : "", w_block > 0 ? fmt::format(",w_block={}", w_block) : "");
 }
 
 StatusOr<Workload> gemm_workload(const Graph& graph, const Node& node) {
@@ -162,12 +172,8 @@ StatusOr<Workload> gemm_workload(const Graph& graph, const Node& node) {
     return unsupported(node, "alpha and beta other than 1 are not supported");
   bool trans_b = node.int_attr("transB", 0);
   int64_t m = a->shape[0], k = a->shape[1], n = trans_b ? b->shape[0] : b->shape[1];
-  bool bias = node.inputs.size() > 2 && !node.inputs[2].empty();
-  if (b->constant || trans_b) {
-    // Gemm's own C input is its bias; a following Add was not folded as one then.
-    if (!bias) return make_workload(node, dense(m, n, k, node, b->constant));
-    return make_workload(node, dense_text(m, n, k, true, has_epilogue(node, "relu", 0), b->constant));
-  }
+  bool own_bias = node.inputs.size() > 2 && !node.inputs[2].empty();
+  if (b->constant || trans_b) return make_workload(node, dense_text(m, n, k, dense_epilogues(node, own_bias), b->constant));
   return make_workload(node, fmt::format("matmul:M={},N={},K={}", m, n, k));
 }
 
@@ -181,7 +187,7 @@ StatusOr<Workload> matmul_workload(const Graph& graph, const Node& node) {
   int64_t batch_a = a->elements() / (m * k), batch_b = b->elements() / (k * n);
   if (b->shape.size() == 2) {
     // Rows of every batch share the weight: one GEMM of batch x M rows.
-    if (b->constant) return make_workload(node, dense(batch_a * m, n, k, node, true));
+    if (b->constant) return make_workload(node, dense_text(batch_a * m, n, k, dense_epilogues(node, false), true));
     return make_workload(node, fmt::format("matmul:M={},N={},K={}", batch_a * m, n, k));
   }
   if (batch_a != batch_b || a->shape.size() != b->shape.size())
@@ -276,20 +282,16 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node, const Wo
       if (dense.w_block > 0) call.tensors[1] += "/" + lower(operators::tensor_args(call.workload)[1].layout);
     }
     bool own_bias = node.op == "Gemm" && node.inputs.size() > 2 && !node.inputs[2].empty();
-    size_t consumed = 0;
-    if (dense.bias) {
-      if (own_bias) {
-        TF_ASSIGN_OR_RETURN(const Value* c, graph.value_of(node, node.inputs[2]));
-        if (c->elements() != dense.N)
-          return unsupported(node, fmt::format("a C input of shape {} is not a bias", shape_string(c->shape)));
-        call.tensors.push_back(node.inputs[2]);
-      } else {
-        call.tensors.push_back(epilogues[0].operand);
-        consumed = 1;
-      }
+    DenseEpilogues fused = dense_epilogues(node, own_bias);
+    if (own_bias) {
+      TF_ASSIGN_OR_RETURN(const Value* c, graph.value_of(node, node.inputs[2]));
+      if (c->elements() != dense.N)
+        return unsupported(node, fmt::format("a C input of shape {} is not a bias", shape_string(c->shape)));
+      call.tensors.push_back(node.inputs[2]);
     }
-    if (dense.relu) ++consumed;
-    epilogues.erase(epilogues.begin(), epilogues.begin() + static_cast<std::ptrdiff_t>(consumed));
+    for (size_t i = 0; i < fused.count; ++i)
+      if (!epilogues[i].operand.empty()) call.tensors.push_back(epilogues[i].operand);
+    epilogues.erase(epilogues.begin(), epilogues.begin() + static_cast<std::ptrdiff_t>(fused.count));
   } else {
     call.tensors = {node.inputs[0], node.inputs[1]};
   }

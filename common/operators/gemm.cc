@@ -13,7 +13,9 @@ GemmShape read_gemm(const Workload& w, bool batched, bool transpose_b) {
   g.K = w.param("K");
   if (batched) g.batch = w.param("B");
   g.bias = w.param("bias") != 0;
+  g.residual = w.param("residual") != 0;
   g.relu = w.param("relu") != 0;
+  g.gelu = w.param("gelu") != 0;
   if (transpose_b) g.w_block = w.param("w_block");
   return g;
 }
@@ -29,6 +31,7 @@ std::vector<TensorArg> gemm_args(const GemmShape& g) {
   else
     args.push_back(g.transpose_b ? TensorArg::weight("W", {g.N, g.K}) : TensorArg::input("B", with_batch({g.K, g.N})));
   if (g.bias) args.push_back(TensorArg::weight("bias", {g.N}));
+  if (g.residual) args.push_back(TensorArg::input("residual", with_batch({g.M, g.N})));
   args.push_back({"C", with_batch({g.M, g.N}), DType::kFloat32, true, ""});
   return args;
 }
@@ -37,7 +40,10 @@ double gemm_flops(const GemmShape& g) { return 2.0 * g.batch * g.M * g.N * g.K; 
 
 int64_t gemm_reduction_length(const GemmShape& g) { return g.K; }
 
-Status check_gemm(const GemmShape&) { return Status(); }
+Status check_gemm(const GemmShape& g) {
+  if (g.relu && g.gelu) return invalid_argument("relu=1 and gelu=1 exclude each other (one activation)");
+  return Status();
+}
 
 Workload without_weight_panels(Workload w) {
   for (auto& [name, value] : w.params)

@@ -1,6 +1,6 @@
-// The GEMM family: matmul (C = A·B), dense (C = A·Wᵀ, optional bias and ReLU epilogue) and
-// batch_matmul (C[b] = A[b]·B[b]). One parameterised definition and one pair of templates
-// serve all three.
+// The GEMM family: matmul (C = A·B), dense (C = A·Wᵀ, with an optional epilogue: bias, residual
+// add, ReLU or GELU) and batch_matmul (C[b] = A[b]·B[b]). One parameterised definition and one
+// pair of templates serve all three.
 //
 // CPU template "<op>.cpu.packed" (what fast CPU GEMMs do):
 //   - B is packed into column panels Bp[j/nr][k][nr] (contiguous vector loads, a padded tail);
@@ -12,7 +12,8 @@
 //     (cache_write + compute_at), rows unrolled, columns vectorized (nr = 32 is two zmm
 //     registers), the reduction unrolled by ku, so that LLVM keeps the tile in registers and emits
 //     one broadcast and nr/16 FMAs per row and k;
-//   - the copy-out stage applies the epilogue (bias, ReLU) while the tile is in registers;
+//   - the copy-out stage applies the epilogue (bias, residual, ReLU or GELU) while the tile is in
+//     registers;
 //   - with tile_k = kc (large K), the reduction is blocked: per block of kc, the register tile sums
 //     its slice of K and adds it to the output block, so that A's rows and B's panel slice stay
 //     in L1/L2 across the block instead of streaming all of K through the tile.
@@ -28,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/ops/activations.h"
 #include "compiler/ops/op.h"
 #include "compiler/schedule/schedule.h"
 
@@ -51,6 +53,7 @@ void gemm_reference(const Workload& w, const std::vector<const float*>& in, floa
   const float* a = in[0];
   const float* b = in[1];
   const float* bias = g.bias ? in[2] : nullptr;
+  const float* residual = g.residual ? in[g.bias ? 3 : 2] : nullptr;
   auto b_at = [&](const float* bn, int64_t k, int64_t j) {
     if (g.w_block > 0) return bn[(j / g.w_block * g.K + k) * g.w_block + j % g.w_block];
     return g.transpose_b ? bn[j * g.K + k] : bn[k * g.N + j];
@@ -65,11 +68,37 @@ void gemm_reference(const Workload& w, const std::vector<const float*>& in, floa
         for (int64_t k = 0; k < g.K; ++k)
           acc += double(an[i * g.K + k]) * double(b_at(bn, k, j));
         if (bias) acc += bias[j];
+        if (residual) acc += residual[n * g.M * g.N + i * g.N + j];
         if (g.relu && acc < 0) acc = 0;
+        if (g.gelu) acc = gelu_reference(acc);
         cn[i * g.N + j] = static_cast<float>(acc);
       }
     }
   }
+}
+
+// The epilogue's inputs (bias [N], residual like C), appended to a definition's inputs after A and
+// B, and the epilogue applied to the sum at C[v] (the batch first where there is one): one piece
+// of code for every template's copy-out stage.
+struct EpilogueInputs {
+  te::Tensor bias, residual;
+};
+
+bool has_epilogue(const Gemm& g) { return g.bias || g.residual || g.relu || g.gelu; }
+
+EpilogueInputs epilogue_inputs(const Gemm& g, std::vector<te::Tensor>& inputs) {
+  EpilogueInputs e;
+  if (g.bias) inputs.push_back(e.bias = te::placeholder("bias", {g.N}));
+  if (g.residual) inputs.push_back(e.residual = te::placeholder("residual", with_batch(g, {g.M, g.N})));
+  return e;
+}
+
+Expr apply_epilogue(const Gemm& g, const EpilogueInputs& e, Expr val, const std::vector<Var>& v) {
+  if (g.bias) val = val + e.bias(v.back());
+  if (g.residual) val = val + e.residual(std::vector<Expr>(v.begin(), v.end()));
+  if (g.relu) val = ir::max(val, ir::float_imm(0));
+  if (g.gelu) val = gelu(val);
+  return val;
 }
 
 // Tensors of one GEMM definition. `acc` holds the sum; `out` is the output (the epilogue when
@@ -92,11 +121,7 @@ GemmTensors define_gemm(const Gemm& g, int64_t pack_nr, int64_t kc = 0) {
                  : g.transpose_b ? te::placeholder("W", {g.N, g.K})
                                  : te::placeholder("B", with_batch(g, {g.K, g.N}));
   t.inputs = {A, B};
-  te::Tensor bias;
-  if (g.bias) {
-    bias = te::placeholder("bias", {g.N});
-    t.inputs.push_back(bias);
-  }
+  EpilogueInputs epilogue = epilogue_inputs(g, t.inputs);
   // b is the batch index (ignored when not batched).
   auto b_at = [&](Expr b, Expr k, Expr j) -> Expr {
     if (wb > 0) return B(j / wb, k, j % wb);
@@ -127,7 +152,7 @@ GemmTensors define_gemm(const Gemm& g, int64_t pack_nr, int64_t kc = 0) {
       return g.batched ? P(b, j / pack_nr, k, j % pack_nr) : P(j / pack_nr, k, j % pack_nr);
     };
   }
-  std::string acc_name = (g.bias || g.relu) ? "acc" : "C";
+  std::string acc_name = has_epilogue(g) ? "acc" : "C";
   if (kc > 0 && kc < g.K) {
     int64_t blocks = (g.K + kc - 1) / kc;
     te::IterVar ki = te::reduce_axis(kc, "ki");
@@ -158,13 +183,10 @@ GemmTensors define_gemm(const Gemm& g, int64_t pack_nr, int64_t kc = 0) {
     }, names);
   }
   t.out = t.acc;
-  if (g.bias || g.relu) {
+  if (has_epilogue(g)) {
     te::Tensor acc = t.acc;
     t.out = te::compute("C", with_batch(g, {g.M, g.N}), [&](const std::vector<Var>& v) {
-      Expr val = acc(std::vector<Expr>(v.begin(), v.end()));
-      if (g.bias) val = val + bias(v[off + 1]);
-      if (g.relu) val = ir::max(val, ir::float_imm(0));
-      return val;
+      return apply_epilogue(g, epilogue, acc(std::vector<Expr>(v.begin(), v.end())), v);
     }, names);
   }
   return t;
@@ -614,11 +636,7 @@ StatusOr<Scheduled> dot_schedule(const Workload& w, const Config& c) {
   te::Tensor W = wb > 0 ? te::placeholder("W", {(g.N + wb - 1) / wb, g.K, wb}) : te::placeholder("W", {g.N, g.K});
   auto w_at = [&](Expr j, Expr k) -> Expr { return wb > 0 ? W(j / wb, k, j % wb) : W(j, k); };
   std::vector<te::Tensor> inputs = {A, W};
-  te::Tensor bias;
-  if (g.bias) {
-    bias = te::placeholder("bias", {g.N});
-    inputs.push_back(bias);
-  }
+  EpilogueInputs epilogue = epilogue_inputs(g, inputs);
   te::IterVar ko = te::reduce_axis(ko_extent, "ko");
   // Lane kv of the partial sums accumulates k = ko*v + kv; lanes past K add zeros.
   te::Tensor partial = te::compute("partial", {g.M, g.N, v}, [&](const std::vector<Var>& i) {
@@ -631,16 +649,13 @@ StatusOr<Scheduled> dot_schedule(const Workload& w, const Config& c) {
     return te::sum(prod, {ko});
   }, {"i", "j", "kv"});
   te::IterVar kv = te::reduce_axis(v, "kv");
-  te::Tensor acc = te::compute(g.bias || g.relu ? "acc" : "C", {g.M, g.N}, [&](const std::vector<Var>& i) {
+  te::Tensor acc = te::compute(has_epilogue(g) ? "acc" : "C", {g.M, g.N}, [&](const std::vector<Var>& i) {
     return te::sum(partial(i[0], i[1], kv->var), {kv});
   }, {"i", "j"});
   te::Tensor out = acc;
-  if (g.bias || g.relu) {
+  if (has_epilogue(g)) {
     out = te::compute("C", {g.M, g.N}, [&](const std::vector<Var>& i) {
-      Expr val = acc(i[0], i[1]);
-      if (g.bias) val = val + bias(i[1]);
-      if (g.relu) val = ir::max(val, ir::float_imm(0));
-      return val;
+      return apply_epilogue(g, epilogue, acc(i[0], i[1]), i);
     }, {"i", "j"});
   }
   auto owned = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{out});

@@ -110,6 +110,9 @@ StatusOr<int> group_epilogues(Graph& graph) {
         e.op = "relu";
       } else if (next.op == "HardSwish") {
         e.op = "hardswish";
+      } else if (next.op == "Gelu" && next.inputs.size() == 1 &&
+                 (!next.attributes.count("approximate") || next.attributes.at("approximate").s == "none")) {
+        e.op = "gelu";
       } else if (next.op == "Clip") {
         if (!clip_bounds(graph, next, e.lo, e.hi)) break;
         e.op = "clip";

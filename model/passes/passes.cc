@@ -24,7 +24,7 @@ Status run_passes(Graph& graph) {
   // 5. A residual Add before a LayerNorm, attention's scale and mask before a Softmax, join it;
   //    before the epilogues, which would take the residual Add into the GEMM before it.
   TF_RETURN_IF_ERROR(fuse_row_inputs(graph).status());
-  // 6. Bias, residual Add, ReLU and ReLU6 after a tunable operator join it as its epilogue; last,
+  // 6. Bias, residual Add and activations after a tunable operator join it as its epilogue; last,
   //    so that they follow the folded bias and the fused activations.
   return group_epilogues(graph).status();
 }

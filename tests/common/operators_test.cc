@@ -53,6 +53,19 @@ TEST(Operators, GemmShapesAndArguments) {
   EXPECT_EQ(without_weight_panels(panels).to_string(), "dense:M=4,N=20,K=16,bias=1");
   EXPECT_EQ(without_weight_panels(dense), dense);
 
+  // A transformer's FFN layers: the residual is read like C, after the bias; one activation.
+  Workload ffn = parse("dense:M=4,N=8,K=16,bias=1,residual=1,gelu=1");
+  GemmShape f = gemm_shape(ffn);
+  EXPECT_TRUE(f.bias && f.residual && f.gelu && !f.relu);
+  args = tensor_args(ffn);
+  ASSERT_EQ(args.size(), 5u);
+  EXPECT_EQ(args[3].name, "residual");
+  EXPECT_EQ(args[3].shape, (std::vector<int64_t>{4, 8}));
+  EXPECT_FALSE(args[3].is_output);
+  auto both = parse_workload("dense:M=4,N=8,K=16,relu=1,gelu=1");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("one activation"), std::string::npos) << both.status().message();
+
   Workload bmm = parse("batch_matmul:B=3,M=4,N=5,K=6");
   EXPECT_EQ(gemm_shape(bmm).batch, 3);
   EXPECT_EQ(output_shape(bmm), (std::vector<int64_t>{3, 4, 5}));

@@ -75,10 +75,15 @@ TEST(GemmBlocks, PackedBlocksOfBInsideTheKLoopMatchReference) {
       {"dense:M=16,N=96,K=512,bias=1", ""},
       {"matmul:M=24,N=64,K=512", ""},
       {"dense:M=8,N=48,K=768,bias=1,relu=1", ""},
+      {"dense:M=16,N=96,K=512,bias=1,gelu=1", ""},
+      {"dense:M=16,N=96,K=512,bias=1,residual=1", ""},
       {"matmul:M=24,N=70,K=1100",
        R"({"template":"matmul.cpu.packed","knobs":{"tile_m":[-1,2,6],"tile_n":[-1,32,64],"unroll_k":2,)"
        R"("order":[0,1,2,3],"pack_b":1,"parallel":"none","tile_k":512}})"},
       {"dense:M=9,N=40,K=600,bias=1",
+       R"({"template":"dense.cpu.packed","knobs":{"tile_m":[-1,1,4],"tile_n":[-1,32,48],"unroll_k":4,)"
+       R"("order":[1,0,2,3],"pack_b":1,"parallel":"outer","tile_k":512}})"},
+      {"dense:M=9,N=40,K=600,residual=1,gelu=1",
        R"({"template":"dense.cpu.packed","knobs":{"tile_m":[-1,1,4],"tile_n":[-1,32,48],"unroll_k":4,)"
        R"("order":[1,0,2,3],"pack_b":1,"parallel":"outer","tile_k":512}})"},
   };

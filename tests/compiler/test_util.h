@@ -32,6 +32,8 @@ inline const std::vector<std::string>& small_workloads() {
       // W in panels of 16 (a model's prepacked weight), the last panel padded; and K long enough
       // for the K-blocked path with its partial block.
       "dense:M=10,N=37,K=21,bias=1,w_block=16",
+      "dense:M=3,N=41,K=29,residual=1,gelu=1",
+      "dense:M=10,N=37,K=21,bias=1,residual=1,gelu=1,w_block=16",
       "dense:M=7,N=48,K=300,w_block=48",
       "batch_matmul:B=3,M=11,N=35,K=9",
       "batch_matmul:B=2,M=20,N=17,K=24",
