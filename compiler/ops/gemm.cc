@@ -389,12 +389,23 @@ StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
   out.unroll(ii);
   out.vectorize(ji);
   if (par) {
-    // The outermost tile loop, fused with the next where it has too few iterations to share
+    // The outermost tile loop, fused with the next ones while it has too few iterations to share
     // evenly among threads: a BERT layer's 128 rows in blocks of 48 are 3, two threads' shares
-    // 2 and 1; with the 3 blocks of columns inside them, 9.
+    // 2 and 1; with the 3 blocks of columns inside them, 9. A tuned config may make all the rows
+    // and all the columns one block each (MiniLM's 128x1536 FFN layer): its threads share the
+    // tiles of the block, or one thread of two did all the work. The innermost tile loop stays
+    // (the register tile is computed at it), and a loop of tiles joins only where its blocks are
+    // whole (a last, shorter block's loop has no constant extent to fuse).
     const int64_t extents[] = {(g.M + mb * mr - 1) / (mb * mr), (g.N + nb * nr - 1) / (nb * nr), mb, nb};
+    const bool whole[] = {true, true, g.M % (mb * mr) == 0, g.N % (nb * nr) == 0};
     te::IterVar outer = leaf_order[0];
-    if (!g.batched && extents[order[0]] < kEnoughIterations) outer = out.fuse(leaf_order[0], leaf_order[1]);
+    if (!g.batched) {
+      int64_t iterations = extents[order[0]];
+      for (size_t d = 1; d < 3 && iterations < kEnoughIterations && whole[order[d]]; ++d) {
+        outer = out.fuse(outer, leaf_order[d]);
+        iterations *= extents[order[d]];
+      }
+    }
     out.parallel(outer);
   }
 
