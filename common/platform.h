@@ -33,6 +33,8 @@ struct AgentPlatform {
   // to say.
   std::string cpu_name;
   std::string cpu_features;
+  // Capabilities.stream_bytes_per_s: how fast its CPU moves a model step's bytes; 0 when unknown.
+  double stream_bytes_per_s = 0;
 };
 
 // OK when one of `agents` can run `target`, when one of them is too old to say, or when there are

@@ -15,6 +15,7 @@
 #include "common/wire/credentials.h"
 #include "common/wire/wire.h"
 #include "measure/cuda_runner.h"
+#include "measure/stream_speed.h"
 #include "tunefarm/v1/tracker.grpc.pb.h"
 
 namespace tunefarm {
@@ -95,6 +96,7 @@ v1::Capabilities local_capabilities() {
   caps.set_cpu_name(cpu.name);
   caps.set_cpu_features(cpu.features);
   caps.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE));
+  caps.set_stream_bytes_per_s(measure_stream_bytes_per_s());
   if (auto gpu = cuda_device_name(); gpu.ok()) {
     caps.add_targets("cuda");
     caps.set_gpu_name(*gpu);

@@ -49,6 +49,14 @@ std::string default_lease_owner() {
   return fmt::format("{}:{}:{:06x}", host, ::getpid(), std::random_device{}() & 0xffffff);
 }
 
+// The slowest stream figure the agents of a key gave (a model runs on any of them), 0 when none.
+double slowest_stream(const std::vector<AgentPlatform>& agents) {
+  double slowest = 0;
+  for (const AgentPlatform& a : agents)
+    if (a.stream_bytes_per_s > 0 && (slowest == 0 || a.stream_bytes_per_s < slowest)) slowest = a.stream_bytes_per_s;
+  return slowest;
+}
+
 }  // namespace
 
 int farm_batch_size(int agents, int cap) {
@@ -254,6 +262,7 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::st
   TF_RETURN_IF_ERROR(validate(submitted));
   v1::JobSpec spec = submitted;
   spec.clear_build_target();
+  spec.clear_stream_bytes_per_s();
   TF_ASSIGN_OR_RETURN(Target target, from_proto(spec.target()));
   Target build_target = target;
   if (device_check_) {
@@ -262,6 +271,7 @@ StatusOr<v1::Job> JobManager::submit(const v1::JobSpec& submitted, const std::st
     // Code for the boards that measure it, never for this host's CPU (PTX runs whatever the CPU).
     if (target.kind == Target::Kind::kLLVM) TF_RETURN_IF_ERROR(check_agents_agree_on_cpu(spec.device_key(), agents));
     build_target = resolve_target(target, agents);
+    spec.set_stream_bytes_per_s(slowest_stream(agents));
     if (!(build_target == target)) {
       // The agents' CPU must be one LLVM builds for, and the whole fit in a target string.
       auto checked = parse_target(build_target.to_string());

@@ -141,6 +141,10 @@ StatusOr<v1::Record> record_from_json_line(std::string_view line) {
   return record;
 }
 
+double other_step_bytes_per_s(const v1::JobSpec& spec) {
+  return spec.stream_bytes_per_s() > 0 ? spec.stream_bytes_per_s() * kOtherStepShareOfStream : kOtherStepBytesPerS;
+}
+
 std::optional<ModelLatency> model_latency(const v1::Job& job) {
   const v1::JobProgress& progress = job.progress();
   if (progress.tasks_size() < 2) return std::nullopt;
@@ -173,7 +177,7 @@ std::optional<ModelLatency> model_latency(const v1::Job& job) {
     else all_defaults = false;
   }
   // The same for tuned and untuned: neither the other steps nor the calls are tuned.
-  double rest = std::max(0.0, job.spec().other_bytes()) / kOtherStepBytesPerS + steps * kStepCallS;
+  double rest = std::max(0.0, job.spec().other_bytes()) / other_step_bytes_per_s(job.spec()) + steps * kStepCallS;
   out.tuned_s += rest;
   out.untuned_s = all_defaults ? out.untuned_s + rest : 0;
   return out;
@@ -196,6 +200,7 @@ AgentPlatform agent_platform(const v1::AgentInfo& agent) {
   platform.agent_id = agent.agent_id();
   platform.cpu_name = capabilities.cpu_name();
   platform.cpu_features = capabilities.cpu_features();
+  platform.stream_bytes_per_s = capabilities.stream_bytes_per_s();
   return platform;
 }
 

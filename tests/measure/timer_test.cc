@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "measure/measure_options.h"
+#include "measure/stream_speed.h"
 
 namespace tunefarm {
 namespace {
@@ -118,6 +119,14 @@ TEST(MeasureOptions, FillUnsetTakesZerosFromTheDefaultsAndKeepsTheBooleansGiven)
   EXPECT_EQ(filled.min_repeat_ms(), kDefaultTuningMinRepeatMs);
   EXPECT_EQ(filled.rtol(), kDefaultRtol);
   EXPECT_FALSE(filled.check_correctness()) << "false is the spec's choice, not a gap";
+}
+
+// The stream figure an agent reports is a speed a CPU's caches have: more than a gigabyte a second
+// (a loop that did not run, or ran scalar on a board, would say less), less than ten terabytes.
+TEST(StreamSpeed, IsASpeedTheCachesHave) {
+  double speed = measure_stream_bytes_per_s();
+  EXPECT_GT(speed, 1e9);
+  EXPECT_LT(speed, 1e13);
 }
 
 }  // namespace

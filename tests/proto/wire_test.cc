@@ -72,7 +72,8 @@ TEST(Wire, ConfigRoundTripsThroughProto) {
 }
 
 // A model's latency estimate: each task's count x FLOPs at its best and its default speed, plus
-// the steps outside the tasks (their bytes at kOtherStepBytesPerS) and a call for every step.
+// the steps outside the tasks (their bytes at kOtherStepBytesPerS, or at the speed the key's agents
+// measured) and a call for every step.
 TEST(Wire, ModelLatencyAddsTheStepsOutsideTheTasks) {
   v1::Job job;
   for (double gflops : {10.0, 20.0}) {
@@ -94,6 +95,14 @@ TEST(Wire, ModelLatencyAddsTheStepsOutsideTheTasks) {
   double rest = 6e6 / kOtherStepBytesPerS + 3 * kStepCallS;
   EXPECT_NEAR(with_rest->tuned_s - kernels_only->tuned_s, rest, 1e-12);
   EXPECT_NEAR(with_rest->untuned_s - kernels_only->untuned_s, rest, 1e-12);
+  // Where the key's agents measured how fast their CPU streams a step's bytes, the other steps
+  // move at that CPU's speed: twice the figure, half the time.
+  job.mutable_spec()->set_stream_bytes_per_s(100e9);
+  double at_100 = model_latency(job)->tuned_s - kernels_only->tuned_s;
+  EXPECT_NEAR(at_100, 6e6 / (100e9 * kOtherStepShareOfStream) + 3 * kStepCallS, 1e-12);
+  job.mutable_spec()->set_stream_bytes_per_s(200e9);
+  EXPECT_NEAR(model_latency(job)->tuned_s - kernels_only->tuned_s - 3 * kStepCallS, (at_100 - 3 * kStepCallS) / 2, 1e-12);
+  job.mutable_spec()->clear_stream_bytes_per_s();
   // Until every task has a figure there is no estimate; until every default has one, no untuned.
   job.mutable_progress()->mutable_tasks(1)->set_default_gflops(0);
   EXPECT_EQ(model_latency(job)->untuned_s, 0);

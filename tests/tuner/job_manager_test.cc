@@ -188,7 +188,9 @@ TEST_F(JobManagerTest, AJobRunsToItsBudgetAndRecordsEveryResult) {
 // Boards that name their CPU: a key of AVX2-only boards, and a key whose boards differ.
 StatusOr<std::vector<AgentPlatform>> lab_keys(const std::string& key) {
   if (key == "haswell-box")
-    return std::vector<AgentPlatform>{{.arch = host_arch(), .agent_id = "h1", .cpu_name = "haswell"}};
+    return std::vector<AgentPlatform>{{.arch = host_arch(), .agent_id = "h1", .cpu_name = "haswell"},
+                                      {.arch = host_arch(), .agent_id = "h2", .cpu_name = "haswell", .stream_bytes_per_s = 60e9},
+                                      {.arch = host_arch(), .agent_id = "h3", .cpu_name = "haswell", .stream_bytes_per_s = 40e9}};
   if (key == "mixed")
     return std::vector<AgentPlatform>{{.arch = host_arch(), .agent_id = "old", .cpu_name = "haswell"},
                                       {.arch = host_arch(),
@@ -210,7 +212,16 @@ TEST_F(JobManagerTest, ALlvmJobIsBuiltForItsKeysCpuAndItsRecordsSaySo) {
   auto job = m.submit(on_key(spec(16), "haswell-box"));
   ASSERT_TRUE(job.ok()) << job.status().to_string();
   EXPECT_EQ(from_proto(job->spec().build_target())->to_string(), "llvm -mcpu=haswell");
+  // The model estimate prices the other steps at the slowest board's stream figure (one too old to
+  // say has none); a client cannot set it.
+  EXPECT_EQ(job->spec().stream_bytes_per_s(), 40e9);
+  v1::JobSpec claimed = on_key(spec(16), "haswell-box");
+  claimed.set_stream_bytes_per_s(1e15);
+  auto other = m.submit(claimed);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  EXPECT_EQ(other->spec().stream_bytes_per_s(), 40e9);
   EXPECT_EQ(wait_until_ended(m, job->id()).state(), v1::SUCCEEDED);
+  wait_until_ended(m, other->id());
   // Every task, at submit and when the job ran, was made for the boards' CPU, never this host's.
   auto targets = tasks_.targets();
   ASSERT_FALSE(targets.empty());
