@@ -1,5 +1,7 @@
 #include "tuner/library_builder.h"
 
+#include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -46,20 +48,62 @@ namespace {
 constexpr double kClearlyFaster = 1.05;
 constexpr int kRecordsScanned = 1000;  // query_best's most
 
+// How many times faster the best config ran than the default in the rounds of its job's final
+// re-measurement that measured both (the median of the default's cost over the best's); nullopt
+// where none did.
+std::optional<double> side_by_side(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
+                                   const v1::Record& best, const v1::Record& def) {
+  std::string best_config = from_proto(best.config()).to_json();
+  std::map<int, double> best_cost, def_cost;
+  for (const v1::Record& r : side_by_side_records(store, w, request, best, def))
+    (from_proto(r.config()).to_json() == best_config ? best_cost : def_cost)[r.remeasure_round()] = r.mean_cost_s();
+  std::vector<double> ratios;
+  for (const auto& [round, cost] : best_cost)
+    if (auto it = def_cost.find(round); it != def_cost.end() && cost > 0) ratios.push_back(it->second / cost);
+  if (ratios.empty()) return std::nullopt;
+  std::sort(ratios.begin(), ratios.end());
+  return ratios[ratios.size() / 2];
+}
+
 // The best record, or the default config's own record (measured on the same key) when the best
-// does not clearly beat it; then `fell_back` says why.
+// does not clearly beat it, side by side where its job measured both so, otherwise by their
+// figures; then `fell_back` says why.
 v1::Record clearly_best(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
                         const v1::Record& best, std::string& fell_back) {
   std::optional<v1::Record> r = default_record(store, w, request, best.device_key());
-  if (!r || best.gflops() > r->gflops() * kClearlyFaster) return best;
-  if (from_proto(best.config()).to_json() != from_proto(r->config()).to_json())
-    fell_back = fmt::format("{}: the best tuned config ({:.1f} GFLOP/s) does not beat the template's default "
-                            "({:.1f} GFLOP/s) by {:.0f}% on device key '{}': built from the default",
-                            w.to_string(), best.gflops(), r->gflops(), (kClearlyFaster - 1) * 100, r->device_key());
+  if (!r || from_proto(best.config()).to_json() == from_proto(r->config()).to_json()) return best;
+  std::optional<double> measured_together = side_by_side(store, w, request, best, *r);
+  double faster = measured_together ? *measured_together : best.gflops() / r->gflops();
+  if (faster > kClearlyFaster) return best;
+  fell_back = fmt::format("{}: the best tuned config does not beat the template's default by {:.0f}% on device key "
+                          "'{}' ({:.3f}x its speed, {}): built from the default",
+                          w.to_string(), (kClearlyFaster - 1) * 100, r->device_key(), faster,
+                          measured_together ? "measured side by side" : "by their figures");
   return *r;
 }
 
 }  // namespace
+
+std::vector<v1::Record> side_by_side_records(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
+                                             const v1::Record& best, const v1::Record& def) {
+  constexpr int64_t kJobRecordsScanned = 100000;  // list_records' most
+  std::vector<v1::Record> out;
+  if (best.job_id().empty()) return out;
+  db::RecordFilter filter;
+  filter.workload = w;
+  filter.target = request.target;
+  filter.device_key = best.device_key();
+  filter.job_id = best.job_id();
+  auto page = store.list_records(filter, kJobRecordsScanned);
+  if (!page.ok()) return out;
+  std::string best_config = from_proto(best.config()).to_json(), def_config = from_proto(def.config()).to_json();
+  for (v1::Record& r : page->records) {
+    if (r.remeasure_round() <= 0 || r.result().error() != v1::OK) continue;
+    std::string config = from_proto(r.config()).to_json();
+    if (config == best_config || config == def_config) out.push_back(std::move(r));
+  }
+  return out;
+}
 
 std::optional<v1::Record> default_record(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
                                          const std::string& device_key) {

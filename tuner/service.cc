@@ -387,15 +387,16 @@ StatusOr<std::string> TunerService::best_records(const LibraryRequest& library, 
   // The history's one rule picks each workload's record here; the builder sees only those: the
   // best, and the default config's own record, which the best must clearly beat (without it, a
   // build here kept a best 0.6% faster than the default where a build from the exported records
-  // fell back to the default).
+  // fell back to the default), with their side-by-side re-measurements.
   std::string records;
   for (const auto& w : workloads) {
     TF_ASSIGN_OR_RETURN(auto best, store_.query_best(w, library.target, library.device_key, 1));
     for (const auto& r : best) records += record_to_json_line(r) + "\n";
     if (best.empty()) continue;
     std::optional<v1::Record> d = default_record(store_, w, library, best.front().device_key());
-    if (d && from_proto(d->config()).to_json() != from_proto(best.front().config()).to_json())
-      records += record_to_json_line(*d) + "\n";
+    if (!d || from_proto(d->config()).to_json() == from_proto(best.front().config()).to_json()) continue;
+    records += record_to_json_line(*d) + "\n";
+    for (const auto& r : side_by_side_records(store_, w, library, best.front(), *d)) records += record_to_json_line(r) + "\n";
   }
   return records;
 }

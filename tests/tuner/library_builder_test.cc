@@ -32,8 +32,11 @@ class ChooseKernel : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  void record(const Workload& w, const Config& config, double seconds, const char* built_for = nullptr) {
+  void record(const Workload& w, const Config& config, double seconds, const char* built_for = nullptr,
+              int remeasure_round = 0) {
     v1::Record r;
+    r.set_remeasure_round(remeasure_round);
+    r.mutable_result()->set_started_at_us(++measured_);
     *r.mutable_workload() = to_proto(w);
     *r.mutable_target() = to_proto(Target{});
     if (built_for) *r.mutable_built_for() = to_proto(*parse_target(built_for));
@@ -48,6 +51,7 @@ class ChooseKernel : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
+  int64_t measured_ = 0;
   std::unique_ptr<db::RecordStore> store_;
   LibraryRequest request_;
 };
@@ -100,6 +104,39 @@ TEST_F(ChooseKernel, ABestThatBeatsTheDefaultOnlyByNoiseGivesWayToIt) {
   chosen = choose_kernel(*store_, w, request_, warnings);
   ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
   EXPECT_EQ(chosen->config, faster);
+}
+
+// A task's default is its first trial, measured while the job's first batches were built beside
+// it: where the job re-measured the best and the default side by side, those measurements decide,
+// not the figures (the upper median of a trial and one re-measurement is the slower of the two).
+TEST_F(ChooseKernel, TheDefaultAndTheBestMeasuredSideBySideDecide) {
+  Workload w = *parse_workload("conv2d_nchwc:N=1,C=32,H=7,W=7,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  Config def = *default_config(w, Target{});
+  Config other = def;
+  for (auto& [name, value] : other.knobs)
+    if (name == "tile_q") value = std::vector<int64_t>{-1, 1};
+  record(w, def, 13.7e-6);
+  record(w, other, 10.2e-6);
+  // By figures alone the other config wins by 28%.
+  std::vector<std::string> warnings;
+  auto chosen = choose_kernel(*store_, w, request_, warnings);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
+  EXPECT_EQ(chosen->config, other);
+  record(w, other, 10.7e-6, nullptr, 1);
+  record(w, def, 9.1e-6, nullptr, 1);
+  warnings.clear();
+  chosen = choose_kernel(*store_, w, request_, warnings);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
+  EXPECT_EQ(chosen->config, def);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("does not beat the template's default by 5%"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("measured side by side"), std::string::npos) << warnings[0];
+  // tunerd hands the builder those re-measurements with the two figures' records.
+  auto best = store_->query_best(w, Target{}, "local-cpu", 1);
+  ASSERT_TRUE(best.ok() && !best->empty());
+  auto d = default_record(*store_, w, request_, "local-cpu");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(side_by_side_records(*store_, w, request_, best->front(), *d).size(), 2u);
 }
 
 // A record whose config the template no longer builds (its space was narrowed after the record
