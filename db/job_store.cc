@@ -84,11 +84,13 @@ Status check_request(const JobRequest& request) {
 const std::string kRequestedJobSql =
     std::string(kSelectJob) + "WHERE submitter = ?1 AND request_id = ?2 AND request_id <> ''";
 
-// Whether two specs ask for the same job; the build target is tunerd's, filled in from the agents
-// of the device key, which may have changed between the two.
+// Whether two specs ask for the same job; the build target and the stream figure are tunerd's,
+// filled in from the agents of the device key, which may have changed between the two.
 bool same_request(v1::JobSpec a, v1::JobSpec b) {
   a.clear_build_target();
   b.clear_build_target();
+  a.clear_stream_bytes_per_s();
+  b.clear_stream_bytes_per_s();
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 

@@ -50,10 +50,15 @@ std::string default_lease_owner() {
 }
 
 // The slowest stream figure the agents of a key gave (a model runs on any of them), 0 when none.
+// A figure no cache has (below 100 MB/s or above 100 TB/s, infinite, NaN: a broken or a lying
+// board) is left out, so that one agent cannot make every estimate on its key nonsense.
 double slowest_stream(const std::vector<AgentPlatform>& agents) {
+  constexpr double kLeast = 1e8, kMost = 1e14;
   double slowest = 0;
-  for (const AgentPlatform& a : agents)
-    if (a.stream_bytes_per_s > 0 && (slowest == 0 || a.stream_bytes_per_s < slowest)) slowest = a.stream_bytes_per_s;
+  for (const AgentPlatform& a : agents) {
+    double s = a.stream_bytes_per_s;
+    if (s >= kLeast && s <= kMost && (slowest == 0 || s < slowest)) slowest = s;
+  }
   return slowest;
 }
 

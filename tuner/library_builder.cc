@@ -55,8 +55,9 @@ std::optional<double> side_by_side(db::RecordStore& store, const Workload& w, co
                                    const v1::Record& best, const v1::Record& def) {
   std::string best_config = from_proto(best.config()).to_json();
   std::map<int, double> best_cost, def_cost;
-  for (const v1::Record& r : side_by_side_records(store, w, request, best, def))
-    (from_proto(r.config()).to_json() == best_config ? best_cost : def_cost)[r.remeasure_round()] = r.mean_cost_s();
+  for (const v1::Record& r : best_and_default_records(store, w, request, best, def))
+    if (r.job_id() == best.job_id() && r.remeasure_round() > 0)
+      (from_proto(r.config()).to_json() == best_config ? best_cost : def_cost)[r.remeasure_round()] = r.mean_cost_s();
   std::vector<double> ratios;
   for (const auto& [round, cost] : best_cost)
     if (auto it = def_cost.find(round); it != def_cost.end() && cost > 0) ratios.push_back(it->second / cost);
@@ -84,21 +85,19 @@ v1::Record clearly_best(db::RecordStore& store, const Workload& w, const Library
 
 }  // namespace
 
-std::vector<v1::Record> side_by_side_records(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
-                                             const v1::Record& best, const v1::Record& def) {
-  constexpr int64_t kJobRecordsScanned = 100000;  // list_records' most
+std::vector<v1::Record> best_and_default_records(db::RecordStore& store, const Workload& w, const LibraryRequest& request,
+                                                 const v1::Record& best, const v1::Record& def) {
+  constexpr int64_t kRecordsListed = 100000;  // list_records' most
   std::vector<v1::Record> out;
-  if (best.job_id().empty()) return out;
   db::RecordFilter filter;
   filter.workload = w;
   filter.target = request.target;
   filter.device_key = best.device_key();
-  filter.job_id = best.job_id();
-  auto page = store.list_records(filter, kJobRecordsScanned);
+  auto page = store.list_records(filter, kRecordsListed);
   if (!page.ok()) return out;
   std::string best_config = from_proto(best.config()).to_json(), def_config = from_proto(def.config()).to_json();
   for (v1::Record& r : page->records) {
-    if (r.remeasure_round() <= 0 || r.result().error() != v1::OK) continue;
+    if (r.result().error() != v1::OK) continue;
     std::string config = from_proto(r.config()).to_json();
     if (config == best_config || config == def_config) out.push_back(std::move(r));
   }

@@ -29,15 +29,18 @@ struct BuiltLibrary {
 // target LLVM can build for) before anything is compiled.
 Status check_library_request(const LibraryRequest& request);
 
-// The best record's config's and the default's re-measurements in the best record's job
-// (remeasure_round > 0: its final, interleaved rounds, the same conditions for both), which decide
-// between them where there are some: a config's figure mixes its trial with its re-measurements,
-// and a task's default is its first trial, measured while the job's first batches were built
-// beside it (in a MobileNetV3-Small job, defaults' trials ran 2.3% slower than their
-// re-measurements on average, other configs' 1.8% faster; with one round the upper median of two
-// measurements is the slower: a default of 9.1 us figured at 13.7, and a config of 10.7 won).
-std::vector<v1::Record> side_by_side_records(db::RecordStore& store, const Workload& workload, const LibraryRequest& request,
-                                             const v1::Record& best, const v1::Record& def);
+// Every successful measurement of the best record's config and of the default's on the best's
+// device key: what tunerd hands a builder beside the two figures' records, so that the builder's
+// figures of the two are the history's and it can compare them side by side in the best record's
+// job's final re-measurement (its interleaved rounds, the same conditions for both), which
+// decides between them where it measured both. A config's figure mixes its trial with its
+// re-measurements, and a task's default is its first trial, measured while the job's first
+// batches were built beside it (in a MobileNetV3-Small job, defaults' trials ran 2.3% slower than
+// their re-measurements on average, other configs' 1.8% faster; with one round the upper median of
+// two measurements is the slower: a default of 9.1 us figured at 13.7, and a config of 10.7 won).
+std::vector<v1::Record> best_and_default_records(db::RecordStore& store, const Workload& workload,
+                                                 const LibraryRequest& request, const v1::Record& best,
+                                                 const v1::Record& def);
 
 // The template's default config's own record (the figure of its measurements) for the request's
 // target on `device_key`, when the history has one: what the best record must clearly beat.

@@ -387,7 +387,8 @@ StatusOr<std::string> TunerService::best_records(const LibraryRequest& library, 
   // The history's one rule picks each workload's record here; the builder sees only those: the
   // best, and the default config's own record, which the best must clearly beat (without it, a
   // build here kept a best 0.6% faster than the default where a build from the exported records
-  // fell back to the default), with their side-by-side re-measurements.
+  // fell back to the default), with every measurement of the two (their figures as the history's,
+  // and their side-by-side re-measurements).
   std::string records;
   for (const auto& w : workloads) {
     TF_ASSIGN_OR_RETURN(auto best, store_.query_best(w, library.target, library.device_key, 1));
@@ -396,7 +397,8 @@ StatusOr<std::string> TunerService::best_records(const LibraryRequest& library, 
     std::optional<v1::Record> d = default_record(store_, w, library, best.front().device_key());
     if (!d || from_proto(d->config()).to_json() == from_proto(best.front().config()).to_json()) continue;
     records += record_to_json_line(*d) + "\n";
-    for (const auto& r : side_by_side_records(store_, w, library, best.front(), *d)) records += record_to_json_line(r) + "\n";
+    for (const auto& r : best_and_default_records(store_, w, library, best.front(), *d))
+      records += record_to_json_line(r) + "\n";
   }
   return records;
 }

@@ -175,6 +175,19 @@ class Thread {
         float* p = element(l->buffer, ival(l->indices[0]));
         return p ? *p : 0.0f;
       }
+      case ExprKind::kCall: {
+        // The math functions of an epilogue (a dense layer's GELU), as the C library computes them.
+        auto* c = e->as<Call>();
+        if (c->args.size() == 1) {
+          double x = fval(c->args[0]);
+          if (c->name == "exp") return std::exp(x);
+          if (c->name == "erf") return std::erf(x);
+          if (c->name == "sqrt") return std::sqrt(x);
+          if (c->name == "tanh") return std::tanh(x);
+        }
+        fail("unsupported call " + c->name);
+        return 0;
+      }
       default: fail("unsupported float expression"); return 0;
     }
   }

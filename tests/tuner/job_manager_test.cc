@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <mutex>
 #include <thread>
@@ -190,7 +191,10 @@ StatusOr<std::vector<AgentPlatform>> lab_keys(const std::string& key) {
   if (key == "haswell-box")
     return std::vector<AgentPlatform>{{.arch = host_arch(), .agent_id = "h1", .cpu_name = "haswell"},
                                       {.arch = host_arch(), .agent_id = "h2", .cpu_name = "haswell", .stream_bytes_per_s = 60e9},
-                                      {.arch = host_arch(), .agent_id = "h3", .cpu_name = "haswell", .stream_bytes_per_s = 40e9}};
+                                      {.arch = host_arch(), .agent_id = "h3", .cpu_name = "haswell", .stream_bytes_per_s = 40e9},
+                                      {.arch = host_arch(), .agent_id = "liar", .cpu_name = "haswell", .stream_bytes_per_s = 1e-300},
+                                      {.arch = host_arch(), .agent_id = "nan", .cpu_name = "haswell",
+                                       .stream_bytes_per_s = std::numeric_limits<double>::quiet_NaN()}};
   if (key == "mixed")
     return std::vector<AgentPlatform>{{.arch = host_arch(), .agent_id = "old", .cpu_name = "haswell"},
                                       {.arch = host_arch(),
@@ -213,7 +217,7 @@ TEST_F(JobManagerTest, ALlvmJobIsBuiltForItsKeysCpuAndItsRecordsSaySo) {
   ASSERT_TRUE(job.ok()) << job.status().to_string();
   EXPECT_EQ(from_proto(job->spec().build_target())->to_string(), "llvm -mcpu=haswell");
   // The model estimate prices the other steps at the slowest board's stream figure (one too old to
-  // say has none); a client cannot set it.
+  // say has none, and a figure no cache has is left out); a client cannot set it.
   EXPECT_EQ(job->spec().stream_bytes_per_s(), 40e9);
   v1::JobSpec claimed = on_key(spec(16), "haswell-box");
   claimed.set_stream_bytes_per_s(1e15);

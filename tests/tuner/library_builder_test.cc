@@ -131,12 +131,12 @@ TEST_F(ChooseKernel, TheDefaultAndTheBestMeasuredSideBySideDecide) {
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("does not beat the template's default by 5%"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[0].find("measured side by side"), std::string::npos) << warnings[0];
-  // tunerd hands the builder those re-measurements with the two figures' records.
+  // tunerd hands the builder every measurement of the two with the two figures' records.
   auto best = store_->query_best(w, Target{}, "local-cpu", 1);
   ASSERT_TRUE(best.ok() && !best->empty());
   auto d = default_record(*store_, w, request_, "local-cpu");
   ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(side_by_side_records(*store_, w, request_, best->front(), *d).size(), 2u);
+  EXPECT_EQ(best_and_default_records(*store_, w, request_, best->front(), *d).size(), 4u);
 }
 
 // A record whose config the template no longer builds (its space was narrowed after the record
