@@ -256,7 +256,18 @@ StatusOr<std::unique_ptr<Connection>> PostgresConnection::open(const std::string
   const char* values[] = {connect_timeout.c_str(), "5", "2", "3", "10000", "tunefarm", url.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   std::string setup = fmt::format("SET lock_timeout = {}; SET client_min_messages = warning", busy_timeout.count());
-  if (mode == Mode::kReadOnly) setup += "; SET default_transaction_read_only = on";
+  if (mode == Mode::kReadOnly) {
+    setup += "; SET default_transaction_read_only = on";
+  } else {
+    // A writer cut off in the middle of a transaction (a network partition, a proxy that stops
+    // forwarding) leaves its session idle in that transaction, holding the row locks of what it
+    // wrote (a job's row), and the server, whose TCP peer may still acknowledge, keeps it for good:
+    // another tunerd then could not take the job over (a takeover test saw none within 30 s). A
+    // writer never pauses inside a transaction for long, so the server ends a session idle in one
+    // for longer than this, and its locks go.
+    auto idle = std::max<std::chrono::milliseconds>(std::chrono::seconds(10), 3 * reply_timeout);
+    setup += fmt::format("; SET idle_in_transaction_session_timeout = {}", idle.count());
+  }
   std::unique_ptr<PostgresConnection> connection(new PostgresConnection(conn, url, setup));
   connection->reply_timeout_ = reply_timeout;
   if (!conn || PQstatus(conn) != CONNECTION_OK) return connection->error(nullptr, "connecting");

@@ -153,6 +153,26 @@ TEST_F(PostgresTest, MeasurementsAreHeldWhileTheServerIsDownAndWrittenWhenItIsBa
   EXPECT_EQ(store->list_records({})->total, 2);
 }
 
+// A writer cut off in the middle of a transaction (a partition: its session sits idle in the
+// transaction, and a proxy between may keep acknowledging) must not hold its row locks for good:
+// the server ends the session, and another writer gets the row (a job taken over) in seconds.
+TEST_F(PostgresTest, AWriterSilentInsideATransactionLetsGoOfItsLocks) {
+  std::string url = PgServer::shared().new_database();
+  using std::chrono::milliseconds;
+  auto cut = db::PostgresConnection::open(url, db::Connection::Mode::kReadWrite, milliseconds(500), milliseconds(2000));
+  ASSERT_TRUE(cut.ok()) << cut.status().to_string();
+  ASSERT_TRUE((*cut)->exec("CREATE TABLE held (id INTEGER PRIMARY KEY, v INTEGER); INSERT INTO held VALUES (1, 0)").ok());
+  ASSERT_TRUE((*cut)->exec("BEGIN; UPDATE held SET v = 1 WHERE id = 1").ok());
+  auto other = db::PostgresConnection::open(url, db::Connection::Mode::kReadWrite, milliseconds(30000), milliseconds(40000));
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  auto start = std::chrono::steady_clock::now();
+  Status taken = (*other)->exec("UPDATE held SET v = 2 WHERE id = 1");
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(taken.ok()) << taken.to_string();
+  EXPECT_LT(waited, 20.0);
+  std::printf("the row was free %.1f s after its writer fell silent\n", waited);
+}
+
 // A prepared best query must keep one plan (PostgreSQL's generic plan) rather than be planned on
 // every call: with a bound number of candidates, a history of many measurements of one task across
 // device keys made PostgreSQL plan each call anew, half the time of a best query at 1M records.
