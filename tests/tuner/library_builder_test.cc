@@ -17,6 +17,17 @@
 namespace tunefarm {
 namespace {
 
+// A convolution small enough to build fast, and its default config with another row tile.
+Workload small_conv() {
+  return *parse_workload("conv2d_nchwc:N=1,C=32,H=7,W=7,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+}
+
+Config with_tile_q(Config config, int64_t tile_q) {
+  for (auto& [name, value] : config.knobs)
+    if (name == "tile_q") value = std::vector<int64_t>{-1, tile_q};
+  return config;
+}
+
 class ChooseKernel : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -57,7 +68,7 @@ class ChooseKernel : public ::testing::Test {
 };
 
 TEST_F(ChooseKernel, TheBestRecordOrTheDefaultWithAWarning) {
-  Workload w = *parse_workload("conv2d_nchwc:N=1,C=32,H=7,W=7,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  Workload w = small_conv();
   std::vector<std::string> warnings;
   auto untuned = choose_kernel(*store_, w, request_, warnings);
   ASSERT_TRUE(untuned.ok()) << untuned.status().to_string();
@@ -69,9 +80,7 @@ TEST_F(ChooseKernel, TheBestRecordOrTheDefaultWithAWarning) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kNotFound);
 
-  Config tuned = *default_config(w, Target{});
-  for (auto& [name, value] : tuned.knobs)
-    if (name == "tile_q") value = std::vector<int64_t>{-1, 1};
+  Config tuned = with_tile_q(*default_config(w, Target{}), 1);
   record(w, tuned, 1e-4);
   warnings.clear();
   auto chosen = choose_kernel(*store_, w, request_, warnings);
@@ -84,11 +93,9 @@ TEST_F(ChooseKernel, TheBestRecordOrTheDefaultWithAWarning) {
 // On a shared machine a few percent is noise: the best record must beat the default's own
 // record by more than that to be chosen over it.
 TEST_F(ChooseKernel, ABestThatBeatsTheDefaultOnlyByNoiseGivesWayToIt) {
-  Workload w = *parse_workload("conv2d_nchwc:N=1,C=32,H=7,W=7,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  Workload w = small_conv();
   Config def = *default_config(w, Target{});
-  Config other = def;
-  for (auto& [name, value] : other.knobs)
-    if (name == "tile_q") value = std::vector<int64_t>{-1, 1};
+  Config other = with_tile_q(def, 1);
   record(w, def, 1.00e-4);
   record(w, other, 0.98e-4);  // 2% faster: noise.
   std::vector<std::string> warnings;
@@ -97,9 +104,7 @@ TEST_F(ChooseKernel, ABestThatBeatsTheDefaultOnlyByNoiseGivesWayToIt) {
   EXPECT_TRUE(chosen->tuned);
   EXPECT_EQ(chosen->config, def);
 
-  Config faster = def;
-  for (auto& [name, value] : faster.knobs)
-    if (name == "tile_q") value = std::vector<int64_t>{-1, 2};
+  Config faster = with_tile_q(def, 2);
   record(w, faster, 0.8e-4);  // 25% faster: chosen.
   chosen = choose_kernel(*store_, w, request_, warnings);
   ASSERT_TRUE(chosen.ok()) << chosen.status().to_string();
@@ -110,11 +115,9 @@ TEST_F(ChooseKernel, ABestThatBeatsTheDefaultOnlyByNoiseGivesWayToIt) {
 // it: where the job re-measured the best and the default side by side, those measurements decide,
 // not the figures (the upper median of a trial and one re-measurement is the slower of the two).
 TEST_F(ChooseKernel, TheDefaultAndTheBestMeasuredSideBySideDecide) {
-  Workload w = *parse_workload("conv2d_nchwc:N=1,C=32,H=7,W=7,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  Workload w = small_conv();
   Config def = *default_config(w, Target{});
-  Config other = def;
-  for (auto& [name, value] : other.knobs)
-    if (name == "tile_q") value = std::vector<int64_t>{-1, 1};
+  Config other = with_tile_q(def, 1);
   record(w, def, 13.7e-6);
   record(w, other, 10.2e-6);
   // By figures alone the other config wins by 28%.
@@ -142,7 +145,7 @@ TEST_F(ChooseKernel, TheDefaultAndTheBestMeasuredSideBySideDecide) {
 // A record whose config the template no longer builds (its space was narrowed after the record
 // was measured) gives way to the default instead of failing the whole library.
 TEST_F(ChooseKernel, ARecordTheTemplateNoLongerBuildsFallsBackToTheDefault) {
-  Workload w = *parse_workload("conv2d_nchwc:N=1,C=32,H=7,W=7,K=32,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
+  Workload w = small_conv();
   Config huge = *default_config(w, Target{});
   for (auto& [name, value] : huge.knobs) {
     if (name == "tile_q") value = std::vector<int64_t>{-1, 7};
