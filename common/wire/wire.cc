@@ -86,7 +86,9 @@ v1::Config to_proto(const Config& config) {
     auto* v = knob->mutable_value();
     if (const auto* i = std::get_if<int64_t>(&value)) v->set_int_value(*i);
     else if (const auto* s = std::get_if<std::string>(&value)) v->set_str_value(*s);
-    else for (int64_t x : std::get<std::vector<int64_t>>(value)) v->mutable_ints()->add_values(x);
+    // The list case is set even for an empty list, which would otherwise come back as the integer 0.
+    else v->mutable_ints()->mutable_values()->Add(std::get<std::vector<int64_t>>(value).begin(),
+                                                  std::get<std::vector<int64_t>>(value).end());
   }
   return out;
 }

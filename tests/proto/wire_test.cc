@@ -69,6 +69,9 @@ TEST(Wire, ConfigRoundTripsThroughProto) {
   v1::Config p = to_proto(c);
   EXPECT_EQ(p.knobs_size(), 3);
   EXPECT_EQ(from_proto(p), c);
+  // An empty list stays a list (record_fuzz found it coming back as the integer 0).
+  Config empty{"t", {{"a", std::vector<int64_t>{}}}};
+  EXPECT_EQ(from_proto(to_proto(empty)), empty);
 }
 
 // A model's latency estimate: each task's count x FLOPs at its best and its default speed, plus
