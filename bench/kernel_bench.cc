@@ -324,7 +324,8 @@ StatusOr<Library> load_library(const std::string& dir) {
   std::ifstream in(dir + "/manifest.json");
   if (!in) return not_found(fmt::format("no manifest.json in {}", dir));
   nlohmann::ordered_json m = nlohmann::ordered_json::parse(in, nullptr, false);
-  if (m.is_discarded() || !m.contains("name") || !m.contains("kernels")) return invalid_argument(dir + "/manifest.json does not parse");
+  if (m.is_discarded() || !m.contains("name") || !m["name"].is_string() || !m.contains("kernels") ||
+      !m["kernels"].is_array()) return invalid_argument(dir + "/manifest.json does not parse");
   std::string name = m["name"].get<std::string>();
   Library lib;
   lib.handle = dlopen(fmt::format("{}/lib{}.so", dir, name).c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -332,13 +333,19 @@ StatusOr<Library> load_library(const std::string& dir) {
   auto set_threads = reinterpret_cast<int (*)(int)>(dlsym(lib.handle, (name + "_set_num_threads").c_str()));
   if (!set_threads || set_threads(1) != 0) return internal_error(name + "_set_num_threads is missing or failed");
   for (const auto& k : m["kernels"]) {
+    auto bad = [&] { return invalid_argument(fmt::format("{}/manifest.json: bad kernel entry {}", dir, k.dump())); };
+    if (!k.is_object() || !k.contains("workload") || !k["workload"].is_string() || !k.contains("config")) return bad();
     auto w = parse_workload(k["workload"].get<std::string>());
     auto c = parse_config_json(k["config"].dump());
-    if (!w.ok() || !c.ok()) return invalid_argument(fmt::format("{}/manifest.json: bad kernel entry {}", dir, k.dump()));
+    if (!w.ok() || !c.ok()) return bad();
+    lib.configs[w->to_string()] = *c;
+    // A built model's kernels are steps of its run function, not functions of their own: its
+    // configs race, built here, without the library's code.
+    if (!k.contains("function")) continue;
+    if (!k["function"].is_string()) return bad();
     void* fn = dlsym(lib.handle, k["function"].get<std::string>().c_str());
     if (!fn) return internal_error(fmt::format("{} is not in lib{}.so", k["function"].dump(), name));
     lib.functions[w->to_string()] = fn;
-    lib.configs[w->to_string()] = *c;
   }
   return lib;
 }
@@ -393,7 +400,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   app.add_option("--config-file", config_file, "JSON lines: {\"workload\":…, \"config\":{…}}; default: heuristic configs");
   app.add_option("--library", library_dir,
-                 "directory of `tune-client build`: its kernels race the configs they were built from");
+                 "directory of `tune-client build`: its kernels race the configs they were built from (a built "
+                 "model's configs race without its code)");
   app.add_option("--repeats", repeats, "interleaved rounds")->check(CLI::Range(1, 1000));
   app.add_option("--min-ms", min_ms, "length of one timed sample");
   std::string clock = "wall";

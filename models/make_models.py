@@ -475,6 +475,9 @@ def transformer_blocks(opset):
     qkv = b.node("Reshape", [qkv, b.const(np.array([1, tokens, 3, heads, head_dim], np.int64), "shape")])
     qkv = b.node("Transpose", [qkv], perm=[2, 0, 3, 1, 4])
     q, k, v = (b.node("Gather", [qkv, b.const(np.int64(i), "index")], axis=0) for i in range(3))
+    # v moved to [b, q, h, d] and back, as a graph edited by hand can leave it: the pair of
+    # Transposes and the Gather before them compose into one copy.
+    v = b.node("Transpose", [b.node("Transpose", [v], perm=[0, 2, 1, 3])], perm=[0, 2, 1, 3])
     scores = b.node("Einsum", [q, k], equation="bhqd,bhkd->bhqk")
     # Swin's TorchScript export scales by head_dim ** -0.5 computed by Pow.
     scale = (b.node("Pow", [b.const(np.float32(head_dim), "head_dim"), b.const(np.float32(-0.5), "power")])

@@ -1,5 +1,6 @@
 #include "model/passes/passes.h"
 
+#include "model/passes/compose_movement.h"
 #include "model/passes/decompose.h"
 #include "model/passes/fold_batch_norm.h"
 #include "model/passes/fold_constants.h"
@@ -19,6 +20,9 @@ Status run_passes(Graph& graph) {
   //    a batch larger than one as one Conv per group, Einsum in attention's forms as Transpose and
   //    MatMul.
   TF_RETURN_IF_ERROR(decompose(graph).status());
+  //    Chains of Transposes and Gathers of one index become one Transpose, which copies once
+  //    (attention's q, k and v; the Transposes decompose wrote compose too).
+  TF_RETURN_IF_ERROR(compose_movement(graph).status());
   // 4. The node chains exporters spell LayerNorm and GELU with become one node each.
   TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
   // 5. A residual Add before a LayerNorm, attention's scale and mask before a Softmax, join it;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "model/graph.h"
+#include "model/passes/compose_movement.h"
 #include "model/passes/fold_constants.h"
 #include "model/passes/fuse_patterns.h"
 #include "model/passes/fuse_row_inputs.h"
@@ -317,6 +318,66 @@ TEST(GroupEpilogues, AnOutputReadTwiceOrAnAddendComputedLaterStaysApart) {
   ASSERT_TRUE(late_grouped.ok());
   EXPECT_EQ(*late_grouped, 0);
   EXPECT_EQ(late.g.nodes.size(), 3u);
+}
+
+// timm's ViT attention: the Q/K/V GEMM's output [1, 5, 3, 2, 4] to [3, 1, 2, 5, 4] by one
+// Transpose, q, k and v picked by Gather, k transposed for the scores. Each Gather becomes one
+// Transpose of the GEMM's output reading its index (the big Transpose goes); k's transpose stays
+// apart (composed, it would gather each vector from rows far apart).
+TEST(ComposeMovement, GathersOfATransposeReadItsInputAndTheTransposeGoes) {
+  GraphBuilder b;
+  b.value("qkv", {1, 5, 3, 2, 4});
+  b.value("t", {3, 1, 2, 5, 4});
+  b.node("Transpose", {"qkv"}, "t").attributes["perm"].ints = {2, 0, 3, 1, 4};
+  for (int i = 0; i < 3; ++i) {
+    std::string index = "i" + std::to_string(i), out = std::string(1, "qkv"[i]) + "h";
+    b.constant(index, {}, {});
+    b.g.values[index].is_float = false;
+    b.g.values[index].ints = {i == 2 ? -1 : i};  // v by a negative index
+    b.value(out, {1, 2, 5, 4});
+    b.node("Gather", {"t", index}, out).attributes["axis"].i = 0;
+  }
+  b.value("kt", {1, 2, 4, 5});
+  b.node("Transpose", {"kh"}, "kt").attributes["perm"].ints = {0, 1, 3, 2};
+  b.g.inputs = {"qkv"};
+  b.g.outputs = {"qh", "kt", "vh"};
+  auto composed = compose_movement(b.g);
+  ASSERT_TRUE(composed.ok());
+  EXPECT_EQ(*composed, 3);
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Transpose", "Transpose", "Transpose", "Transpose"}));
+  for (int i = 0; i < 3; ++i) {
+    const Node& n = b.g.nodes[i];
+    EXPECT_EQ(n.inputs, (std::vector<std::string>{"qkv"})) << i;
+    // Output axis d reads qkv's axis perm[d], numbered without the selected axis 2.
+    EXPECT_EQ(n.ints_attr("perm"), (std::vector<int64_t>{0, 2, 1, 3})) << i;
+    EXPECT_EQ(n.int_attr("select_axis", -1), 2) << i;
+    EXPECT_EQ(n.int_attr("select_index", -1), i) << i;
+  }
+  EXPECT_EQ(b.g.nodes[3].inputs, (std::vector<std::string>{"kh"}));
+}
+
+// Two Transposes compose into one where the composed copy still reads the last axis innermost; a
+// Transpose another node also reads stays for it; a perm that is not a permutation is left alone.
+TEST(ComposeMovement, TransposesComposeWhereTheLastAxisStaysInnermost) {
+  GraphBuilder b;
+  b.value("x", {2, 3, 4, 5});
+  b.value("a", {3, 4, 2, 5});
+  b.value("y", {4, 3, 2, 5});
+  b.node("Transpose", {"x"}, "a").attributes["perm"].ints = {1, 2, 0, 3};
+  b.node("Transpose", {"a"}, "y").attributes["perm"].ints = {1, 0, 2, 3};
+  b.value("r", {3, 4, 2, 5});
+  b.node("Relu", {"a"}, "r");
+  b.value("bad", {3, 3, 2, 5});
+  b.node("Transpose", {"a"}, "bad").attributes["perm"].ints = {0, 0, 2, 3};
+  b.g.inputs = {"x"};
+  b.g.outputs = {"y", "r", "bad"};
+  auto composed = compose_movement(b.g);
+  ASSERT_TRUE(composed.ok());
+  EXPECT_EQ(*composed, 1);
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Transpose", "Transpose", "Relu", "Transpose"}));
+  EXPECT_EQ(b.g.nodes[1].inputs, (std::vector<std::string>{"x"}));
+  EXPECT_EQ(b.g.nodes[1].ints_attr("perm"), (std::vector<int64_t>{2, 1, 0, 3}));
+  EXPECT_EQ(b.g.nodes[3].inputs, (std::vector<std::string>{"a"}));
 }
 
 TEST(RunPasses, FoldsThenFusesThenGroups) {
