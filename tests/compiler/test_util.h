@@ -76,6 +76,13 @@ inline const std::vector<std::string>& blocked_workloads() {
       "conv2d_nchwc:N=1,C=16,H=7,W=9,K=32,R=3,S=3,stride=1,pad=1,ic_block=8,oc_block=16,winograd=4",
       "conv2d_nchwc:N=1,C=12,H=7,W=9,K=16,R=3,S=3,stride=1,pad=0,ic_block=4,oc_block=8,bias=1,residual=1,relu=1,winograd=2",
       "conv2d_nchwc:N=2,C=16,H=6,W=5,K=16,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,relu6=1,winograd=4",
+      // Blocks of one vector and a half and two and a half (MobileNetV3's 72 and 120 channels as
+      // 24s and 40s: model/tasks.cc's channel_block), direct, depthwise and Winograd.
+      "conv2d_nchwc:N=1,C=24,H=7,W=9,K=40,R=1,S=1,stride=1,pad=0,ic_block=24,oc_block=40,bias=1,hardswish=1",
+      "conv2d_nchwc:N=1,C=40,H=6,W=7,K=24,R=3,S=3,stride=2,pad=1,ic_block=40,oc_block=24,residual=1",
+      "depthwise_conv2d_nchwc:N=1,C=72,H=9,W=8,R=5,S=5,stride=2,pad=2,block=24,bias=1,relu=1",
+      "depthwise_conv2d_nchwc:N=1,C=40,H=7,W=7,R=3,S=3,stride=1,pad=1,block=40,bias=1,hardswish=1",
+      "conv2d_nchwc:N=1,C=24,H=7,W=6,K=48,R=3,S=3,stride=1,pad=1,ic_block=24,oc_block=24,bias=1,relu=1,winograd=2",
   };
   return kWorkloads;
 }
