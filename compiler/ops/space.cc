@@ -157,4 +157,13 @@ int64_t pick_tile(const std::vector<int64_t>& candidates, int64_t extent, int64_
   return best ? best : candidates.front();
 }
 
+int64_t pick_register_columns(const std::vector<int64_t>& candidates, int64_t extent, int64_t per_column, int64_t target,
+                              int64_t most) {
+  int64_t columns = pick_tile(candidates, extent, std::max<int64_t>(1, target / per_column));
+  if (columns * per_column * 2 > target) return columns;
+  for (int64_t c : candidates)
+    if (c > columns && extent % c == 0 && c * per_column <= most) return c;
+  return columns;
+}
+
 }  // namespace tunefarm::ops

@@ -78,4 +78,11 @@ const std::vector<int64_t>& knob_list(const Config& c, const std::string& name);
 // than every candidate); else the first candidate. Candidates are in increasing order.
 int64_t pick_tile(const std::vector<int64_t>& candidates, int64_t extent, int64_t cap);
 
+// A register tile's columns, each `per_column` vector accumulators: pick_tile's choice for about
+// `target` accumulators; where that fills half of them or less (a block of 3 vectors in a row of
+// 14: 4 columns would be the target, 2 divide the row), the next candidate that divides the row
+// while its accumulators stay within `most` (7 columns, 21 accumulators).
+int64_t pick_register_columns(const std::vector<int64_t>& candidates, int64_t extent, int64_t per_column, int64_t target,
+                              int64_t most);
+
 }  // namespace tunefarm::ops

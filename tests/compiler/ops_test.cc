@@ -254,6 +254,29 @@ TEST(OpLibrary, TilesAreTheLargestDividingCandidateUnderTheCap) {
   EXPECT_EQ(ops::pick_tile({8, 16, 32}, 64, 4), 8);            // nothing under the cap: the first
   EXPECT_EQ(ops::pick_tile({1, 2, 3, 4}, 6, 4), 3);
 }
+
+// A register tile of columns that each take several vectors: where the columns under the target
+// fill half of it or less, the next dividing candidate whose accumulators fit; the defaults of
+// blocks of 40 channels (3 vectors) in a row of 14 take 7 columns.
+TEST(OpLibrary, RegisterColumnsFillTheAccumulatorsTheRowAllows) {
+  const std::vector<int64_t> columns = {1, 2, 3, 4, 5, 6, 7, 8, 12, 14};
+  EXPECT_EQ(ops::pick_register_columns(columns, 14, 3, 14, 28), 7);   // 4 is the target, 2 divides
+  EXPECT_EQ(ops::pick_register_columns(columns, 14, 1, 14, 28), 14);  // one vector: as pick_tile
+  EXPECT_EQ(ops::pick_register_columns(columns, 14, 2, 14, 28), 7);
+  EXPECT_EQ(ops::pick_register_columns(columns, 14, 5, 14, 28), 2);   // 7 x 5 would not fit
+  EXPECT_EQ(ops::pick_register_columns(columns, 13, 3, 14, 28), 1);   // nothing else divides 13
+  for (const char* w : {"conv2d_nchwc:N=1,C=40,H=14,W=14,K=120,R=1,S=1,stride=1,pad=0,ic_block=40,oc_block=40",
+                        "depthwise_conv2d_nchwc:N=1,C=120,H=14,W=14,R=5,S=5,stride=1,pad=2,block=40"}) {
+    auto workload = parse_workload(w);
+    ASSERT_TRUE(workload.ok()) << w;
+    const ops::OpDef* op = ops::find_op(workload->op);
+    ASSERT_NE(op, nullptr);
+    const ops::Template* t = ops::default_template(*op, Target{}, *workload);
+    ASSERT_NE(t, nullptr);
+    Config c = t->default_config(*workload, ops::CpuModel{});
+    EXPECT_EQ(ops::knob_list(c, "tile_q")[1], 7) << w;
+  }
+}
 INSTANTIATE_TEST_SUITE_P(Blocked, CpuTemplates, ::testing::ValuesIn(testing_util::blocked_workloads()));
 
 // The Winograd kernel on a weight transformed by winograd_weight (as a model build transforms its
