@@ -580,6 +580,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     // A Transpose the passes composed with a Gather (passes/compose_movement.h) reads one index of
     // x's axis `select_axis`; its perm is over x's other axes.
     int64_t select = node.attributes.count("select_axis") ? node.int_attr("select_axis", 0) : -1;
+    if (select >= static_cast<int64_t>(x.shape().size())) return unsupported(node, "select_axis is out of range");
     size_t rank = x.shape().size() - (select >= 0 ? 1 : 0);
     if (perm.empty())
       for (size_t d = 0; d < rank; ++d) perm.push_back(static_cast<int64_t>(rank - 1 - d));
@@ -588,13 +589,24 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     for (size_t d = 0; d < sorted.size(); ++d)
       if (sorted[d] != static_cast<int64_t>(d)) return unsupported(node, "perm is not a permutation of the input's axes");
     if (perm.size() != rank) return unsupported(node, "perm does not match the input's rank");
-    if (select >= static_cast<int64_t>(x.shape().size())) return unsupported(node, "select_axis is out of range");
+    // The moved axes, x's less the selected one; the output must be them in perm's order (so
+    // that every read is inside x, whatever attributes a file gives the node).
+    std::vector<int64_t> moved_dims = x.shape();
+    int64_t select_index = node.int_attr("select_index", 0);
+    if (select >= 0) {
+      if (select_index < 0 || select_index >= moved_dims[static_cast<size_t>(select)])
+        return unsupported(node, "select_index is out of range");
+      moved_dims.erase(moved_dims.begin() + select);
+    }
+    bool permuted = out.size() == rank;
+    for (size_t d = 0; permuted && d < rank; ++d) permuted = out[d] == moved_dims[static_cast<size_t>(perm[d])];
+    if (!permuted) return unsupported(node, "its output's shape is not its input's permuted");
     result = te::compute("out", out, [&](const std::vector<Var>& i) {
       std::vector<Expr> moved(rank);
       for (size_t d = 0; d < rank; ++d) moved[static_cast<size_t>(perm[d])] = i[d];
       if (select < 0) return x(moved);
       std::vector<Expr> at = moved;
-      at.insert(at.begin() + select, ir::int_imm(node.int_attr("select_index", 0)));
+      at.insert(at.begin() + select, ir::int_imm(select_index));
       return x(at);
     });
   } else if (op == "Concat") {

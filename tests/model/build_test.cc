@@ -185,6 +185,45 @@ TEST(ModelBuild, SmallVitAndMiniLmLayersMatchOnnxRuntime) {
   }
 }
 
+// A Transpose's attributes come from the file too: one that names a selected axis or index out of
+// range, or whose output is not its input permuted, is refused by name; none reads outside its
+// input. (The passes write select_axis and select_index when they compose a Gather into it.)
+TEST(ModelBuild, TransposesWhoseAttributesDoNotFitTheirInputAreRefused) {
+  auto transpose = [](std::vector<int64_t> out, std::map<std::string, std::vector<int64_t>> attrs) {
+    Graph g;
+    for (auto [name, shape] : {std::pair<std::string, std::vector<int64_t>>{"x", {2, 3, 4}}, {"y", out}}) {
+      g.values[name].name = name;
+      g.values[name].shape = shape;
+    }
+    Node n;
+    n.name = "t";
+    n.op = "Transpose";
+    n.inputs = {"x"};
+    n.outputs = {"y"};
+    for (auto& [key, v] : attrs) {
+      if (key == "perm") n.attributes[key].ints = v;
+      else n.attributes[key].i = v.at(0);
+    }
+    g.nodes = {n};
+    g.inputs = {"x"};
+    g.outputs = {"y"};
+    return lower_graph(g).status();
+  };
+  EXPECT_TRUE(transpose({4, 2, 3}, {{"perm", {2, 0, 1}}}).ok());
+  EXPECT_TRUE(transpose({4, 2}, {{"perm", {1, 0}}, {"select_axis", {1}}, {"select_index", {2}}}).ok());
+  for (auto [out, attrs] : std::vector<std::pair<std::vector<int64_t>, std::map<std::string, std::vector<int64_t>>>>{
+           {{4, 2}, {{"perm", {1, 0}}, {"select_axis", {1}}, {"select_index", {3}}}},  // index past the axis
+           {{4, 2}, {{"perm", {1, 0}}, {"select_axis", {1}}, {"select_index", {-1}}}},
+           {{4, 2}, {{"perm", {1, 0}}, {"select_axis", {3}}}},                          // no axis 3
+           {{4, 3}, {{"perm", {1, 0}}, {"select_axis", {1}}}},                          // shape not permuted
+           {{9, 2, 3}, {{"perm", {2, 0, 1}}}},
+           {{4, 2, 3}, {{"perm", {2, 2, 1}}}}}) {
+    Status s = transpose(out, attrs);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("node 't'"), std::string::npos) << s.message();
+  }
+}
+
 // A dense layer's constant weight is packed once, when the model is built, into the column panels
 // its workload names (w_block): the step reads a constant of that layout and its kernel has no
 // packing stage. Outputs within 1e-4 of ONNX Runtime's.
