@@ -548,21 +548,33 @@ def efficientnet_b0():
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])])
 
 
-def mobilenet_v3_small():
-    """MobileNetV3-Small as torchvision builds it (224x224, random weights, opset 17): HardSwish and
-    ReLU blocks with 3x3 and 5x5 depthwise convolutions, squeeze-excitation through HardSigmoid,
-    and a HardSwish classifier."""
-    b = Builder(33, opset=17)
+# (kernel, expanded, out, squeeze-excitation, activation, stride) of each block, from the MobileNetV3
+# paper; then the last convolution's and the classifier's hidden widths.
+MOBILENET_V3 = {
+    "small": ([(3, 16, 16, True, "RE", 2), (3, 72, 24, False, "RE", 2), (3, 88, 24, False, "RE", 1),
+               (5, 96, 40, True, "HS", 2), (5, 240, 40, True, "HS", 1), (5, 240, 40, True, "HS", 1),
+               (5, 120, 48, True, "HS", 1), (5, 144, 48, True, "HS", 1), (5, 288, 96, True, "HS", 2),
+               (5, 576, 96, True, "HS", 1), (5, 576, 96, True, "HS", 1)], 576, 1024),
+    "large": ([(3, 16, 16, False, "RE", 1), (3, 64, 24, False, "RE", 2), (3, 72, 24, False, "RE", 1),
+               (5, 72, 40, True, "RE", 2), (5, 120, 40, True, "RE", 1), (5, 120, 40, True, "RE", 1),
+               (3, 240, 80, False, "HS", 2), (3, 200, 80, False, "HS", 1), (3, 184, 80, False, "HS", 1),
+               (3, 184, 80, False, "HS", 1), (3, 480, 112, True, "HS", 1), (3, 672, 112, True, "HS", 1),
+               (5, 672, 160, True, "HS", 2), (5, 960, 160, True, "HS", 1), (5, 960, 160, True, "HS", 1)], 960, 1280),
+}
+
+
+def mobilenet_v3(size, seed):
+    """MobileNetV3 (Small or Large) as torchvision builds it (224x224, random weights, opset 17):
+    HardSwish and ReLU blocks with 3x3 and 5x5 depthwise convolutions, squeeze-excitation through
+    HardSigmoid, and a HardSwish classifier."""
+    blocks, last, hidden = MOBILENET_V3[size]
+    b = Builder(seed, opset=17)
     divisible = lambda v: max(8, int(v + 4) // 8 * 8) + (8 if max(8, int(v + 4) // 8 * 8) < 0.9 * v else 0)
     act = lambda name, z: hardswish(b, z) if name == "HS" else b.node("Relu", [z])
     x = "input"
     y = hardswish(b, b.conv_bn(x, 3, 16, 3, stride=2, act=None))
     cin = 16
-    # (kernel, expanded, out, squeeze-excitation, activation, stride) from the MobileNetV3 paper.
-    for k, e, c, se, a, s in [(3, 16, 16, True, "RE", 2), (3, 72, 24, False, "RE", 2), (3, 88, 24, False, "RE", 1),
-                              (5, 96, 40, True, "HS", 2), (5, 240, 40, True, "HS", 1), (5, 240, 40, True, "HS", 1),
-                              (5, 120, 48, True, "HS", 1), (5, 144, 48, True, "HS", 1), (5, 288, 96, True, "HS", 2),
-                              (5, 576, 96, True, "HS", 1), (5, 576, 96, True, "HS", 1)]:
+    for k, e, c, se, a, s in blocks:
         z = y if e == cin else act(a, b.conv_bn(y, cin, e, 1, act=None))
         z = act(a, b.conv_bn(z, e, e, k, stride=s, groups=e, act=None))
         if se:
@@ -570,12 +582,20 @@ def mobilenet_v3_small():
         z = b.conv_bn(z, e, c, 1, act=None)
         y = b.node("Add", [y, z]) if s == 1 and cin == c else z
         cin = c
-    y = hardswish(b, b.conv_bn(y, cin, 576, 1, act=None))
+    y = hardswish(b, b.conv_bn(y, cin, last, 1, act=None))
     y = b.node("Flatten", [b.node("GlobalAveragePool", [y])], axis=1)
-    y = hardswish(b, b.node("Gemm", [y, b.weight((1024, 576), 576), b.const(np.zeros(1024, np.float32), "fc_bias")], transB=1))
-    out = b.node("Gemm", [y, b.weight((1000, 1024), 1024), b.const(np.zeros(1000, np.float32), "fc_bias")], transB=1)
-    return b.model("mobilenet_v3_small", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 224, 224])],
+    y = hardswish(b, b.node("Gemm", [y, b.weight((hidden, last), last), b.const(np.zeros(hidden, np.float32), "fc_bias")], transB=1))
+    out = b.node("Gemm", [y, b.weight((1000, hidden), hidden), b.const(np.zeros(1000, np.float32), "fc_bias")], transB=1)
+    return b.model(f"mobilenet_v3_{size}", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 224, 224])],
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])])
+
+
+def mobilenet_v3_small():
+    return mobilenet_v3("small", 33)
+
+
+def mobilenet_v3_large():
+    return mobilenet_v3("large", 34)
 
 
 def save_with_external_data(model, path):
@@ -631,7 +651,8 @@ def resnet18_160():
 
 # Written only when named by --only: the CNNs of today's exporters in their patterns, for
 # benchmarks (bench/RESULTS.md), not for the tests.
-BENCH_MODELS = {"efficientnet_b0": efficientnet_b0, "mobilenet_v3_small": mobilenet_v3_small, "resnet18_160": resnet18_160}
+BENCH_MODELS = {"efficientnet_b0": efficientnet_b0, "mobilenet_v3_small": mobilenet_v3_small,
+                "mobilenet_v3_large": mobilenet_v3_large, "resnet18_160": resnet18_160}
 
 
 def main():
