@@ -145,6 +145,8 @@ class Lowering {
     const std::string root = p_.storage(name);
     if (auto it = block_.find(root); it != block_.end() && it->second == b) return root;
     TF_ASSIGN_OR_RETURN(std::string from, plain(node, name));
+    // Blocks of one channel are NCHW itself.
+    if (b == 1) return from;
     // Shaped as `from`: a view (ShuffleNet's channel shuffle) is 4-D where its storage is not.
     std::string to = fmt::format("{}/nchw{}c", from, b);
     if (!graph_.find(to)) {

@@ -50,8 +50,10 @@ std::pair<int64_t, int64_t> conv_blocks(int64_t c, int64_t k) {
   if (oc == 0) return {0, 0};
   if (int64_t ic = channel_block(c); ic > 0) return {ic, oc};
   if (c % 4 == 0) return {4, oc};
-  // A first layer's colour channels are one block: its output is what the blocked layers read.
-  if (c < 4) return {c, oc};
+  // A first layer's colour channels in blocks of one: NCHW as it comes, [N, C, H, W, 1], read
+  // where it lies (program.cc) instead of first copied to [N, 1, H, W, C] (a 3x224x224 input: 0.038
+  // ms, 5% of a MobileNetV3-Small); its output is what the blocked layers read.
+  if (c < 4) return {1, oc};
   return {0, 0};
 }
 
