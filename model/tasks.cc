@@ -43,8 +43,8 @@ int64_t channel_block(int64_t channels) {
 
 // The channel blocks of a convolution run channel-blocked (conv2d_nchwc): output channels in
 // channel_block's blocks, input channels in the block their producer keeps them in (channel_block's
-// too), else in blocks of 4, or all of them when there are fewer than 4. {0, 0} keeps NCHW:
-// channel counts the blocks do not divide.
+// too), else in blocks of 4, or of one when there are fewer than 4. {0, 0} keeps NCHW: channel
+// counts the blocks do not divide.
 std::pair<int64_t, int64_t> conv_blocks(int64_t c, int64_t k) {
   int64_t oc = channel_block(k);
   if (oc == 0) return {0, 0};
