@@ -47,6 +47,12 @@ StatusOr<const Value*> Graph::value_of(const Node& node, const std::string& name
   return v;
 }
 
+void absorb(Node& node, const Node& folded) {
+  if (node.sources.empty()) node.sources.push_back(node.name);
+  if (folded.sources.empty()) node.sources.push_back(folded.name);
+  node.sources.insert(node.sources.end(), folded.sources.begin(), folded.sources.end());
+}
+
 int Graph::readers(const std::string& name) const {
   int n = static_cast<int>(std::count(outputs.begin(), outputs.end(), name));
   for (const Node& node : nodes) n += static_cast<int>(std::count(node.inputs.begin(), node.inputs.end(), name));

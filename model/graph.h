@@ -61,6 +61,10 @@ struct Node {
   float float_attr(const std::string& key, float fallback) const;
 };
 
+// `node` now stands for `folded` too (a pass folded it in): the file's nodes it stands for, for
+// the build's step names and profiles.
+void absorb(Node& node, const Node& folded);
+
 class Graph {
  public:
   std::vector<std::string> inputs;   // Values fed at run time.

@@ -1,7 +1,6 @@
 #include "model/passes/compose_movement.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace tunefarm::model {
 namespace {
@@ -39,12 +38,6 @@ int64_t moved_rank(const Graph& g, const Node& t) {
 int transpose_producer(const Graph& g, const std::string& value) {
   int p = g.producer(value);
   return p >= 0 && g.nodes[p].op == "Transpose" && moved_rank(g, g.nodes[p]) >= 0 ? p : -1;
-}
-
-void absorb(Node& node, const Node& folded) {
-  if (node.sources.empty()) node.sources.push_back(node.name);
-  if (folded.sources.empty()) node.sources.push_back(folded.name);
-  node.sources.insert(node.sources.end(), folded.sources.begin(), folded.sources.end());
 }
 
 // Gather(Transpose(x, perm), i, axis a) as one Transpose of x, in place; false where it is not

@@ -43,13 +43,6 @@ int residual_add(const Graph& g, const Node& norm) {
   return broadcasts_to(g, a.inputs[0], out->shape) && broadcasts_to(g, a.inputs[1], out->shape) ? add : -1;
 }
 
-// `node` stands for `folded` too (as group_epilogues records an epilogue).
-void absorb(Node& node, const Node& folded) {
-  if (node.sources.empty()) node.sources.push_back(node.name);
-  if (folded.sources.empty()) node.sources.push_back(folded.name);
-  node.sources.insert(node.sources.end(), folded.sources.begin(), folded.sources.end());
-}
-
 }  // namespace
 
 StatusOr<int> fuse_row_inputs(Graph& graph) {
