@@ -53,6 +53,21 @@ void absorb(Node& node, const Node& folded) {
   node.sources.insert(node.sources.end(), folded.sources.begin(), folded.sources.end());
 }
 
+std::vector<int64_t> transpose_perm(const Node& transpose, size_t rank) {
+  std::vector<int64_t> perm = transpose.ints_attr("perm");
+  if (perm.empty())
+    for (size_t d = 0; d < rank; ++d) perm.push_back(static_cast<int64_t>(rank - 1 - d));
+  return perm;
+}
+
+bool is_permutation(const std::vector<int64_t>& p) {
+  std::vector<int64_t> sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t d = 0; d < sorted.size(); ++d)
+    if (sorted[d] != static_cast<int64_t>(d)) return false;
+  return true;
+}
+
 int Graph::readers(const std::string& name) const {
   int n = static_cast<int>(std::count(outputs.begin(), outputs.end(), name));
   for (const Node& node : nodes) n += static_cast<int>(std::count(node.inputs.begin(), node.inputs.end(), name));

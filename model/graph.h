@@ -65,6 +65,11 @@ struct Node {
 // the build's step names and profiles.
 void absorb(Node& node, const Node& folded);
 
+// A Transpose node's permutation of `rank` axes (reversed where it has no "perm"), and whether a
+// list is a permutation of 0..n-1.
+std::vector<int64_t> transpose_perm(const Node& transpose, size_t rank);
+bool is_permutation(const std::vector<int64_t>& p);
+
 class Graph {
  public:
   std::vector<std::string> inputs;   // Values fed at run time.

@@ -576,18 +576,13 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       });
     }
   } else if (op == "Transpose") {
-    std::vector<int64_t> perm = node.ints_attr("perm");
     // A Transpose the passes composed with a Gather (passes/compose_movement.h) reads one index of
     // x's axis `select_axis`; its perm is over x's other axes.
     int64_t select = node.attributes.count("select_axis") ? node.int_attr("select_axis", 0) : -1;
     if (select >= static_cast<int64_t>(x.shape().size())) return unsupported(node, "select_axis is out of range");
     size_t rank = x.shape().size() - (select >= 0 ? 1 : 0);
-    if (perm.empty())
-      for (size_t d = 0; d < rank; ++d) perm.push_back(static_cast<int64_t>(rank - 1 - d));
-    std::vector<int64_t> sorted = perm;
-    std::sort(sorted.begin(), sorted.end());
-    for (size_t d = 0; d < sorted.size(); ++d)
-      if (sorted[d] != static_cast<int64_t>(d)) return unsupported(node, "perm is not a permutation of the input's axes");
+    std::vector<int64_t> perm = transpose_perm(node, rank);
+    if (!is_permutation(perm)) return unsupported(node, "perm is not a permutation of the input's axes");
     if (perm.size() != rank) return unsupported(node, "perm does not match the input's rank");
     // The moved axes, x's less the selected one; the output must be them in perm's order (so
     // that every read is inside x, whatever attributes a file gives the node).

@@ -5,23 +5,6 @@
 namespace tunefarm::model {
 namespace {
 
-// A Transpose's permutation (reversed axes where the attribute is absent) over the `rank` axes it
-// moves: its input's, less the selected one.
-std::vector<int64_t> perm_of(const Node& t, size_t rank) {
-  std::vector<int64_t> perm = t.ints_attr("perm");
-  if (perm.empty())
-    for (size_t d = 0; d < rank; ++d) perm.push_back(static_cast<int64_t>(rank - 1 - d));
-  return perm;
-}
-
-bool is_permutation(const std::vector<int64_t>& p) {
-  std::vector<int64_t> sorted = p;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t d = 0; d < sorted.size(); ++d)
-    if (sorted[d] != static_cast<int64_t>(d)) return false;
-  return true;
-}
-
 bool selects(const Node& t) { return t.attributes.count("select_axis") > 0; }
 
 // The rank of the axes a Transpose moves (its output's), or -1 when its input's shape is unknown
@@ -30,7 +13,7 @@ int64_t moved_rank(const Graph& g, const Node& t) {
   const Value* in = g.find(t.inputs.empty() ? "" : t.inputs[0]);
   if (!in || t.inputs.size() != 1 || t.outputs.size() != 1) return -1;
   int64_t rank = static_cast<int64_t>(in->shape.size()) - (selects(t) ? 1 : 0);
-  std::vector<int64_t> perm = perm_of(t, static_cast<size_t>(std::max<int64_t>(rank, 0)));
+  std::vector<int64_t> perm = transpose_perm(t, static_cast<size_t>(std::max<int64_t>(rank, 0)));
   return static_cast<int64_t>(perm.size()) == rank && is_permutation(perm) ? rank : -1;
 }
 
@@ -55,7 +38,7 @@ bool fold_gather(const Graph& g, Node& gather) {
   int64_t a = gather.int_attr("axis", 0);
   if (a < 0) a += rank;
   if (a < 0 || a >= rank) return false;
-  std::vector<int64_t> perm = perm_of(inner, static_cast<size_t>(rank));
+  std::vector<int64_t> perm = transpose_perm(inner, static_cast<size_t>(rank));
   int64_t selected = perm[static_cast<size_t>(a)];
   int64_t dim = x->shape[static_cast<size_t>(selected)];
   int64_t index = idx->ints[0] < 0 ? idx->ints[0] + dim : idx->ints[0];
@@ -87,7 +70,7 @@ bool fold_transpose(const Graph& g, Node& outer) {
   int64_t rank = moved_rank(g, outer);
   if (t < 0 || rank < 0) return false;
   const Node& inner = g.nodes[t];
-  std::vector<int64_t> p1 = perm_of(inner, static_cast<size_t>(rank)), p2 = perm_of(outer, static_cast<size_t>(rank));
+  std::vector<int64_t> p1 = transpose_perm(inner, static_cast<size_t>(rank)), p2 = transpose_perm(outer, static_cast<size_t>(rank));
   std::vector<int64_t> composed;
   for (int64_t e : p2) composed.push_back(p1[static_cast<size_t>(e)]);
   // Only where the composed copy reads x along its last axis, as vectors: one whose innermost axis
