@@ -254,6 +254,8 @@ int run_submit(const GlobalFlags& global, const SubmitFlags& flags) {
     }
     spec->set_other_steps(tasks->other_steps());
     spec->set_other_bytes(tasks->other_bytes());
+    spec->set_other_streaming_bytes(tasks->other_streaming_bytes());
+    spec->set_run_bytes(tasks->run_bytes());
     if (!flags.json) fmt::print("{}: {} tasks\n", flags.model, tasks->tasks_size());
   }
   if (spec->tasks().empty())

@@ -54,8 +54,9 @@ int run_tasks(const GlobalFlags& global, const TasksFlags& flags) {
     fmt::print("not tuned: {}\n", fmt::join(parts, ", "));
   }
   if (table->other_steps() > 0)
-    fmt::print("{} steps besides the tasks' kernels, {:.2f} MB read and written\n", table->other_steps(),
-               table->other_bytes() / 1e6);
+    fmt::print("{} steps besides the tasks' kernels, {:.2f} MB read and written ({:.2f} MB by elementwise steps and pooling)\n",
+               table->other_steps(), table->other_bytes() / 1e6, table->other_streaming_bytes() / 1e6);
+  if (table->run_bytes() > 0) fmt::print("one run touches {:.2f} MB (constants, activations, inputs, outputs)\n", table->run_bytes() / 1e6);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -329,6 +330,17 @@ StatusOr<TunedCall> tuned_call_of(const Graph& graph, const Node& node, const Wo
   return call;
 }
 
+bool streams_its_bytes(const std::string& op) {
+  // Measured in built models on AMD EPYC Zen 5 (bench/RESULTS.md, issue 32): squeeze-and-excitation's
+  // channel scaling and spatial averages moved 90-200 GB/s, Transposes ~70, Softmax ~35 and
+  // LayerNormalization ~25, against a stream figure of ~200 GB/s.
+  static const std::set<std::string> kStreaming = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "LeakyRelu",
+                                                   "HardSigmoid", "HardSwish", "Neg", "Abs", "Clip",
+                                                   "GlobalAveragePool", "ReduceMean", "AveragePool", "MaxPool",
+                                                   "GlobalMaxPool", "Concat", "copy"};
+  return kStreaming.count(op) > 0;
+}
+
 StatusOr<TaskTable> extract_tasks(Graph& graph) {
   TaskTable table;
   TF_RETURN_IF_ERROR(run_passes(graph));
@@ -342,11 +354,25 @@ StatusOr<TaskTable> extract_tasks(Graph& graph) {
   for (const Step& step : program.steps) {
     if (step.workload) continue;
     ++table.other_steps;
+    double bytes = 0;
     for (const auto& t : step.compute.args()) {
       double elements = 1;
       for (int64_t d : t.shape()) elements *= static_cast<double>(d);
-      table.other_bytes += 4 * elements;  // float32
+      bytes += 4 * elements;  // float32
     }
+    table.other_bytes += bytes;
+    if (streams_its_bytes(step.op)) table.other_streaming_bytes += bytes;
+  }
+  table.run_bytes = static_cast<double>(plan_memory(program).arena_bytes);
+  std::set<std::string> touched;
+  for (const Step& step : program.steps)
+    for (const std::string& t : step.tensors) touched.insert(program.storage(t));
+  for (const std::string& name : touched) {
+    const Value* v = program.graph.find(name);
+    // Intermediates are the arena's, counted above.
+    bool external = std::count(program.graph.inputs.begin(), program.graph.inputs.end(), name) > 0 ||
+                    std::count(program.graph.outputs.begin(), program.graph.outputs.end(), name) > 0;
+    if (v && (v->constant || external)) table.run_bytes += 4 * static_cast<double>(std::max<int64_t>(1, v->elements()));
   }
   std::map<std::string, size_t> index;
   for (const Node& node : graph.nodes) {

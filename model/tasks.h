@@ -33,10 +33,22 @@ struct TaskTable {
   double total_flops = 0;
   // The built model's steps that are not tasks' kernels (row-wise steps, leftover epilogues,
   // layout conversions, copies), and the bytes they read and write in all: what a latency
-  // estimate from the tasks' figures misses.
+  // estimate from the tasks' figures misses. `other_streaming_bytes` is the part of
+  // `other_bytes` that steps of plain arithmetic read and write in order (streams_its_bytes).
   int other_steps = 0;
   double other_bytes = 0;
+  double other_streaming_bytes = 0;
+  // What one run of the built model touches: the constants its steps read, its arena and its
+  // inputs and outputs. A model's candidates are timed with their constants rotated through this
+  // many bytes (measure/cpu_runner.cc), what a step finds in the caches inside the model.
+  double run_bytes = 0;
 };
+
+// Whether a step of the built model that is not a task's kernel, of operator `op` (Step::op),
+// streams its bytes in order with plain arithmetic (elementwise arithmetic, pooling): such steps
+// run at about the CPU's stream speed, where row-wise steps with exponentials or square roots and
+// transposes run at a fraction of it (the model's latency estimate, common/wire/wire.h).
+bool streams_its_bytes(const std::string& op);
 
 // The workload one tunable node computes, or an error naming the node and what is not supported.
 StatusOr<Workload> workload_of(const Graph& graph, const Node& node);

@@ -75,9 +75,12 @@ double max_wait_s(const v1::JobSpec& spec, const JobManagerOptions& defaults) {
   return spec.max_wait_s() > 0 ? spec.max_wait_s() : defaults.max_wait_s;
 }
 
-// The bytes one run of a model job's model reads and writes: each task's arguments as often as
-// the task occurs, and the other steps'. 0 for a job of workloads (which has no other steps).
+// The bytes one run of a model job's model touches: what its task table says (its constants, its
+// arena, its inputs and outputs), or, from a client that does not say, each task's arguments as
+// often as the task occurs and the other steps' bytes (more than the model touches: its
+// activations share the arena). 0 for a job of workloads (which has no other steps).
 double model_run_bytes(const v1::JobSpec& spec) {
+  if (spec.run_bytes() > 0) return spec.run_bytes();
   if (spec.other_steps() <= 0 && spec.other_bytes() <= 0) return 0;
   double bytes = std::max(0.0, spec.other_bytes());
   for (const v1::TuneTask& task : spec.tasks()) {

@@ -35,6 +35,8 @@ StatusOr<v1::ExtractTasksResponse> extract_model_tasks(std::string_view onnx, co
   out.set_model_name(file_name);
   out.set_other_steps(table.other_steps);
   out.set_other_bytes(table.other_bytes);
+  out.set_other_streaming_bytes(table.other_streaming_bytes);
+  out.set_run_bytes(table.run_bytes);
   return out;
 }
 

@@ -143,8 +143,12 @@ StatusOr<v1::Record> record_from_json_line(std::string_view line) {
   return record;
 }
 
-double other_step_bytes_per_s(const v1::JobSpec& spec) {
-  return spec.stream_bytes_per_s() > 0 ? spec.stream_bytes_per_s() * kOtherStepShareOfStream : kOtherStepBytesPerS;
+double other_steps_seconds(const v1::JobSpec& spec) {
+  double bytes = std::max(0.0, spec.other_bytes());
+  double streaming = std::clamp(spec.other_streaming_bytes(), 0.0, bytes);
+  double stream = spec.stream_bytes_per_s();
+  if (stream <= 0) return bytes / kOtherStepBytesPerS;
+  return streaming / (stream * kStreamingStepShareOfStream) + (bytes - streaming) / (stream * kOtherStepShareOfStream);
 }
 
 std::optional<ModelLatency> model_latency(const v1::Job& job) {
@@ -179,7 +183,7 @@ std::optional<ModelLatency> model_latency(const v1::Job& job) {
     else all_defaults = false;
   }
   // The same for tuned and untuned: neither the other steps nor the calls are tuned.
-  double rest = std::max(0.0, job.spec().other_bytes()) / other_step_bytes_per_s(job.spec()) + steps * kStepCallS;
+  double rest = other_steps_seconds(job.spec()) + steps * kStepCallS;
   out.tuned_s += rest;
   out.untuned_s = all_defaults ? out.untuned_s + rest : 0;
   return out;

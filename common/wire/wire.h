@@ -45,7 +45,7 @@ AgentPlatform agent_platform(const v1::AgentInfo& agent);
 // FLOPs / speed, with the best configs so far and, once every task's default was measured, with
 // the templates' untuned defaults (0 until then); plus what the tasks' figures miss: the model's
 // other steps (the spec's other_steps and other_bytes: row-wise steps, epilogues, layout
-// conversions), their bytes at other_step_bytes_per_s, and a call's cost for every step.
+// conversions), their bytes as other_steps_seconds prices them, and a call's cost for every step.
 // Nothing for a job of one task or while a task has no figure yet. What `status` and the
 // dashboard show for a model rather than GFLOP/s.
 struct ModelLatency {
@@ -57,17 +57,21 @@ std::optional<ModelLatency> model_latency(const v1::Job& job);
 // none): how tunerd shows every job, so that clients read the estimate rather than compute it.
 void fill_model_latency(v1::Job& job);
 
-// The speed of a built model's steps outside the tasks, bytes read and written per second: the
-// key's agents' stream figure (spec.stream_bytes_per_s, measure/stream_speed.h) times
-// kOtherStepShareOfStream, or kOtherStepBytesPerS where the agents did not say. And the cost of a
-// step's call (the model's run loop and a kernel's entry). As measured on built models at one
-// thread (bench/RESULTS.md, issue 32): on AMD EPYC Zen 4 their other steps ran at 14-26 GB/s,
-// and a run took 0.26-0.37 us a step more than its steps' own times; on Zen 5, whose stream
-// figure is 200-207 GB/s, at about 60 GB/s (the estimates of seven models within 8% of
-// their built models with it, MobileNetV3-Small 40% over with 15 GB/s).
-double other_step_bytes_per_s(const v1::JobSpec& spec);
+// The time a built model's steps outside the tasks take to move their bytes (spec.other_bytes):
+// those of plain arithmetic (spec.other_streaming_bytes: elementwise steps, pooling) at
+// kStreamingStepShareOfStream of the key's agents' stream figure (spec.stream_bytes_per_s,
+// measure/stream_speed.h), the rest (row-wise steps, transposes, layout conversions) at
+// kOtherStepShareOfStream of it; all at kOtherStepBytesPerS where the agents did not say. And the
+// cost of a step's call (the model's run loop and a kernel's entry). As measured on built models
+// at one thread (bench/RESULTS.md, issue 32): on AMD EPYC Zen 4 their other steps ran at 14-26
+// GB/s, and a run took 0.26-0.37 us a step more than its steps' own times; on Zen 5, whose stream
+// figure is 195-207 GB/s, Softmax, LayerNorms and Transposes at 25-70 GB/s, squeeze-and-excitation's
+// scaling and averages at 90-200 GB/s (priced at 60 GB/s for all, MobileNetV3-Small's estimate
+// came out 1.19x its built model).
+double other_steps_seconds(const v1::JobSpec& spec);
 inline constexpr double kOtherStepBytesPerS = 15e9;
 inline constexpr double kOtherStepShareOfStream = 0.3;
+inline constexpr double kStreamingStepShareOfStream = 0.6;
 inline constexpr double kStepCallS = 0.3e-6;
 
 grpc::Status to_grpc(const Status& status);

@@ -342,7 +342,9 @@ class ModelTasks:
     tunable_nodes: int
     total_flops: float
     other_steps: int = 0        # the built model's steps that are not tasks ...
-    other_bytes: float = 0.0    # ... and the bytes they read and write
+    other_bytes: float = 0.0    # ... and the bytes they read and write ...
+    other_streaming_bytes: float = 0.0  # ... of which steps of plain arithmetic stream these
+    run_bytes: float = 0.0      # what one run of the built model touches
 
     def __iter__(self):
         return iter(self.tasks)
@@ -456,7 +458,8 @@ class Client:
         r = self._call("ExtractTasks", upload.chunks(first), None, timeout=300)
         return ModelTasks(r.model_name, [ModelTask(_wire.workload_text(t.workload), t.count, t.flops, t.share,
                                                    tuple(t.nodes), t.alternative_of) for t in r.tasks],
-                          dict(r.untuned_ops), r.tunable_nodes, r.total_flops, r.other_steps, r.other_bytes)
+                          dict(r.untuned_ops), r.tunable_nodes, r.total_flops, r.other_steps, r.other_bytes,
+                          r.other_streaming_bytes, r.run_bytes)
 
     def submit(self, model=None, workloads=None, *, input_shapes=None, trials=200, device="local-cpu",
                target="llvm", time_budget=None, early_stopping=0, batch_size=0, strategy="xgb-sa", priority=0,
@@ -488,6 +491,8 @@ class Client:
                                alternative_of=t.alternative_of)
             spec.other_steps = tasks.other_steps
             spec.other_bytes = tasks.other_bytes
+            spec.other_streaming_bytes = tasks.other_streaming_bytes
+            spec.run_bytes = tasks.run_bytes
             if not name and not isinstance(model, (bytes, bytearray)) and not hasattr(model, "SerializeToString"):
                 spec.name = os.path.basename(os.fspath(model))
         request = tuner_pb2.SubmitJobRequest(spec=spec, request_id=request_id or uuid.uuid4().hex)

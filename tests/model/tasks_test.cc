@@ -179,6 +179,37 @@ TEST(ModelTasks, ConvolutionsAndDenseLayersCarryTheirShapesAndEpilogues) {
   for (const char* piece : {"ReduceMean", "Pow", "Sqrt", "Erf"}) EXPECT_EQ(tasks->untuned_ops.count(piece), 0u) << piece;
 }
 
+// A run of the built model touches its weights once and its activations in one arena: less than
+// its tasks' arguments counted at every occurrence, at least its weights. Elementwise steps and
+// pooling are the part of the other steps' bytes that streams.
+TEST(ModelTasks, ARunTouchesItsWeightsOnceAndItsActivationsInTheArena) {
+  auto graph = import_onnx_file(test_model("mobilenet_v2_small.onnx"));
+  ASSERT_TRUE(graph.ok());
+  double weights = 0;
+  for (const Node& node : graph->nodes)
+    if (node.op == "Conv" || node.op == "Gemm") weights += 4.0 * static_cast<double>(graph->find(node.inputs[1])->elements());
+  auto table = extract_tasks(*graph);
+  ASSERT_TRUE(table.ok()) << table.status().to_string();
+  double per_occurrence = table->other_bytes;
+  for (const Task& t : table->tasks)
+    for (const operators::TensorArg& arg : operators::tensor_args(t.workload))
+      per_occurrence += 4.0 * t.count * static_cast<double>(arg.num_elements());
+  EXPECT_GE(table->run_bytes, weights);
+  EXPECT_LT(table->run_bytes, per_occurrence);
+  EXPECT_GE(table->other_streaming_bytes, 0);
+  EXPECT_LE(table->other_streaming_bytes, table->other_bytes);
+
+  ImportOptions options;
+  options.input_shapes["hidden_states"] = {1, 16, 64};
+  auto bert = import_onnx_file(test_model("bert_layer_small.onnx"), options);
+  ASSERT_TRUE(bert.ok());
+  auto layer = extract_tasks(*bert);
+  ASSERT_TRUE(layer.ok()) << layer.status().to_string();
+  // A transformer layer's other steps are Softmax, LayerNorms and transposes: none streams.
+  EXPECT_GT(layer->other_bytes, 0);
+  EXPECT_EQ(layer->other_streaming_bytes, 0);
+}
+
 // The same layer as exporters write it at opset 17 (LayerNormalization as one operator, small
 // constants as Constant nodes, weights behind Transpose nodes) gives the same tasks.
 TEST(ModelTasks, AnOpset17ExportGivesTheSameTasks) {

@@ -105,6 +105,17 @@ TEST(Wire, ModelLatencyAddsTheStepsOutsideTheTasks) {
   EXPECT_NEAR(at_100, 6e6 / (100e9 * kOtherStepShareOfStream) + 3 * kStepCallS, 1e-12);
   job.mutable_spec()->set_stream_bytes_per_s(200e9);
   EXPECT_NEAR(model_latency(job)->tuned_s - kernels_only->tuned_s - 3 * kStepCallS, (at_100 - 3 * kStepCallS) / 2, 1e-12);
+  // Elementwise steps and pooling stream their bytes faster than row-wise steps; a figure past
+  // the other bytes counts as all of them.
+  job.mutable_spec()->set_other_streaming_bytes(2e6);
+  EXPECT_NEAR(model_latency(job)->tuned_s - kernels_only->tuned_s,
+              2e6 / (200e9 * kStreamingStepShareOfStream) + 4e6 / (200e9 * kOtherStepShareOfStream) + 3 * kStepCallS, 1e-12);
+  job.mutable_spec()->set_other_streaming_bytes(1e300);
+  EXPECT_NEAR(model_latency(job)->tuned_s - kernels_only->tuned_s, 6e6 / (200e9 * kStreamingStepShareOfStream) + 3 * kStepCallS,
+              1e-12);
+  job.mutable_spec()->set_other_streaming_bytes(-1);
+  EXPECT_NEAR(model_latency(job)->tuned_s - kernels_only->tuned_s, (at_100 - 3 * kStepCallS) / 2 + 3 * kStepCallS, 1e-12);
+  job.mutable_spec()->clear_other_streaming_bytes();
   job.mutable_spec()->clear_stream_bytes_per_s();
   // Until every task has a figure there is no estimate; until every default has one, no untuned.
   job.mutable_progress()->mutable_tasks(1)->set_default_gflops(0);

@@ -318,6 +318,9 @@ def test_model_tasks_submit_build_and_load(client, tiny_model, tmp_path):
                                            "dense:M=1,N=10,K=256,bias=1,residual=0,relu=0,gelu=0,w_block=0"]
     assert [t.nodes for t in tasks] == [("conv",), ("fc",)] and tasks.untuned_ops == {"Flatten": 1}
     assert tasks.tunable_nodes == 2 and sum(t.share for t in tasks) == pytest.approx(1.0)
+    # A run touches at least the two weights (a 4x3x3x3 filter, a 10x256 matrix).
+    assert tasks.run_bytes >= 4 * (4 * 3 * 3 * 3 + 10 * 256)
+    assert 0 <= tasks.other_streaming_bytes <= tasks.other_bytes
 
     job = client.submit(model=tiny_model, trials=8, batch_size=4)
     status = job.wait()

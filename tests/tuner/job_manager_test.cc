@@ -432,6 +432,31 @@ TEST(TuningOptionsFromASpec, TheSpecWinsAndTheServiceFillsTheRest) {
   EXPECT_EQ(tuning_options(job, defaults, 2).measure.min_repeat_ms(), 30) << "the spec's own figure wins";
 }
 
+// A model job's candidates rotate their constants through what one run of the model touches:
+// the task table's figure where the client sent one, else its tasks' arguments at every
+// occurrence and the other steps' bytes; a job of workloads rotates by the worker's default.
+TEST(TuningOptionsFromASpec, ModelJobsRotateThroughWhatARunTouches) {
+  v1::Job job;
+  job.set_id("job-1");
+  v1::JobSpec& spec = *job.mutable_spec();
+  spec.set_trials(8);
+  *spec.add_tasks()->mutable_workload() = to_proto(*parse_workload("matmul:M=16,N=16,K=16"));
+  JobManagerOptions defaults;
+  EXPECT_EQ(tuning_options(job, defaults, 1).measure.rotation_bytes(), 0);
+  spec.mutable_tasks(0)->set_weight(3);
+  spec.set_other_steps(2);
+  spec.set_other_bytes(1000);
+  EXPECT_EQ(tuning_options(job, defaults, 1).measure.rotation_bytes(), 1000 + 3 * 3 * 16 * 16 * 4);
+  spec.set_run_bytes(5e6);
+  EXPECT_EQ(tuning_options(job, defaults, 1).measure.rotation_bytes(), 5000000);
+  spec.set_run_bytes(std::numeric_limits<double>::infinity());
+  EXPECT_EQ(tuning_options(job, defaults, 1).measure.rotation_bytes(), 1000000000000000) << "capped";
+  spec.set_run_bytes(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(tuning_options(job, defaults, 1).measure.rotation_bytes(), 1000 + 3 * 3 * 16 * 16 * 4);
+  spec.mutable_measure()->set_rotation_bytes(77);
+  EXPECT_EQ(tuning_options(job, defaults, 1).measure.rotation_bytes(), 77) << "the spec's own figure wins";
+}
+
 // At default settings (no batch size), a job of three tasks and 48 trials used to give all 48 to the
 // first task: batches sized to the farm let the scheduler give every task trials.
 TEST_F(JobManagerTest, AMultiTaskJobAtDefaultSettingsGivesEveryTaskTrials) {
