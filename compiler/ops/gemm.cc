@@ -355,10 +355,22 @@ bool packs_b(const Gemm& g, const Config& c) { return knob_int(c, "pack_b") != 0
 // Iterations of an outer loop that two threads (and a few more) share evenly enough.
 constexpr int64_t kEnoughIterations = 8;
 
+// A config's register tiles per block, but no more than the rows (columns) need: a block larger
+// than the matrix is the matrix, and its loop of tiles then runs only tiles that hold some of it.
+// As configured (MiniLM's 128-row FFN layer tuned to blocks of 32 tiles of 8 rows), the loop ran
+// 32 tiles of which the last 16 were empty, and two threads sharing it got all and none.
+struct BlockTiles {
+  int64_t mb, mr, nb, nr;  // Register tiles per block of rows and the tile's rows; the same for columns.
+};
+BlockTiles block_tiles(const Gemm& g, const Config& c) {
+  int64_t mr = knob_list(c, "tile_m")[2], nr = knob_list(c, "tile_n")[2];
+  return {std::min(knob_list(c, "tile_m")[1], (g.M + mr - 1) / mr), mr, std::min(knob_list(c, "tile_n")[1], (g.N + nr - 1) / nr),
+          nr};
+}
+
 StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
   Gemm g = gemm_of(w);
-  int64_t mb = knob_list(c, "tile_m")[1], mr = knob_list(c, "tile_m")[2];
-  int64_t nb = knob_list(c, "tile_n")[1], nr = knob_list(c, "tile_n")[2];
+  auto [mb, mr, nb, nr] = block_tiles(g, c);
   int64_t ku = knob_int(c, "unroll_k");
   const auto& order = knob_list(c, "order");
   bool pack = packs_b(g, c);
@@ -395,9 +407,10 @@ StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
     // and all the columns one block each (MiniLM's 128x1536 FFN layer): its threads share the
     // tiles of the block, or one thread of two did all the work. The innermost tile loop stays
     // (the register tile is computed at it), and a loop of tiles joins only where its blocks are
-    // whole (a last, shorter block's loop has no constant extent to fuse).
+    // whole (a last, shorter block's loop has no constant extent to fuse) or the only block (every
+    // one of its tiles holds rows or columns, the last perhaps fewer).
     const int64_t extents[] = {(g.M + mb * mr - 1) / (mb * mr), (g.N + nb * nr - 1) / (nb * nr), mb, nb};
-    const bool whole[] = {true, true, g.M % (mb * mr) == 0, g.N % (nb * nr) == 0};
+    const bool whole[] = {true, true, g.M % (mb * mr) == 0 || mb * mr >= g.M, g.N % (nb * nr) == 0 || nb * nr >= g.N};
     te::IterVar outer = leaf_order[0];
     if (!g.batched) {
       int64_t iterations = extents[order[0]];
@@ -431,8 +444,7 @@ StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
 // computed at the output's block) sums the K blocks; inside each, the register tile of partial
 // sums is computed over the block's kc values of K, then added to the output tile.
 StatusOr<Scheduled> blocked_k_schedule(const Gemm& g, const Config& c) {
-  int64_t mb = knob_list(c, "tile_m")[1], mr = knob_list(c, "tile_m")[2];
-  int64_t nb = knob_list(c, "tile_n")[1], nr = knob_list(c, "tile_n")[2];
+  auto [mb, mr, nb, nr] = block_tiles(g, c);
   int64_t ku = knob_int(c, "unroll_k"), kc = knob_int(c, "tile_k");
   bool pack = packs_b(g, c);
   bool par = knob_str(c, "parallel") == "outer";

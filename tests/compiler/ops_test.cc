@@ -142,25 +142,34 @@ TEST(GemmBlocks, WeightInPanelsIsReadWithoutAPackStage) {
 // the block (one thread of two did all the work, 0.68 ms where the default took 0.38), and it
 // computes the same on two threads.
 TEST(GemmBlocks, OneBlockOfRowsAndColumnsStillSharesItsTilesAmongThreads) {
-  Workload w = *parse_workload("dense:M=32,N=384,K=64,bias=1,gelu=1,w_block=48");
-  auto c = parse_config_json(
-      R"({"template":"dense.cpu.packed","knobs":{"tile_m":[-1,4,8],"tile_n":[-1,8,48],"unroll_k":1,)"
-      R"("order":[1,0,3,2],"pack_b":0,"parallel":"outer","tile_k":0}})");
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
-  auto f = lower_candidate(w, Target{}, *c);
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  std::string text = ir::to_string(*f);
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(, 0, (\d+)\) parallel)"))) << text;
-  EXPECT_GE(std::stoi(m[1]), 8) << text;
-  auto jit = jit_kernel(w, *c);
-  ASSERT_TRUE(jit.ok()) << jit.status().to_string();
-  auto bufs = make_buffers(w, 3);
-  auto args = bufs.arg_pointers();
-  tunefarm_runtime_set_num_threads(2);
-  ASSERT_EQ((*jit)->run(args.data()), 0);
-  tunefarm_runtime_set_num_threads(0);
-  EXPECT_EQ(compare(bufs.output, bufs.expected, bufs.tolerance_scale), "");
+  // A block of all rows and all columns; then MiniLM's layers as tuned on one thread, with blocks
+  // larger than the matrix (32 tiles of 8 rows, 19 of 7, for 128 rows): the parallel loop holds
+  // at least 8 tiles' worth of work, and two threads compute what the reference does.
+  const std::pair<const char*, const char*> cases[] = {
+      {"dense:M=32,N=384,K=64,bias=1,gelu=1,w_block=48", R"("tile_m":[-1,4,8],"tile_n":[-1,8,48],"order":[1,0,3,2])"},
+      {"dense:M=128,N=384,K=96,bias=1,w_block=48", R"("tile_m":[-1,32,8],"tile_n":[-1,32,48],"order":[0,1,3,2])"},
+      {"dense:M=128,N=384,K=64,bias=1,w_block=48", R"("tile_m":[-1,32,7],"tile_n":[-1,8,48],"order":[0,1,2,3])"}};
+  for (const auto& [workload, tiles] : cases) {
+    SCOPED_TRACE(std::string(workload) + " " + tiles);
+    Workload w = *parse_workload(workload);
+    auto c = parse_config_json(std::string(R"({"template":"dense.cpu.packed","knobs":{)") + tiles +
+                               R"(,"unroll_k":1,"pack_b":0,"parallel":"outer","tile_k":0}})");
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    auto f = lower_candidate(w, Target{}, *c);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    std::string text = ir::to_string(*f);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(, 0, (\d+)\) parallel)"))) << text;
+    EXPECT_GE(std::stoi(m[1]), 8) << text;
+    auto jit = jit_kernel(w, *c);
+    ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+    auto bufs = make_buffers(w, 3);
+    auto args = bufs.arg_pointers();
+    tunefarm_runtime_set_num_threads(2);
+    ASSERT_EQ((*jit)->run(args.data()), 0);
+    tunefarm_runtime_set_num_threads(0);
+    EXPECT_EQ(compare(bufs.output, bufs.expected, bufs.tolerance_scale), "");
+  }
 }
 
 TEST(CpuTails, BlockDependentTailRunsMaskedAndMatches) {
