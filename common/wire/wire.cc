@@ -145,7 +145,8 @@ StatusOr<v1::Record> record_from_json_line(std::string_view line) {
 
 double other_steps_seconds(const v1::JobSpec& spec) {
   double bytes = std::max(0.0, spec.other_bytes());
-  double streaming = std::clamp(spec.other_streaming_bytes(), 0.0, bytes);
+  // A figure past the other bytes counts as all of them; a negative one or NaN (a client's) as none.
+  double streaming = spec.other_streaming_bytes() > 0 ? std::min(spec.other_streaming_bytes(), bytes) : 0.0;
   double stream = spec.stream_bytes_per_s();
   if (stream <= 0) return bytes / kOtherStepBytesPerS;
   return streaming / (stream * kStreamingStepShareOfStream) + (bytes - streaming) / (stream * kOtherStepShareOfStream);

@@ -1,5 +1,7 @@
 #include "common/wire/wire.h"
 
+#include <limits>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -113,8 +115,10 @@ TEST(Wire, ModelLatencyAddsTheStepsOutsideTheTasks) {
   job.mutable_spec()->set_other_streaming_bytes(1e300);
   EXPECT_NEAR(model_latency(job)->tuned_s - kernels_only->tuned_s, 6e6 / (200e9 * kStreamingStepShareOfStream) + 3 * kStepCallS,
               1e-12);
-  job.mutable_spec()->set_other_streaming_bytes(-1);
-  EXPECT_NEAR(model_latency(job)->tuned_s - kernels_only->tuned_s, (at_100 - 3 * kStepCallS) / 2 + 3 * kStepCallS, 1e-12);
+  for (double none : {-1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    job.mutable_spec()->set_other_streaming_bytes(none);
+    EXPECT_NEAR(model_latency(job)->tuned_s - kernels_only->tuned_s, (at_100 - 3 * kStepCallS) / 2 + 3 * kStepCallS, 1e-12);
+  }
   job.mutable_spec()->clear_other_streaming_bytes();
   job.mutable_spec()->clear_stream_bytes_per_s();
   // Until every task has a figure there is no estimate; until every default has one, no untuned.
