@@ -229,6 +229,9 @@ TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
   EXPECT_EQ(counted, table["tunable_nodes"].get<int>());
   EXPECT_EQ(counted, 18);  // 17 convolutions and the classifier.
   EXPECT_EQ(other_forms, 1);  // the 3x3 at 16x16, as F(4x4)
+  // What one run touches (the rotation of the job's candidates) and the other steps' bytes.
+  EXPECT_GT(table["run_bytes"].get<double>(), 0);
+  EXPECT_LE(table["other_streaming_bytes"].get<double>(), table["other_bytes"].get<double>());
 
   std::string bert = std::string(TUNEFARM_TEST_MODELS) + "/bert_layer_small.onnx";
   out = tune_client({"--server", tunerd.address(), "tasks", "--model", bert}, &rc);
@@ -243,6 +246,9 @@ TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
   out = tune_client({"--server", tunerd.address(), "tasks", "--model", bert, "--input-shape", "hidden_states=1,16,64"}, &rc);
   EXPECT_EQ(rc, 0) << out << tunerd.log();
   EXPECT_THAT(out, ::testing::HasSubstr("dense:M=16,N=64,K=64,bias=1"));
+  // A transformer layer's other steps are row-wise and transposes: none streams.
+  EXPECT_THAT(out, ::testing::HasSubstr("(0.00 MB by elementwise steps and pooling)"));
+  EXPECT_THAT(out, ::testing::HasSubstr("one run touches"));
 
   // A model the build cannot run is refused by `tasks` and `submit --model`, naming its nodes,
   // before any job exists (the one job below is the only one).
