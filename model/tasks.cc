@@ -363,16 +363,16 @@ StatusOr<TaskTable> extract_tasks(Graph& graph) {
     table.other_bytes += bytes;
     if (streams_its_bytes(step.op)) table.other_streaming_bytes += bytes;
   }
-  table.run_bytes = static_cast<double>(plan_memory(program).arena_bytes);
+  // The arena holds the intermediates; every other value a step touches is a constant or one of
+  // the model's inputs and outputs.
+  MemoryPlan plan = plan_memory(program);
+  table.run_bytes = static_cast<double>(plan.arena_bytes);
   std::set<std::string> touched;
   for (const Step& step : program.steps)
     for (const std::string& t : step.tensors) touched.insert(program.storage(t));
   for (const std::string& name : touched) {
     const Value* v = program.graph.find(name);
-    // Intermediates are the arena's, counted above.
-    bool external = std::count(program.graph.inputs.begin(), program.graph.inputs.end(), name) > 0 ||
-                    std::count(program.graph.outputs.begin(), program.graph.outputs.end(), name) > 0;
-    if (v && (v->constant || external)) table.run_bytes += 4 * static_cast<double>(std::max<int64_t>(1, v->elements()));
+    if (v && !plan.offsets.count(name)) table.run_bytes += 4 * static_cast<double>(std::max<int64_t>(1, v->elements()));
   }
   std::map<std::string, size_t> index;
   for (const Node& node : graph.nodes) {
