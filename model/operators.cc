@@ -786,6 +786,8 @@ StatusOr<Computed> blocked_elementwise_compute(const Graph& graph, const Node& n
   for (size_t i = 0; i < inputs.size(); ++i) {
     TF_ASSIGN_OR_RETURN(const Value* v, graph.value_of(node, node.inputs[i]));
     std::vector<int64_t> shape = dims_of(*v);
+    // Fewer dimensions broadcast from the right: a per-channel [C, 1, 1] scale is [1, C, 1, 1].
+    while (shape.size() < 4) shape.insert(shape.begin(), 1);
     if (v->elements() == 1) {
       shape = {1};
     } else if (shape.size() != 4 || shape[1] != d[1]) {
@@ -811,6 +813,47 @@ StatusOr<Computed> blocked_elementwise_compute(const Graph& graph, const Node& n
   }
   names.push_back(node.outputs[0]);
   return Computed{ops::ComputeDef{in, result}, names};
+}
+
+StatusOr<Computed> blocked_transpose_compute(const Graph& graph, const Node& node, const std::string& in, int64_t in_block,
+                                             int64_t out_block) {
+  TF_ASSIGN_OR_RETURN(const Value* x_value, graph.value_of(node, node.inputs.at(0)));
+  TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
+  std::vector<int64_t> xd = dims_of(*x_value), od = dims_of(*out_value);
+  if (node.attributes.count("select_axis") || xd.size() != 4 || od.size() != 4 || (in_block > 0) == (out_block > 0))
+    return unsupported(node, "not a 4-D Transpose from or to channel blocks");
+  std::vector<int64_t> perm = transpose_perm(node, 4);
+  if (!is_permutation(perm)) return unsupported(node, "perm is not a permutation of the input's axes");
+  for (size_t d = 0; d < 4; ++d)
+    if (od[d] != xd[static_cast<size_t>(perm[d])]) return unsupported(node, "its output's shape is not its input's permuted");
+  if ((in_block > 0 && xd[1] % in_block != 0) || (out_block > 0 && od[1] % out_block != 0))
+    return unsupported(node, "its channels do not split into the blocks");
+  te::Tensor x = te::placeholder("in", in_block > 0 ? blocked_shape(xd, in_block) : xd);
+  // The input's index at output index `o` (logical NCHW coordinates).
+  auto moved = [&](const std::vector<Expr>& o) {
+    std::vector<Expr> at(4);
+    for (size_t d = 0; d < 4; ++d) at[static_cast<size_t>(perm[d])] = o[d];
+    return at;
+  };
+  te::Tensor result;
+  if (out_block > 0) {
+    result = te::compute("out", blocked_shape(od, out_block), [&](const std::vector<Var>& i) {
+      return x(moved({i[0], Expr(i[1]) * out_block + Expr(i[4]), i[2], i[3]}));
+    });
+  } else if (perm[3] == 1) {
+    // The input's channels become the output's last axis: written as [.., C/b, b], so that each
+    // vector lane reads the next channel of one block (no division of a lane's index).
+    result = te::compute("out", {od[0], od[1], od[2], od[3] / in_block, in_block}, [&](const std::vector<Var>& i) {
+      std::vector<Expr> at = moved({i[0], i[1], i[2], ir::int_imm(0)});
+      return x(at[0], i[3], at[2], at[3], i[4]);
+    });
+  } else {
+    result = te::compute("out", od, [&](const std::vector<Var>& i) {
+      std::vector<Expr> at = moved(as_exprs(i));
+      return x(at[0], at[1] / in_block, at[2], at[3], at[1] % in_block);
+    });
+  }
+  return Computed{ops::ComputeDef{{x}, result}, {in, node.outputs[0]}};
 }
 
 StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block) {

@@ -53,10 +53,18 @@ bool is_blockable_elementwise(const std::string& op);
 
 // Elementwise `node` over NCHW[block]c: `inputs` names the values the step reads for the node's
 // operands (Clip: the first only), each blocked as [N, C/b, H, W, b] — a per-channel tensor
-// [N, C, 1, 1] broadcasts over rows and columns — or of one element (a scalar). The output is
+// [N, C, 1, 1] (or [C, 1, 1]) broadcasts over rows and columns: a constant one is read as it is
+// stored, which is its blocks too — or of one element (a scalar). The output is
 // written in the same blocks. An error where an operand does not broadcast so.
 StatusOr<Computed> blocked_elementwise_compute(const Graph& graph, const Node& node, const std::vector<std::string>& inputs,
                                                int64_t block);
+
+// A 4-D Transpose node between channel blocks and another layout, in one step: its input `in`
+// kept in NCHW[in_block]c, or its output written in NCHW[out_block]c (exactly one of the blocks is
+// nonzero). ConvNeXt moves every block's activations to channels-last for its LayerNorm and back:
+// a conversion beside each of those Transposes doubled the data they move.
+StatusOr<Computed> blocked_transpose_compute(const Graph& graph, const Node& node, const std::string& in, int64_t in_block,
+                                             int64_t out_block);
 
 // GlobalAveragePool, or ReduceMean over the rows and columns keeping them, of `in` kept in
 // NCHW[block]c, written as [N, C/b, 1, 1, b]: the window sums in the lanes of the block.

@@ -112,6 +112,14 @@ namespace {
 // (NCHW[x]c), from one such convolution to the next, through their epilogues (bias, residual add,
 // activations, all elementwise in blocks); a value is converted to NCHW only where something that
 // reads NCHW needs it, once, and to blocks only where a blocked convolution reads a value that is not.
+// A constant with one value per channel of an NCHW tensor of `channels`: [1, C, 1, 1], [C, 1, 1].
+bool is_per_channel(const Value& v, int64_t channels) {
+  if (v.elements() != channels || v.shape.size() > 4) return false;
+  std::vector<int64_t> d = v.shape;
+  while (d.size() < 4) d.insert(d.begin(), 1);
+  return d[1] == channels;
+}
+
 bool has_reduction(const te::Operation& op) {
   if (!op || !op->reduce_axes.empty()) return op != nullptr;
   for (const auto& in : op->inputs)
@@ -203,6 +211,10 @@ class Lowering {
   Status other(const Node& node) {
     if (!outputs_.count(node.outputs[0])) {
       TF_ASSIGN_OR_RETURN(bool done, stay_blocked(node));
+      if (done) return Status();
+    }
+    if (node.op == "Transpose") {
+      TF_ASSIGN_OR_RETURN(bool done, transpose_in_blocks(node));
       if (done) return Status();
     }
     // Max pooling between blocked convolutions stays in their blocks (ResNet's first layers).
@@ -307,17 +319,22 @@ class Lowering {
     for (size_t i = 0; i < operands && b == 0; ++i) b = block_of(node.inputs[i]);
     if (b == 0 || out->shape[1] % b != 0) return false;
     // Every tensor operand has the output's channels (a per-channel gate or the full map); a
-    // constant operand is a scalar (constants are stored NCHW).
+    // constant operand is a scalar or per channel (ConvNeXt's layer scale [C, 1, 1]): constants
+    // are stored NCHW, which for one value per channel is their blocks too.
     for (size_t i = 0; i < operands; ++i) {
       const Value* v = graph_.find(node.inputs[i]);
       if (!v) return false;
       if (v->elements() == 1) continue;
-      if (v->constant || v->shape.size() != 4 || v->shape[1] != out->shape[1]) return false;
+      if (v->constant) {
+        if (!is_per_channel(*v, out->shape[1])) return false;
+        continue;
+      }
+      if (v->shape.size() != 4 || v->shape[1] != out->shape[1]) return false;
     }
     std::vector<std::string> names;
     for (size_t i = 0; i < operands; ++i) {
       const Value* v = graph_.find(node.inputs[i]);
-      if (v->elements() == 1) {
+      if (v->elements() == 1 || v->constant) {
         names.push_back(node.inputs[i]);
       } else {
         TF_ASSIGN_OR_RETURN(std::string blocked_name, blocked(node, node.inputs[i], b));
@@ -328,6 +345,55 @@ class Lowering {
     add_step(node.name, node.op, c, true);
     block_[node.outputs[0]] = b;
     return true;
+  }
+
+  // A 4-D Transpose next to channel blocks moves its data once: from its input's blocks, or into
+  // the blocks its readers take (wanted_block), instead of a conversion beside it.
+  StatusOr<bool> transpose_in_blocks(const Node& node) {
+    const std::string& out = node.outputs[0];
+    const Value* o = graph_.find(out);
+    if (node.attributes.count("select_axis") || !o || o->shape.size() != 4) return false;
+    int64_t in_block = block_of(node.inputs.at(0));
+    int64_t out_block = in_block > 0 || outputs_.count(out) ? 0 : wanted_block(out, 0);
+    if (in_block == 0 && out_block == 0) return false;
+    std::string in = node.inputs[0];
+    if (in_block > 0) {
+      in = p_.storage(in);
+    } else {
+      TF_ASSIGN_OR_RETURN(in, plain(node, in));
+    }
+    auto c = blocked_transpose_compute(graph_, node, in, in_block, out_block);
+    if (!c.ok()) return false;
+    add_step(node.name, node.op, *c, true);
+    if (out_block > 0) block_[out] = out_block;
+    return true;
+  }
+
+  // The channel block in which a blocked convolution would read NCHW `value`, directly or through
+  // elementwise steps that stay in blocks after it (stay_blocked), or in which an elementwise step
+  // that reads it with an operand already in blocks would; 0 when none does.
+  int64_t wanted_block(const std::string& value, int depth) const {
+    constexpr int kMaxDepth = 4;
+    const Value* v = graph_.find(value);
+    if (depth > kMaxDepth || !v) return 0;
+    for (const Node& reader : graph_.nodes) {
+      if (reader.outputs.empty() || std::find(reader.inputs.begin(), reader.inputs.end(), value) == reader.inputs.end())
+        continue;
+      if (is_tunable(reader.op)) {
+        auto call = tuned_call_of(graph_, reader, forms_);
+        if (reader.inputs[0] == value && call.ok() && call->output_block > 0 && call->input_block > 1 &&
+            v->shape[1] % call->input_block == 0)
+          return call->input_block;
+      } else if (is_blockable_elementwise(reader.op) && !outputs_.count(reader.outputs[0])) {
+        const Value* r = graph_.find(reader.outputs[0]);
+        if (!r || r->shape != v->shape) continue;
+        // An operand already in blocks keeps the step in them (ConvNeXt's residual add).
+        for (const std::string& other : reader.inputs)
+          if (int64_t b = other != value ? block_of(other) : 0; b > 0 && v->shape[1] % b == 0) return b;
+        if (int64_t b = wanted_block(reader.outputs[0], depth + 1); b > 0) return b;
+      }
+    }
+    return 0;
   }
 
   // The added tensors of `epilogues` in NCHW (bias operands are constants).

@@ -617,6 +617,10 @@ def exporter_patterns(out_dir):
             path = os.path.join(out_dir, model.graph.name + ".onnx")
             save_with_external_data(model, path)
             print(path)
+    model = convnext_stages(small=True)
+    path = os.path.join(out_dir, model.graph.name + ".onnx")
+    save_with_external_data(model, path)
+    print(path)
     return 0
 
 
@@ -626,6 +630,46 @@ MODELS = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2, "bert_layer": bert
           "bert_layer_opset17": lambda small: bert_layer(small, opset=17),
           # Transformer layers in the shapes of models nobody here tuned for.
           "vit_block": vit_block, "minilm_layer": minilm_layer}
+
+
+def convnext_stages(small=True):
+    """ConvNeXt-T's first two stages as torchvision builds them (opset 17): a 4x4 stride-4 stem,
+    LayerNorm2d (Transpose to channels-last, LayerNormalization, Transpose back), blocks of a 7x7
+    depthwise convolution, channels-last LayerNorm, Linear to 4x, GELU (erf), Linear back,
+    Transpose to NCHW, the layer scale (Mul by [C, 1, 1]) and the residual Add; LayerNorm2d and a
+    2x2 stride-2 convolution between the stages. Small: 32x32, 16 and 32 channels, one block per
+    stage; else 224x224, 96 and 192 channels, three blocks each."""
+    b = Builder(7, opset=17)
+    size, widths, depth = (32, (16, 32), 1) if small else (224, (96, 192), 3)
+
+    def layer_norm_2d(x, c):
+        y = b.layer_norm(b.node("Transpose", [x], perm=[0, 2, 3, 1]), c, eps=1e-6)
+        return b.node("Transpose", [y], perm=[0, 3, 1, 2])
+
+    def block(x, c):
+        y = b.node("Conv", [x, b.weight((c, 1, 7, 7), 49), b.const(np.zeros(c, np.float32), "bias")],
+                   kernel_shape=[7, 7], pads=[3] * 4, group=c)
+        y = b.layer_norm(b.node("Transpose", [y], perm=[0, 2, 3, 1]), c, eps=1e-6)
+        y = b.linear(b.gelu(b.linear(y, c, 4 * c)), 4 * c, c)
+        y = b.node("Transpose", [y], perm=[0, 3, 1, 2])
+        y = b.node("Mul", [y, b.const((0.5 + 0.1 * b.rng.standard_normal((c, 1, 1))).astype(np.float32), "layer_scale")])
+        return b.node("Add", [y, x])
+
+    x = "input"
+    y = b.node("Conv", [x, b.weight((widths[0], 3, 4, 4), 48), b.const(np.zeros(widths[0], np.float32), "bias")],
+               kernel_shape=[4, 4], strides=[4, 4])
+    y = layer_norm_2d(y, widths[0])
+    for stage, c in enumerate(widths):
+        if stage > 0:
+            y = layer_norm_2d(y, widths[stage - 1])
+            y = b.node("Conv", [y, b.weight((c, widths[stage - 1], 2, 2), 4 * widths[stage - 1]),
+                                b.const(np.zeros(c, np.float32), "bias")], kernel_shape=[2, 2], strides=[2, 2])
+        for _ in range(depth):
+            y = block(y, c)
+    out = b.head(y, widths[-1], 1000 if not small else 10)
+    return b.model("convnext_stages" + ("_small" if small else ""),
+                   [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, size, size])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000 if not small else 10])])
 
 
 def resnet18_160():
@@ -652,7 +696,8 @@ def resnet18_160():
 # Written only when named by --only: the CNNs of today's exporters in their patterns, for
 # benchmarks (bench/RESULTS.md), not for the tests.
 BENCH_MODELS = {"efficientnet_b0": efficientnet_b0, "mobilenet_v3_small": mobilenet_v3_small,
-                "mobilenet_v3_large": mobilenet_v3_large, "resnet18_160": resnet18_160}
+                "mobilenet_v3_large": mobilenet_v3_large, "resnet18_160": resnet18_160,
+                "convnext_stages": lambda: convnext_stages(small=False)}
 
 
 def main():

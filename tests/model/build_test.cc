@@ -555,5 +555,34 @@ TEST(ModelBuild, ActivationsAndSqueezeExcitationStayInChannelBlocks) {
   }
 }
 
+// ConvNeXt moves every block's activations to channels-last for its LayerNorm and back: the
+// Transposes read the depthwise convolutions' channel blocks and write the blocks the next
+// convolution reads, and the layer scale (a constant [C, 1, 1]) and residual add run in those
+// blocks: no conversion step but the pooled features' to the classifier. Outputs within 1e-4 of
+// ONNX Runtime's.
+TEST(ModelBuild, ChannelsLastTransposesMoveBlockedDataOnce) {
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/convnext";
+  std::string error = testing::write_exporter_patterns(dir);
+  ASSERT_TRUE(error.empty()) << error;
+  std::string file = dir + "/convnext_stages_small.onnx";
+  auto graph = import_onnx_file(file);
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  Graph passed = *graph;
+  ASSERT_TRUE(run_passes(passed).ok());
+  auto program = lower_graph(passed);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  std::string steps;
+  int conversions = 0, transposes = 0;
+  for (const Step& step : program->steps) {
+    steps += " " + step.op;
+    conversions += step.op == "from NCHWc" || step.op == "to NCHWc";
+    transposes += step.op == "Transpose";
+  }
+  EXPECT_EQ(conversions, 1) << steps;
+  // Two per LayerNorm2d (after the stem, before the downsampling) and per block (two blocks).
+  EXPECT_EQ(transposes, 8) << steps;
+  builds_and_matches(*graph, file, dir + "/built");
+}
+
 }  // namespace
 }  // namespace tunefarm::model
