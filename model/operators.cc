@@ -17,6 +17,7 @@ namespace {
 using ir::Expr;
 using ir::Var;
 using ops::gelu;
+using ops::gelu_tanh;
 using ops::sigmoid;
 
 Status unsupported(const Node& node, const std::string& why) {
@@ -53,13 +54,6 @@ std::vector<Expr> as_exprs(const std::vector<Var>& v) { return {v.begin(), v.end
 
 Expr broadcast_read(const te::Tensor& t, const std::vector<Var>& idx) { return broadcast_read(t, as_exprs(idx)); }
 
-// GELU's tanh approximation, 0.5 x (1 + tanh(z)), as x sigmoid(2z): the same function through exp,
-// which vectorizes (tanh is a scalar call).
-Expr gelu_tanh(const Expr& x) {
-  Expr z = f32(std::sqrt(2.0 / M_PI)) * (x + f32(0.044715) * x * x * x);
-  return x * sigmoid(f32(2) * z);
-}
-
 // Mish, x tanh(softplus(x)), through exp only (which vectorizes): with n = (1 + e^x)^2,
 // tanh(log(1 + e^x)) = (n - 1) / (n + 1); past x = 20 that is 1 in float32, where n overflows.
 Expr mish(const Expr& x) {
@@ -74,7 +68,7 @@ Expr hard_sigmoid(const Expr& x, float alpha, float beta) {
 
 // The epilogues that are activations (group_epilogues folds them), applied to `y`.
 bool is_activation(const std::string& op) {
-  return op == "relu" || op == "clip" || op == "silu" || op == "hardswish" || op == "gelu";
+  return op == "relu" || op == "clip" || op == "silu" || op == "hardswish" || op == "gelu" || op == "gelu_tanh";
 }
 
 Expr activation(const Epilogue& e, const Expr& y) {
@@ -82,6 +76,7 @@ Expr activation(const Epilogue& e, const Expr& y) {
   if (e.op == "clip") return ir::min(ir::max(y, f32(e.lo)), f32(e.hi));
   if (e.op == "silu") return y * sigmoid(y);
   if (e.op == "gelu") return gelu(y);
+  if (e.op == "gelu_tanh") return gelu_tanh(y);
   return y * hard_sigmoid(y, 1.f / 6, 0.5f);
 }
 

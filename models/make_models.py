@@ -617,10 +617,10 @@ def exporter_patterns(out_dir):
             path = os.path.join(out_dir, model.graph.name + ".onnx")
             save_with_external_data(model, path)
             print(path)
-    model = convnext_stages(small=True)
-    path = os.path.join(out_dir, model.graph.name + ".onnx")
-    save_with_external_data(model, path)
-    print(path)
+    for model in (convnext_stages(small=True), gpt2_block(small=True)):
+        path = os.path.join(out_dir, model.graph.name + ".onnx")
+        save_with_external_data(model, path)
+        print(path)
     return 0
 
 
@@ -672,6 +672,46 @@ def convnext_stages(small=True):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000 if not small else 10])])
 
 
+def gpt2_block(small=True):
+    """A GPT-2 block as the TorchScript exporter writes Hugging Face's GPT2Block (opset 17): pre-norm,
+    Conv1D layers (the rows flattened by Reshape, a Gemm with the weight as [in, out], reshaped
+    back), Q, K and V by Split, the causal mask a Slice of a constant lower-triangular buffer applied
+    by Where with float32's lowest, gelu_new (GELU's tanh approximation written out with Pow and
+    Tanh). Small: 8 tokens of 32, 2 heads; else 128 tokens of 768, 12 heads."""
+    b = Builder(2, opset=17)
+    tokens, hidden, heads = (8, 32, 2) if small else (128, 768, 12)
+    head_dim = hidden // heads
+    x = "hidden_states"
+
+    def conv1d(t, fin, fout):
+        rows = b.node("Reshape", [t, b.const(np.array([-1, fin], np.int64), "shape")])
+        y = b.node("Gemm", [rows, b.weight((fin, fout), fin), b.const((0.02 * b.rng.standard_normal(fout)).astype(np.float32), "bias")])
+        return b.node("Reshape", [y, b.const(np.array([1, tokens, fout], np.int64), "shape")])
+
+    def split_heads(t):
+        t = b.node("Reshape", [t, b.const(np.array([1, tokens, heads, head_dim], np.int64), "shape")])
+        return b.node("Transpose", [t], perm=[0, 2, 1, 3])
+
+    qkv = conv1d(b.layer_norm(x, hidden, eps=1e-5), hidden, 3 * hidden)
+    q, k, v = (split_heads(t) for t in b.node("Split", [qkv, b.const(np.array([hidden] * 3, np.int64), "split")], outputs=3, axis=2))
+    scores = b.node("MatMul", [q, b.node("Transpose", [k], perm=[0, 1, 3, 2])])
+    scores = b.node("Div", [scores, b.const(np.float32(head_dim ** 0.5), "scale")])
+    causal = b.const(np.tril(np.ones((1, 1, 4 * tokens, 4 * tokens), bool)), "causal")
+    causal = b.node("Slice", [causal, b.const(np.array([0, 0], np.int64), "starts"), b.const(np.array([tokens, tokens], np.int64), "ends"),
+                              b.const(np.array([2, 3], np.int64), "axes")])
+    scores = b.node("Where", [causal, scores, b.const(np.float32(np.finfo(np.float32).min), "lowest")])
+    context = b.node("Transpose", [b.node("MatMul", [b.node("Softmax", [scores], axis=-1), v])], perm=[0, 2, 1, 3])
+    context = b.node("Reshape", [context, b.const(np.array([1, tokens, hidden], np.int64), "shape")])
+    y = b.node("Add", [conv1d(context, hidden, hidden), x])
+    h = conv1d(b.layer_norm(y, hidden, eps=1e-5), hidden, 4 * hidden)
+    inner = b.node("Add", [h, b.node("Mul", [b.node("Pow", [h, b.const(np.float32(3.0), "three")]), b.const(np.float32(0.044715), "c")])])
+    t = b.node("Tanh", [b.node("Mul", [inner, b.const(np.float32(np.sqrt(2 / np.pi)), "c")])])
+    h = b.node("Mul", [b.node("Mul", [h, b.const(np.float32(0.5), "half")]), b.node("Add", [t, b.const(np.float32(1.0), "one")])])
+    out = b.node("Add", [y, conv1d(h, 4 * hidden, hidden)])
+    return b.model("gpt2_block" + ("_small" if small else ""), [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, tokens, hidden])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, tokens, hidden])])
+
+
 def resnet18_160():
     """ResNet-18 at 160x160 (random weights): basic blocks of two 3x3 convolutions, the last stage's
     512-channel 3x3 convolutions on 5x5 maps."""
@@ -697,7 +737,7 @@ def resnet18_160():
 # benchmarks (bench/RESULTS.md), not for the tests.
 BENCH_MODELS = {"efficientnet_b0": efficientnet_b0, "mobilenet_v3_small": mobilenet_v3_small,
                 "mobilenet_v3_large": mobilenet_v3_large, "resnet18_160": resnet18_160,
-                "convnext_stages": lambda: convnext_stages(small=False)}
+                "convnext_stages": lambda: convnext_stages(small=False), "gpt2_block": lambda: gpt2_block(small=False)}
 
 
 def main():

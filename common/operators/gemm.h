@@ -14,8 +14,8 @@ struct GemmShape {
   bool batched = false;      // batch_matmul: a leading batch axis on A, B and C.
   bool transpose_b = false;  // dense: the second operand is W[N, K].
   // dense's epilogue, in this order: a bias per column, a residual tensor like C added, then one
-  // activation (ReLU, or GELU with erf as ONNX's Gelu computes it).
-  bool bias = false, residual = false, relu = false, gelu = false;
+  // activation (ReLU, GELU with erf as ONNX's Gelu computes it, or GELU's tanh approximation).
+  bool bias = false, residual = false, relu = false, gelu = false, gelu_tanh = false;
   int64_t batch = 1, M = 0, N = 0, K = 0;
   // dense: W arrives packed in column panels, [ceil(N / w_block), K, w_block] with the last panel
   // zero-padded (a model packs its constant weights so once when it is built); 0: W[N, K].

@@ -443,8 +443,8 @@ class CodeGen {
     if (op->name == "sqrt") return unary_intrinsic(llvm::Intrinsic::sqrt, x);
     if (op->name == "erf") return emit_erf(x);
     if (op->name == "tanh") return emit_tanh(x);
-    // NVPTX lowers the intrinsic to its own fast exponential.
-    return info_.gpu ? unary_intrinsic(llvm::Intrinsic::exp, x) : emit_exp_arith(x);
+    // On GPUs too: NVPTX lowers the exp intrinsic to a call of expf, which a kernel cannot link.
+    return emit_exp_arith(x);
   }
 
   llvm::Value* emit_cast(const Cast* op) {

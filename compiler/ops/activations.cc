@@ -17,4 +17,13 @@ ir::Expr gelu(const ir::Expr& x) {
 
 double gelu_reference(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
+ir::Expr gelu_tanh(const ir::Expr& x) {
+  ir::Expr z = f32(std::sqrt(2.0 / M_PI)) * (x + f32(0.044715) * x * x * x);
+  return x * sigmoid(f32(2) * z);
+}
+
+double gelu_tanh_reference(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
 }  // namespace tunefarm::ops

@@ -71,6 +71,7 @@ void gemm_reference(const Workload& w, const std::vector<const float*>& in, floa
         if (residual) acc += residual[n * g.M * g.N + i * g.N + j];
         if (g.relu && acc < 0) acc = 0;
         if (g.gelu) acc = gelu_reference(acc);
+        if (g.gelu_tanh) acc = gelu_tanh_reference(acc);
         cn[i * g.N + j] = static_cast<float>(acc);
       }
     }
@@ -84,7 +85,7 @@ struct EpilogueInputs {
   te::Tensor bias, residual;
 };
 
-bool has_epilogue(const Gemm& g) { return g.bias || g.residual || g.relu || g.gelu; }
+bool has_epilogue(const Gemm& g) { return g.bias || g.residual || g.relu || g.gelu || g.gelu_tanh; }
 
 EpilogueInputs epilogue_inputs(const Gemm& g, std::vector<te::Tensor>& inputs) {
   EpilogueInputs e;
@@ -98,6 +99,7 @@ Expr apply_epilogue(const Gemm& g, const EpilogueInputs& e, Expr val, const std:
   if (g.residual) val = val + e.residual(std::vector<Expr>(v.begin(), v.end()));
   if (g.relu) val = ir::max(val, ir::float_imm(0));
   if (g.gelu) val = gelu(val);
+  if (g.gelu_tanh) val = gelu_tanh(val);
   return val;
 }
 

@@ -1,8 +1,12 @@
 #include "model/passes/fuse_patterns.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <map>
 #include <set>
+
+#include "compiler/ops/activations.h"
 
 namespace tunefarm::model {
 namespace {
@@ -16,24 +20,125 @@ int next(const Graph& g, const std::string& value, const char* op) {
   return r >= 0 && g.nodes[r].op == op && g.nodes[r].outputs.size() == 1 ? r : -1;
 }
 
-// A GELU ending at the node `end` (the final Mul by 0.5, or the Mul by x when the 0.5 came first).
-bool match_gelu(const Graph& g, int erf, std::vector<int>& chain, std::string& input, std::string& output) {
-  const Node& e = g.nodes[erf];
-  int div = g.producer(e.inputs[0]);
-  float k;
-  if (div < 0 || g.nodes[div].op != "Div" || g.readers(g.nodes[div].outputs[0]) != 1 ||
-      !g.scalar(g.nodes[div].inputs[1], k) || std::abs(k - std::sqrt(2.f)) > 1e-3f)
-    return false;
-  input = g.nodes[div].inputs[0];
-  int add = next(g, e.outputs[0], "Add");
-  if (add < 0 || !g.scalar(other_input(g.nodes[add], e.outputs[0]), k) || k != 1.f) return false;
-  int mul = next(g, g.nodes[add].outputs[0], "Mul");
-  if (mul < 0 || other_input(g.nodes[mul], g.nodes[add].outputs[0]) != input) return false;
-  int half = next(g, g.nodes[mul].outputs[0], "Mul");
-  if (half < 0 || !g.scalar(other_input(g.nodes[half], g.nodes[mul].outputs[0]), k) || k != 0.5f) return false;
-  chain = {div, erf, add, mul, half};
-  output = g.nodes[half].outputs[0];
+// GELU as exporters write it out of elementwise nodes: erf's form (BERT's; PyTorch's exporters
+// for nn.GELU, Div by √2 or Mul by 1/√2, the 0.5 first or last) and the tanh approximation
+// (GPT-2's gelu_new, Pow or x*x*x, the constants rounded as each writes them). Rather than one
+// pattern per way of writing it, the function the nodes compute is evaluated: a region of
+// elementwise nodes computing a value from one tensor x and scalar constants is GELU when it agrees
+// with it at points across its range.
+constexpr int kMaxRegionNodes = 16;
+const double kSamples[] = {-6.0, -3.1, -1.7, -0.9, -0.3, -0.02, 0.0, 0.05, 0.4, 1.1, 2.3, 4.2};
+constexpr size_t kSampleCount = sizeof(kSamples) / sizeof(kSamples[0]);
+using Samples = std::array<double, kSampleCount>;
+
+// `op` applied to `a` (and `b` for a binary one) at every sample; false for an operator a
+// region does not take.
+bool evaluate(const std::string& op, const Samples& a, const Samples* b, Samples& out) {
+  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Pow"};
+  if (kBinary.count(op) != (b != nullptr)) return false;
+  for (size_t i = 0; i < kSampleCount; ++i) {
+    double x = a[i], y = b ? (*b)[i] : 0.0;
+    if (op == "Add") out[i] = x + y;
+    else if (op == "Sub") out[i] = x - y;
+    else if (op == "Mul") out[i] = x * y;
+    else if (op == "Div") out[i] = x / y;
+    else if (op == "Pow") out[i] = std::pow(x, y);
+    else if (op == "Tanh") out[i] = std::tanh(x);
+    else if (op == "Erf") out[i] = std::erf(x);
+    else if (op == "Sqrt") out[i] = std::sqrt(x);
+    else if (op == "Neg") out[i] = -x;
+    else if (op == "Exp") out[i] = std::exp(x);
+    else if (op == "Sigmoid") out[i] = 1.0 / (1.0 + std::exp(-x));
+    else return false;
+  }
   return true;
+}
+
+bool agrees(const Samples& v, double (*reference)(double)) {
+  for (size_t i = 0; i < kSampleCount; ++i) {
+    double r = reference(kSamples[i]);
+    if (!(std::abs(v[i] - r) <= 1e-5 * (1.0 + std::abs(r)))) return false;
+  }
+  return true;
+}
+
+// The GELU computed from `x` by nodes after x's producer: its nodes (`chain`), the value it ends at
+// (`output`) and whether it is the tanh approximation. Only a region whose values nothing outside
+// it reads is taken, so that replacing it by one node loses nothing.
+bool match_gelu_of(const Graph& g, const std::string& x, std::vector<int>& chain, std::string& output, bool& tanh) {
+  std::map<std::string, Samples> known;
+  std::copy(std::begin(kSamples), std::end(kSamples), known[x].begin());
+  std::vector<int> region;
+  for (size_t i = static_cast<size_t>(g.producer(x) + 1); i < g.nodes.size() && region.size() < kMaxRegionNodes; ++i) {
+    const Node& n = g.nodes[i];
+    if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs.size() > 2) continue;
+    std::vector<Samples> in;
+    bool reads_region = false, ok = true;
+    for (const std::string& name : n.inputs) {
+      float c;
+      if (auto it = known.find(name); it != known.end()) {
+        in.push_back(it->second);
+        reads_region = true;
+      } else if (g.scalar(name, c)) {
+        in.push_back({});
+        in.back().fill(c);
+      } else {
+        ok = false;
+      }
+    }
+    Samples out;
+    if (!ok || !reads_region || !evaluate(n.op, in[0], in.size() > 1 ? &in[1] : nullptr, out)) continue;
+    known[n.outputs[0]] = out;
+    region.push_back(static_cast<int>(i));
+  }
+  for (int end : region) {
+    const std::string& v = g.nodes[end].outputs[0];
+    bool erf_form = agrees(known[v], ops::gelu_reference), tanh_form = agrees(known[v], ops::gelu_tanh_reference);
+    if (!erf_form && !tanh_form) continue;
+    // The nodes `v` is computed by, back to x; each of their values read only among them.
+    std::set<int> cone = {end};
+    for (auto it = std::find(region.rbegin(), region.rend(), end); it != region.rend(); ++it)
+      if (cone.count(*it))
+        for (const std::string& name : g.nodes[*it].inputs)
+          if (int p = g.producer(name); p >= 0 && name != x && known.count(name)) cone.insert(p);
+    bool closed = true;
+    for (int c : cone) {
+      const std::string& value = g.nodes[c].outputs[0];
+      if (c == end) continue;
+      int inside = 0;
+      for (int r : cone) inside += static_cast<int>(std::count(g.nodes[r].inputs.begin(), g.nodes[r].inputs.end(), value));
+      closed = closed && inside == g.readers(value);
+    }
+    if (!closed || cone.size() < 2) continue;
+    chain.assign(cone.begin(), cone.end());
+    output = v;
+    tanh = tanh_form;
+    return true;
+  }
+  return false;
+}
+
+// The GELU a Tanh or Erf node is part of: its x is among the tensors its region reads, found
+// walking back from the node through the elementwise nodes before it.
+bool match_gelu(const Graph& g, int at, std::vector<int>& chain, std::string& input, std::string& output, bool& tanh) {
+  std::vector<std::string> frontier = {g.nodes[at].inputs.at(0)}, tried;
+  for (int depth = 0; depth < 6 && !frontier.empty(); ++depth) {
+    std::vector<std::string> next;
+    for (const std::string& name : frontier) {
+      if (std::count(tried.begin(), tried.end(), name)) continue;
+      tried.push_back(name);
+      float c;
+      if (g.scalar(name, c)) continue;
+      if (match_gelu_of(g, name, chain, output, tanh)) {
+        input = name;
+        return true;
+      }
+      if (int p = g.producer(name); p >= 0 && g.nodes[p].inputs.size() <= 2 && g.nodes[p].outputs.size() == 1)
+        next.insert(next.end(), g.nodes[p].inputs.begin(), g.nodes[p].inputs.end());
+    }
+    frontier = std::move(next);
+  }
+  return false;
 }
 
 // Mish as exporters before opset 18 write it: Softplus(x) -> Tanh -> Mul(x).
@@ -108,9 +213,12 @@ StatusOr<int> fuse_patterns(Graph& graph) {
       std::vector<int> chain;
       std::string input, output;
       Node replacement;
-      if (graph.nodes[i].op == "Erf" && match_gelu(graph, static_cast<int>(i), chain, input, output)) {
+      bool tanh = false;
+      if ((graph.nodes[i].op == "Erf" || graph.nodes[i].op == "Tanh") &&
+          match_gelu(graph, static_cast<int>(i), chain, input, output, tanh)) {
         replacement.op = "Gelu";
         replacement.inputs = {input};
+        if (tanh) replacement.attributes["approximate"].s = "tanh";
       } else if (graph.nodes[i].op == "Softplus" && match_mish(graph, static_cast<int>(i), chain, input, output)) {
         replacement.op = "Mish";
         replacement.inputs = {input};

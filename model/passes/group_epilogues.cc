@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/operators.h"
+
 namespace tunefarm::model {
 namespace {
 
@@ -105,6 +107,21 @@ StatusOr<int> group_epilogues(Graph& graph) {
       if (r < 0) break;
       const Node& next = graph.nodes[r];
       if (next.outputs.size() != 1) break;
+      // A GEMM's rows reshaped (GPT-2's Conv1D: a Gemm of [B*T, K] rows, reshaped back to
+      // [B, T, N]) are the same rows in the same order: the operator writes the reshaped value,
+      // and what follows folds as it would after a MatMul of [B, T, K].
+      if (node.op != "Conv" && is_view(next.op) && next.inputs[0] == node.outputs[0]) {
+        const Value* to = graph.find(next.outputs[0]);
+        if (!to || to->shape.empty() || out->shape.empty() || to->shape.back() != out->shape.back() ||
+            to->elements() != out->elements())
+          break;
+        if (node.sources.empty()) node.sources.push_back(node.name);
+        node.sources.push_back(next.name);
+        node.outputs[0] = next.outputs[0];
+        graph.nodes.erase(graph.nodes.begin() + r);
+        ++grouped;
+        continue;
+      }
       Epilogue e;
       if (next.op == "Relu") {
         e.op = "relu";
@@ -113,6 +130,9 @@ StatusOr<int> group_epilogues(Graph& graph) {
       } else if (next.op == "Gelu" && next.inputs.size() == 1 &&
                  (!next.attributes.count("approximate") || next.attributes.at("approximate").s == "none")) {
         e.op = "gelu";
+      } else if (next.op == "Gelu" && next.inputs.size() == 1 && next.attributes.count("approximate") &&
+                 next.attributes.at("approximate").s == "tanh") {
+        e.op = "gelu_tanh";
       } else if (next.op == "Clip") {
         if (!clip_bounds(graph, next, e.lo, e.hi)) break;
         e.op = "clip";

@@ -1,6 +1,6 @@
 // Groups each tunable operator (Conv, Gemm, MatMul) with the elementwise operations that follow it
 // and that nothing else reads — a bias Add, a residual Add, Relu, Clip (ReLU6), HardSwish, GELU
-// (erf), and SiLU or HardSwish written as x * Sigmoid(x) or x * HardSigmoid(x) — so that a built
+// (erf, or its tanh approximation), and SiLU or HardSwish written as x * Sigmoid(x) or x * HardSigmoid(x) — so that a built
 // model runs them in the operator's kernel while its output is still in registers, and so that a
 // MatMul + Add of a linear layer is seen as one dense operator with a bias.
 #pragma once

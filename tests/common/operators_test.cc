@@ -65,6 +65,10 @@ TEST(Operators, GemmShapesAndArguments) {
   auto both = parse_workload("dense:M=4,N=8,K=16,relu=1,gelu=1");
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("one activation"), std::string::npos) << both.status().message();
+  EXPECT_TRUE(gemm_shape(parse("dense:M=4,N=8,K=16,gelu_tanh=1")).gelu_tanh);
+  auto two_gelus = parse_workload("dense:M=4,N=8,K=16,gelu=1,gelu_tanh=1");
+  ASSERT_FALSE(two_gelus.ok());
+  EXPECT_NE(two_gelus.status().message().find("one activation"), std::string::npos) << two_gelus.status().message();
 
   Workload bmm = parse("batch_matmul:B=3,M=4,N=5,K=6");
   EXPECT_EQ(gemm_shape(bmm).batch, 3);

@@ -34,6 +34,8 @@ inline const std::vector<std::string>& small_workloads() {
       "dense:M=10,N=37,K=21,bias=1,w_block=16",
       "dense:M=3,N=41,K=29,residual=1,gelu=1",
       "dense:M=10,N=37,K=21,bias=1,residual=1,gelu=1,w_block=16",
+      // GPT-2's FFN: GELU's tanh approximation in the epilogue.
+      "dense:M=5,N=52,K=19,bias=1,gelu_tanh=1,w_block=16",
       "dense:M=7,N=48,K=300,w_block=48",
       "batch_matmul:B=3,M=11,N=35,K=9",
       "batch_matmul:B=2,M=20,N=17,K=24",

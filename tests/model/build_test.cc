@@ -555,6 +555,21 @@ TEST(ModelBuild, ActivationsAndSqueezeExcitationStayInChannelBlocks) {
   }
 }
 
+// `name`, one of the models make_models.py writes in today's exporters' patterns (into `dir`):
+// imported, and the program the passes and the lowering make of it.
+void lower_pattern(const std::string& dir, const std::string& name, Graph& graph, Program& program) {
+  std::string error = testing::write_exporter_patterns(dir);
+  ASSERT_TRUE(error.empty()) << error;
+  auto imported = import_onnx_file(dir + "/" + name + ".onnx");
+  ASSERT_TRUE(imported.ok()) << imported.status().to_string();
+  graph = *imported;
+  Graph passed = graph;
+  ASSERT_TRUE(run_passes(passed).ok());
+  auto lowered = lower_graph(passed);
+  ASSERT_TRUE(lowered.ok()) << lowered.status().to_string();
+  program = std::move(*lowered);
+}
+
 // ConvNeXt moves every block's activations to channels-last for its LayerNorm and back: the
 // Transposes read the depthwise convolutions' channel blocks and write the blocks the next
 // convolution reads, and the layer scale (a constant [C, 1, 1]) and residual add run in those
@@ -562,18 +577,12 @@ TEST(ModelBuild, ActivationsAndSqueezeExcitationStayInChannelBlocks) {
 // ONNX Runtime's.
 TEST(ModelBuild, ChannelsLastTransposesMoveBlockedDataOnce) {
   std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/convnext";
-  std::string error = testing::write_exporter_patterns(dir);
-  ASSERT_TRUE(error.empty()) << error;
-  std::string file = dir + "/convnext_stages_small.onnx";
-  auto graph = import_onnx_file(file);
-  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
-  Graph passed = *graph;
-  ASSERT_TRUE(run_passes(passed).ok());
-  auto program = lower_graph(passed);
-  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  Graph graph;
+  Program program;
+  ASSERT_NO_FATAL_FAILURE(lower_pattern(dir, "convnext_stages_small", graph, program));
   std::string steps;
   int conversions = 0, transposes = 0;
-  for (const Step& step : program->steps) {
+  for (const Step& step : program.steps) {
     steps += " " + step.op;
     conversions += step.op == "from NCHWc" || step.op == "to NCHWc";
     transposes += step.op == "Transpose";
@@ -581,7 +590,30 @@ TEST(ModelBuild, ChannelsLastTransposesMoveBlockedDataOnce) {
   EXPECT_EQ(conversions, 1) << steps;
   // Two per LayerNorm2d (after the stem, before the downsampling) and per block (two blocks).
   EXPECT_EQ(transposes, 8) << steps;
-  builds_and_matches(*graph, file, dir + "/built");
+  builds_and_matches(graph, dir + "/convnext_stages_small.onnx", dir + "/built");
+}
+
+// GPT-2's block as exported: each Conv1D (a Gemm between Reshapes) is one dense task with its
+// bias, the FFN's gelu_new (written out with Pow and Tanh) and both residual adds in its kernel.
+// Outputs within 1e-4 of ONNX Runtime's.
+TEST(ModelBuild, Gpt2ConvOneDLayersTakeTheirGeluAndResidualsIntoTheirKernels) {
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/gpt2";
+  Graph graph;
+  Program program;
+  ASSERT_NO_FATAL_FAILURE(lower_pattern(dir, "gpt2_block_small", graph, program));
+  std::vector<std::string> dense;
+  std::string steps;
+  for (const Step& step : program.steps) {
+    steps += " " + step.op;
+    if (step.workload && step.workload->op == "dense") dense.push_back(step.workload->to_string());
+  }
+  EXPECT_EQ(dense, (std::vector<std::string>{"dense:M=8,N=96,K=32,bias=1,w_block=48",
+                                             "dense:M=8,N=32,K=32,bias=1,residual=1,w_block=32",
+                                             "dense:M=8,N=128,K=32,bias=1,gelu_tanh=1,w_block=32",
+                                             "dense:M=8,N=32,K=128,bias=1,residual=1,w_block=32"}))
+      << steps;
+  EXPECT_EQ(steps.find("Tanh"), std::string::npos) << steps;
+  builds_and_matches(graph, dir + "/gpt2_block_small.onnx", dir + "/built");
 }
 
 }  // namespace

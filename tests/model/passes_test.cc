@@ -1,6 +1,7 @@
 // The model passes one by one, on small graphs built in code: what each rewrites, and what it must
 // leave alone. (Whole models through all of them: tasks_test.cc and build_test.cc.)
 #include <cmath>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -117,6 +118,119 @@ TEST(FusePatterns, AChainThatOnlyLooksLikeGeluStays) {
   ASSERT_TRUE(fused.ok());
   EXPECT_EQ(*fused, 0);
   EXPECT_EQ(b.g.nodes.size(), 5u);
+}
+
+// GPT-2's gelu_new from x and the constants three, k (0.044715), c (sqrt(2/pi)), one and half:
+// 0.5x (1 + tanh(c (x + k x^3))), the 0.5 first.
+void gelu_new(GraphBuilder& b) {
+  b.node("Pow", {"x", "three"}, "p");
+  b.node("Mul", {"p", "k"}, "kp");
+  b.node("Add", {"x", "kp"}, "inner");
+  b.node("Mul", {"inner", "c"}, "z");
+  b.node("Tanh", {"z"}, "t");
+  b.node("Add", {"t", "one"}, "t1");
+  b.node("Mul", {"x", "half"}, "hx");
+  b.node("Mul", {"hx", "t1"}, "y");
+}
+
+// GELU's tanh approximation as exporters write it: GPT-2's gelu_new (Pow, the 0.5 first), the
+// dynamo exporter's (constants first, the 0.5 last), and x * x * x with the constant rounded as
+// Hugging Face's FastGELU writes it; and erf's form with a Mul by 1/sqrt(2). Each becomes one Gelu
+// node, approximate "tanh" where it is the approximation.
+TEST(FusePatterns, GeluWrittenAnyWayIsRecognizedByTheFunctionItComputes) {
+  struct Form {
+    const char* name;
+    bool tanh;
+    std::function<void(GraphBuilder&)> write;
+  };
+  const Form forms[] = {
+      {"gpt2", true, gelu_new},
+      {"dynamo", true,
+       [](GraphBuilder& b) {
+         b.node("Pow", {"x", "three"}, "p");
+         b.node("Mul", {"k", "p"}, "kp");
+         b.node("Add", {"x", "kp"}, "inner");
+         b.node("Mul", {"c", "inner"}, "z");
+         b.node("Tanh", {"z"}, "t");
+         b.node("Add", {"t", "one"}, "t1");
+         b.node("Mul", {"x", "t1"}, "xt");
+         b.node("Mul", {"half", "xt"}, "y");
+       }},
+      {"cubed", true,
+       [](GraphBuilder& b) {
+         b.node("Mul", {"x", "x"}, "x2");
+         b.node("Mul", {"x2", "x"}, "p");
+         b.node("Mul", {"p", "k"}, "kp");
+         b.node("Add", {"kp", "x"}, "inner");
+         b.node("Mul", {"inner", "c_rounded"}, "z");
+         b.node("Tanh", {"z"}, "t");
+         b.node("Add", {"one", "t"}, "t1");
+         b.node("Mul", {"t1", "x"}, "xt");
+         b.node("Div", {"xt", "two"}, "y");
+       }},
+      {"erf_by_mul", false,
+       [](GraphBuilder& b) {
+         b.node("Mul", {"x", "inv_sqrt2"}, "d");
+         b.node("Erf", {"d"}, "e");
+         b.node("Add", {"e", "one"}, "a");
+         b.node("Mul", {"half", "x"}, "hx");
+         b.node("Mul", {"hx", "a"}, "y");
+       }},
+  };
+  for (const Form& form : forms) {
+    GraphBuilder b;
+    b.value("x", {4});
+    b.scalar("three", 3.f);
+    b.scalar("k", 0.044715f);
+    b.scalar("c", static_cast<float>(std::sqrt(2.0 / M_PI)));
+    b.scalar("c_rounded", 0.7978845608f);
+    b.scalar("one", 1.f);
+    b.scalar("two", 2.f);
+    b.scalar("half", 0.5f);
+    b.scalar("inv_sqrt2", static_cast<float>(1.0 / std::sqrt(2.0)));
+    for (const char* v : {"p", "x2", "kp", "inner", "z", "t", "t1", "hx", "xt", "d", "e", "a", "y"}) b.value(v, {4});
+    form.write(b);
+    size_t nodes = b.g.nodes.size();
+    b.g.inputs = {"x"};
+    b.g.outputs = {"y"};
+    auto fused = fuse_patterns(b.g);
+    ASSERT_TRUE(fused.ok()) << form.name;
+    EXPECT_EQ(*fused, 1) << form.name;
+    ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Gelu"})) << form.name;
+    const Node& gelu = b.g.nodes[0];
+    EXPECT_EQ(gelu.inputs, (std::vector<std::string>{"x"})) << form.name;
+    EXPECT_EQ(gelu.outputs, (std::vector<std::string>{"y"})) << form.name;
+    EXPECT_EQ(gelu.sources.size(), nodes) << form.name;
+    EXPECT_EQ(gelu.attributes.count("approximate") ? gelu.attributes.at("approximate").s : "none", form.tanh ? "tanh" : "none")
+        << form.name;
+  }
+}
+
+// The tanh form with its cubic's constant off (0.04 for 0.044715), and the right chain whose
+// tanh something else reads too: neither is replaced.
+TEST(FusePatterns, ATanhChainThatIsNotGeluOrIsReadInsideStays) {
+  for (bool shared : {false, true}) {
+    GraphBuilder b;
+    b.value("x", {4});
+    b.scalar("three", 3.f);
+    b.scalar("k", shared ? 0.044715f : 0.04f);
+    b.scalar("c", static_cast<float>(std::sqrt(2.0 / M_PI)));
+    b.scalar("one", 1.f);
+    b.scalar("half", 0.5f);
+    for (const char* v : {"p", "kp", "inner", "z", "t", "t1", "hx", "y", "other"}) b.value(v, {4});
+    gelu_new(b);
+    b.g.inputs = {"x"};
+    b.g.outputs = {"y"};
+    if (shared) {
+      b.node("Relu", {"t"}, "other");
+      b.g.outputs.push_back("other");
+    }
+    size_t nodes = b.g.nodes.size();
+    auto fused = fuse_patterns(b.g);
+    ASSERT_TRUE(fused.ok());
+    EXPECT_EQ(*fused, 0) << (shared ? "shared tanh" : "wrong constant");
+    EXPECT_EQ(b.g.nodes.size(), nodes);
+  }
 }
 
 // x * Tanh(Softplus(x)), as exporters write Mish before opset 18; times another value it is not.
@@ -293,6 +407,41 @@ TEST(GroupEpilogues, SiluWrittenAsAProductJoinsTheConvolution) {
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ(*kept, 0);
   EXPECT_EQ(shared.g.nodes.size(), 4u);
+}
+
+// GPT-2's Conv1D: the rows of [1, 3, 4] flattened for a Gemm, its output reshaped back, then GELU
+// (tanh) and the residual add: the Gemm writes the reshaped value, and both join it.
+TEST(GroupEpilogues, AGemmsRowsReshapedBackKeepTheirEpilogues) {
+  GraphBuilder b;
+  b.value("x", {1, 3, 4});
+  b.constant("rows", {2}, {});
+  b.g.values["rows"].is_float = false;
+  b.g.values["rows"].ints = {-1, 4};
+  b.constant("back", {3}, {});
+  b.g.values["back"].is_float = false;
+  b.g.values["back"].ints = {1, 3, 4};
+  b.constant("w", {4, 4}, std::vector<float>(16, 0.1f));
+  b.constant("bias", {4}, {1, 2, 3, 4});
+  b.value("a", {3, 4});
+  b.value("g", {3, 4});
+  for (const char* v : {"r", "y", "z"}) b.value(v, {1, 3, 4});
+  b.node("Reshape", {"x", "rows"}, "a");
+  b.node("Gemm", {"a", "w", "bias"}, "g");
+  b.node("Reshape", {"g", "back"}, "r");
+  b.node("Gelu", {"r"}, "y").attributes["approximate"].s = "tanh";
+  b.node("Add", {"y", "x"}, "z");
+  b.g.inputs = {"x"};
+  b.g.outputs = {"z"};
+  auto grouped = group_epilogues(b.g);
+  ASSERT_TRUE(grouped.ok());
+  EXPECT_EQ(*grouped, 3);
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Reshape", "Gemm"}));
+  const Node& gemm = b.g.nodes[1];
+  EXPECT_EQ(gemm.outputs[0], "z");
+  ASSERT_EQ(gemm.epilogue.size(), 2u);
+  EXPECT_EQ(gemm.epilogue[0].op, "gelu_tanh");
+  EXPECT_EQ(gemm.epilogue[1].op, "add");
+  EXPECT_EQ(gemm.epilogue[1].operand, "x");
 }
 
 TEST(GroupEpilogues, AnOutputReadTwiceOrAnAddendComputedLaterStaysApart) {
