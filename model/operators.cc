@@ -206,6 +206,18 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
       return op == "And" ? ir::min(a, b) : ir::max(a, b);
     });
   }
+  // Sum, Mean, Max and Min of any number of inputs (broadcasting), from opset 8.
+  if ((op == "Sum" || op == "Mean") || ((op == "Max" || op == "Min") && in.size() != 2)) {
+    if (in.empty()) return unsupported(node, "has no input");
+    return te::compute("out", out, [&](const std::vector<Var>& i) {
+      Expr v = broadcast_read(in[0], i);
+      for (size_t k = 1; k < in.size(); ++k) {
+        Expr next = broadcast_read(in[k], i);
+        v = op == "Max" ? ir::max(v, next) : op == "Min" ? ir::min(v, next) : v + next;
+      }
+      return op == "Mean" ? v * f32(1.0 / double(in.size())) : v;
+    });
+  }
   static const std::map<std::string, ir::BinaryOp> kBinary = {
       {"Add", ir::BinaryOp::kAdd}, {"Sub", ir::BinaryOp::kSub}, {"Mul", ir::BinaryOp::kMul}, {"Div", ir::BinaryOp::kDiv},
       {"Max", ir::BinaryOp::kMax}, {"Min", ir::BinaryOp::kMin}};
@@ -215,9 +227,28 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
       return ir::binary(b->second, broadcast_read(in[0], i), broadcast_read(in[1], i));
     });
   }
+  if (op == "PRelu") {
+    if (in.size() != 2) return unsupported(node, "expects two inputs");
+    return te::compute("out", out, [&](const std::vector<Var>& i) {
+      Expr x = broadcast_read(in[0], i);
+      return ir::select(ir::lt(x, f32(0)), broadcast_read(in[1], i) * x, x);
+    });
+  }
   auto unary = [&](const std::function<Expr(Expr)>& f) {
     return te::compute("out", out, [&](const std::vector<Var>& i) { return f(broadcast_read(in[0], i)); });
   };
+  // e^x - 1 below zero (ELU, SELU): through the exponential, exact to float32's rounding of it.
+  auto elu = [](Expr x, float alpha) {
+    return ir::select(ir::lt(x, f32(0)), f32(alpha) * (ir::call(ir::Type::f32(), "exp", {x}) - f32(1)), x);
+  };
+  if (op == "Elu") {
+    float alpha = node.float_attr("alpha", 1.f);
+    return unary([&](Expr x) { return elu(x, alpha); });
+  }
+  if (op == "Selu") {
+    float alpha = node.float_attr("alpha", 1.67326319217681884765625f), gamma = node.float_attr("gamma", 1.05070102214813232421875f);
+    return unary([&](Expr x) { return f32(gamma) * elu(x, alpha); });
+  }
   if (op == "Relu") return unary([](Expr x) { return ir::max(x, f32(0)); });
   if (op == "Sigmoid") return unary(sigmoid);
   if (op == "Mish") return unary(mish);
@@ -269,6 +300,137 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
   return unsupported(node, "is not an operator a built model can run yet");
 }
 
+// floor(v) and ceil(v) of a float32 from its truncation toward zero.
+Expr floor_of(const Expr& v) {
+  Expr t = ir::cast(ir::Type::i64(), v);
+  return ir::select(ir::lt(v, ir::cast(ir::Type::f32(), t)), t - 1, t);
+}
+Expr ceil_of(const Expr& v) {
+  Expr t = ir::cast(ir::Type::i64(), v);
+  return ir::select(ir::lt(ir::cast(ir::Type::f32(), t), v), t + 1, t);
+}
+
+// Average pooling over a 2-D NCHW window: the padding zeros, the sum divided by the window's
+// elements inside the input (count_include_pad 0, the default) or inside the padded input (1);
+// with ceil_mode the last windows reach past the padding, which never counts.
+StatusOr<te::Tensor> average_pool(const Node& node, const te::Tensor& x, const std::vector<int64_t>& out) {
+  if (x.shape().size() != 4 || out.size() != 4) return unsupported(node, "only 2-D pooling of NCHW tensors is supported");
+  int64_t h = x.shape()[2], w = x.shape()[3];
+  std::vector<int64_t> kernel = node.ints_attr("kernel_shape"), strides = node.ints_attr("strides"), pads = node.ints_attr("pads"),
+                       dilations = node.ints_attr("dilations");
+  if (strides.empty()) strides = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (!dilations.empty() && dilations != std::vector<int64_t>{1, 1}) return unsupported(node, "dilated average pooling is not supported");
+  if (kernel.size() != 2 || strides.size() != 2 || pads.size() != 4)
+    return unsupported(node, "kernel_shape, strides or pads that do not describe 2-D pooling");
+  if (node.attributes.count("auto_pad") && node.attributes.at("auto_pad").s != "NOTSET")
+    return unsupported(node, "auto_pad is not supported (the exporters write pads)");
+  bool include_pad = node.int_attr("count_include_pad", 0) != 0;
+  int64_t hp = std::max(h + pads[0] + pads[2], (out[2] - 1) * strides[0] + kernel[0]);
+  int64_t wp = std::max(w + pads[1] + pads[3], (out[3] - 1) * strides[1] + kernel[1]);
+  te::Tensor padded = te::compute("padded", {x.shape()[0], x.shape()[1], hp, wp}, [&](const std::vector<Var>& i) {
+    Expr y = i[2] - pads[0], xx = i[3] - pads[1];
+    Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),
+                                  ir::logical_and(ir::ge(xx, ir::int_imm(0)), ir::lt(xx, ir::int_imm(w))));
+    Expr read = x(i[0], i[1], ir::max(ir::min(y, ir::int_imm(h - 1)), ir::int_imm(0)),
+                  ir::max(ir::min(xx, ir::int_imm(w - 1)), ir::int_imm(0)));
+    return ir::select(inside, read, f32(0));
+  });
+  auto r = te::reduce_axis(kernel[0], "r");
+  auto s = te::reduce_axis(kernel[1], "s");
+  te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
+    return te::sum(padded(i[0], i[1], i[2] * strides[0] + r->var, i[3] * strides[1] + s->var), {r, s});
+  });
+  // The elements of the window along one axis that count: inside [lo, hi) of the (padded) input.
+  auto counted = [&](Expr at, int64_t stride, int64_t k, int64_t pad_begin, int64_t size, int64_t pad_end) {
+    Expr first = at * stride - pad_begin;
+    int64_t lo = include_pad ? -pad_begin : 0, hi = include_pad ? size + pad_end : size;
+    return ir::min(first + k, ir::int_imm(hi)) - ir::max(first, ir::int_imm(lo));
+  };
+  return te::compute("out", out, [&](const std::vector<Var>& i) {
+    Expr n = counted(i[2], strides[0], kernel[0], pads[0], h, pads[2]) * counted(i[3], strides[1], kernel[1], pads[1], w, pads[3]);
+    return total(as_exprs(i)) / ir::cast(ir::Type::f32(), n);
+  });
+}
+
+// Resize (and opset 9's Upsample) of an NCHW tensor's rows and columns, as ONNX Runtime computes
+// it: nearest (each nearest_mode) or bilinear, every coordinate_transformation_mode but
+// tf_crop_and_resize; the output's shape from shape inference, the scale from the scales input or
+// the sizes.
+StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tensor& x, const std::vector<int64_t>& out) {
+  const auto& xs = x.shape();
+  if (xs.size() != 4 || out.size() != 4 || out[0] != xs[0] || out[1] != xs[1])
+    return unsupported(node, "only the rows and columns of an NCHW tensor are resized");
+  auto text = [&](const char* key, const char* fallback) {
+    return node.attributes.count(key) ? node.attributes.at(key).s : std::string(fallback);
+  };
+  std::string mode = text("mode", "nearest"), transform = text("coordinate_transformation_mode", "half_pixel"),
+              nearest = text("nearest_mode", "round_prefer_floor");
+  if (node.op == "Upsample") transform = "asymmetric", nearest = "floor";
+  if (mode != "nearest" && mode != "linear") return unsupported(node, fmt::format("mode '{}' is not supported", mode));
+  static const std::set<std::string> kTransforms = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                                    "tf_half_pixel_for_nn", "half_pixel_symmetric"};
+  if (!kTransforms.count(transform))
+    return unsupported(node, fmt::format("coordinate_transformation_mode '{}' is not supported", transform));
+  static const std::set<std::string> kNearest = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  if (mode == "nearest" && !kNearest.count(nearest)) return unsupported(node, fmt::format("nearest_mode '{}' is not supported", nearest));
+  // The scales: the constant scales input where there is one, else output over input.
+  std::vector<double> scale = {1, 1, double(out[2]) / double(xs[2]), double(out[3]) / double(xs[3])};
+  size_t scales_input = node.op == "Upsample" ? 1 : 2;
+  bool given = false;
+  if (node.inputs.size() > scales_input && !node.inputs[scales_input].empty()) {
+    const Value* v = graph.find(node.inputs[scales_input]);
+    if (!v || !v->constant || !v->is_float) return unsupported(node, "scales computed at run time are not supported");
+    if (v->floats.size() == 4) scale = {v->floats[0], v->floats[1], v->floats[2], v->floats[3]}, given = true;
+    else if (!v->floats.empty()) return unsupported(node, "scales that are not one per axis");
+  }
+  if (scale[2] <= 0 || scale[3] <= 0) return unsupported(node, "scales must be positive");
+  // Where output coordinate `at` falls in the input along an axis of `in` -> `o` elements. A
+  // scale from the sizes divides as the ratio of the two integers (ONNX Runtime's 7 -> 16 columns
+  // put output 8 on 3.5, which float32's 16/7 would put on 3.4999998).
+  auto source = [&](Expr at, int64_t in, int64_t o, double s) -> Expr {
+    auto unscale = [&](Expr v) { return given ? v / f32(s) : v * f32(double(in)) / f32(double(o)); };
+    Expr v = ir::cast(ir::Type::f32(), at);
+    if (transform == "asymmetric") return unscale(v);
+    if (transform == "tf_half_pixel_for_nn") return unscale(v + f32(0.5));
+    if (transform == "align_corners") return o > 1 ? v * f32(double(in - 1)) / f32(double(o - 1)) : f32(0);
+    if (transform == "pytorch_half_pixel" && o <= 1) return f32(0);
+    if (transform == "half_pixel_symmetric") {
+      double adjust = double(o) / (s * double(in));
+      double offset = double(in) / 2 * (1 - adjust);
+      return f32(offset) + unscale(v + f32(0.5)) - f32(0.5);
+    }
+    return unscale(v + f32(0.5)) - f32(0.5);
+  };
+  auto clamp = [](Expr i, int64_t size) { return ir::max(ir::min(i, ir::int_imm(size - 1)), ir::int_imm(0)); };
+  if (mode == "nearest") {
+    auto pick = [&](Expr v, int64_t size) {
+      Expr i = nearest == "floor"  ? floor_of(v)
+               : nearest == "ceil" ? ceil_of(v)
+               : nearest == "round_prefer_ceil" ? floor_of(v + f32(0.5))
+                                                 : ceil_of(v - f32(0.5));
+      return clamp(i, size);
+    };
+    return te::compute("out", out, [&](const std::vector<Var>& i) {
+      return x(i[0], i[1], pick(source(i[2], xs[2], out[2], scale[2]), xs[2]), pick(source(i[3], xs[3], out[3], scale[3]), xs[3]));
+    });
+  }
+  // Bilinear: the coordinate clamped into the input, its two neighbours and the weight of the second.
+  struct Taps {
+    Expr first, second, weight;
+  };
+  auto taps = [&](Expr at, int64_t in, int64_t o, double s) {
+    Expr v = ir::max(ir::min(source(at, in, o, s), f32(double(in - 1))), f32(0));
+    Expr first = ir::cast(ir::Type::i64(), v);
+    return Taps{first, ir::min(first + 1, ir::int_imm(in - 1)), v - ir::cast(ir::Type::f32(), first)};
+  };
+  return te::compute("out", out, [&](const std::vector<Var>& i) {
+    Taps r = taps(i[2], xs[2], out[2], scale[2]), c = taps(i[3], xs[3], out[3], scale[3]);
+    auto row = [&](Expr y) { return x(i[0], i[1], y, c.first) * (f32(1) - c.weight) + x(i[0], i[1], y, c.second) * c.weight; };
+    return row(r.first) * (f32(1) - r.weight) + row(r.second) * r.weight;
+  });
+}
+
 }  // namespace
 
 bool is_view(const std::string& op) {
@@ -283,7 +445,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
   // A Clip's bounds, a Slice's ranges, Gather's indices, a reduction's axes, Pow's exponent and
   // Expand's shape are constants that become part of the definition, not tensors it reads.
   static const std::set<std::string> kFirstInputOnly = {"Clip", "Expand", "Slice", "Gather", "Pow", "Pad", "ReduceMean",
-                                                        "ReduceSum", "ReduceMax", "ReduceMin"};
+                                                        "ReduceSum", "ReduceMax", "ReduceMin", "Resize", "Upsample", "Tile"};
   // Gather reads its indices as a tensor when they are computed at run time (token ids) or too
   // many to write into the definition (a position per token).
   const Value* indices = node.op == "Gather" && node.inputs.size() > 1 ? graph.find(node.inputs[1]) : nullptr;
@@ -570,6 +732,42 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
                                      i[3] * strides[1] + s->var * dilations[1]), {r, s});
       });
     }
+  } else if (op == "AveragePool") {
+    TF_ASSIGN_OR_RETURN(result, average_pool(node, x, out));
+  } else if (op == "Resize" || op == "Upsample") {
+    TF_ASSIGN_OR_RETURN(result, resize(graph, node, x, out));
+  } else if (op == "DepthToSpace" || op == "SpaceToDepth") {
+    int64_t b = node.int_attr("blocksize", 0);
+    const auto& xs = x.shape();
+    bool to_space = op == "DepthToSpace";
+    if (xs.size() != 4 || b < 1 || (to_space ? xs[1] % (b * b) != 0 : (xs[2] % b != 0 || xs[3] % b != 0)))
+      return unsupported(node, "blocksize does not divide its NCHW input");
+    bool crd = to_space && node.attributes.count("mode") && node.attributes.at("mode").s == "CRD";
+    if (to_space && node.attributes.count("mode") && !crd && node.attributes.at("mode").s != "DCR")
+      return unsupported(node, "mode is neither DCR nor CRD");
+    int64_t c_out = to_space ? xs[1] / (b * b) : xs[1] * b * b;
+    if (out != std::vector<int64_t>{xs[0], c_out, to_space ? xs[2] * b : xs[2] / b, to_space ? xs[3] * b : xs[3] / b})
+      return unsupported(node, "its output's shape does not match its input and blocksize");
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      if (!to_space) {
+        // Output channel (bi * b + bj) * C + c holds the input's row h * b + bi, column w * b + bj.
+        Expr c = Expr(i[1]) % xs[1], bij = Expr(i[1]) / xs[1];
+        return x(i[0], c, Expr(i[2]) * b + bij / b, Expr(i[3]) * b + bij % b);
+      }
+      Expr bi = Expr(i[2]) % b, bj = Expr(i[3]) % b;
+      Expr channel = crd ? (Expr(i[1]) * b + bi) * b + bj : (bi * b + bj) * c_out + Expr(i[1]);
+      return x(i[0], channel, Expr(i[2]) / b, Expr(i[3]) / b);
+    });
+  } else if (op == "Tile") {
+    const auto& xs = x.shape();
+    if (out.size() != xs.size()) return unsupported(node, "its output's rank is not its input's");
+    for (size_t d = 0; d < out.size(); ++d)
+      if (out[d] % xs[d] != 0) return unsupported(node, "its output is not whole copies of its input");
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      std::vector<Expr> at;
+      for (size_t d = 0; d < out.size(); ++d) at.push_back(out[d] == xs[d] ? Expr(i[d]) : Expr(i[d]) % xs[d]);
+      return x(at);
+    });
   } else if (op == "Transpose") {
     // A Transpose the passes composed with a Gather (passes/compose_movement.h) reads one index of
     // x's axis `select_axis`; its perm is over x's other axes.
@@ -765,7 +963,7 @@ std::vector<int64_t> blocked_shape(const std::vector<int64_t>& d, int64_t block)
 }  // namespace
 
 bool is_blockable_elementwise(const std::string& op) {
-  static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "Sigmoid", "HardSigmoid",
+  static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "PRelu", "Elu", "Selu", "Relu", "Sigmoid", "HardSigmoid",
                                              "HardSwish", "Swish", "LeakyRelu", "Mish", "Tanh", "Neg", "Abs", "Clip"};
   return kOps.count(op) > 0;
 }

@@ -521,6 +521,46 @@ def transformer_blocks(opset):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 10])], ir_version=None)
 
 
+def vision_operators(opset):
+    """Operators of detection, segmentation and older classification networks: DenseNet's
+    BatchNormalization before ReLU (no convolution to fold it into) and its 2x2 AveragePool,
+    Inception's 3x3 AveragePool at stride 1 (padding not counted), YOLO's nearest 2x Resize (by
+    scales) and Concat with an earlier map, a segmentation head's bilinear Resize to a size
+    (half_pixel, and align_corners), SRGAN's PRelu and pixel shuffle (DepthToSpace, CRD), ELU, SELU,
+    Sum of three, Tile and the max of three."""
+    b = Builder(23, opset=opset)
+    x = "input"
+    y = b.conv_bn(x, 3, 16, 3)
+    # Pre-activation: the batch norm reads the Add, not a convolution.
+    z = b.node("Add", [y, b.conv_bn(y, 16, 16, 3, act=None)])
+    z = b.node("BatchNormalization", [z, b.const((1 + 0.1 * b.rng.standard_normal(16)).astype(np.float32), "bn_scale"),
+                                      b.const((0.1 * b.rng.standard_normal(16)).astype(np.float32), "bn_bias"),
+                                      b.const((0.1 * b.rng.standard_normal(16)).astype(np.float32), "bn_mean"),
+                                      b.const((1 + 0.1 * b.rng.random(16)).astype(np.float32), "bn_var")], epsilon=1e-5)
+    z = b.node("Relu", [z])
+    down = b.node("AveragePool", [z], kernel_shape=[2, 2], strides=[2, 2])
+    pooled = b.node("AveragePool", [down], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], count_include_pad=0)
+    up = b.node("Resize", [pooled, b.const(np.zeros(0, np.float32), "roi"), b.const(np.array([1, 1, 2, 2], np.float32), "scales")],
+                mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    y = b.node("Concat", [up, z], axis=1)
+    y = b.node("PRelu", [b.conv_bn(y, 32, 16, 1, act=None), b.const(np.full((16, 1, 1), 0.2, np.float32), "slope")])
+    y = b.node("DepthToSpace", [y], blocksize=2, mode="CRD")
+    y = b.node("Elu", [b.node("Selu", [y])])
+    y = b.conv_bn(y, 4, 8, 3, stride=2)
+    size = b.const(np.array([1, 8, 11, 13], np.int64), "sizes")
+    wide = b.node("Resize", [y, "", "", size], mode="linear", coordinate_transformation_mode="half_pixel")
+    corners = b.node("Resize", [y, "", "", size], mode="linear", coordinate_transformation_mode="align_corners")
+    y = b.node("Sum", [wide, corners, b.node("Tile", [b.node("Slice", [wide, b.const(np.array([0], np.int64), "s"),
+                                                                          b.const(np.array([4], np.int64), "e"),
+                                                                          b.const(np.array([1], np.int64), "a")]),
+                                                     b.const(np.array([1, 2, 1, 1], np.int64), "repeats")])])
+    y = b.node("Max", [y, wide, corners])
+    out = b.head(y, 8, 10)
+    return b.model(f"vision_operators_opset{opset}",
+                   [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 16, 16])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 10])], ir_version=None)
+
+
 def efficientnet_b0():
     """EfficientNet-B0 as torchvision builds it (224x224, random weights, opset 17): MBConv blocks
     of 1x1 expansion, 3x3 or 5x5 depthwise (stride 1 or 2), squeeze-excitation (GlobalAveragePool,
@@ -611,7 +651,7 @@ def exporter_patterns(out_dir):
         print(path)
     # The operators' patterns at the opsets of the TorchScript exporter (13, 17) and of the dynamo
     # exporter (18, 20), and the newest.
-    for make in (convnet_blocks, transformer_blocks):
+    for make in (convnet_blocks, transformer_blocks, vision_operators):
         for opset in sorted({13, 17, 18, 20, newest}):
             model = make(opset)
             path = os.path.join(out_dir, model.graph.name + ".onnx")

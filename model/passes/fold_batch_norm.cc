@@ -6,6 +6,57 @@
 
 namespace tunefarm::model {
 
+namespace {
+
+// A BatchNormalization no convolution takes in (DenseNet's and pre-activation ResNets' BN before
+// ReLU and the convolution), with constant parameters, as the per-channel scale and shift it is:
+// Mul by gamma / sqrt(var + eps), Add of beta - mean * that, each constant [C, 1, ...] (a built
+// model runs them in the channel blocks of the tensor they read). None where it is not such a node.
+std::vector<Node> as_scale_and_shift(Graph& graph, const Node& bn) {
+  if (bn.op != "BatchNormalization" || bn.inputs.size() < 5 || bn.outputs.size() != 1 || bn.int_attr("training_mode", 0) != 0)
+    return {};
+  const Value* x = graph.find(bn.inputs[0]);
+  if (!x || x->shape.size() < 2) return {};
+  int64_t channels = x->shape[1];
+  const Value* params[4];
+  for (int p = 0; p < 4; ++p) {
+    params[p] = graph.find(bn.inputs[p + 1]);
+    if (!params[p] || !params[p]->constant || !params[p]->is_float || static_cast<int64_t>(params[p]->floats.size()) != channels)
+      return {};
+  }
+  float eps = bn.float_attr("epsilon", 1e-5f);
+  std::vector<int64_t> per_channel(x->shape.size() - 1, 1);
+  per_channel[0] = channels;
+  Value scale, shift, scaled;
+  scale.name = bn.name + "/scale";
+  shift.name = bn.name + "/shift";
+  for (Value* v : {&scale, &shift}) {
+    v->constant = true;
+    v->shape = per_channel;
+    v->floats.resize(static_cast<size_t>(channels));
+  }
+  for (int64_t k = 0; k < channels; ++k) {
+    scale.floats[k] = params[0]->floats[k] / std::sqrt(params[3]->floats[k] + eps);
+    shift.floats[k] = params[1]->floats[k] - params[2]->floats[k] * scale.floats[k];
+  }
+  scaled.name = bn.name + "/scaled";
+  scaled.shape = x->shape;
+  Node mul, add;
+  mul.name = bn.name;
+  mul.op = "Mul";
+  mul.inputs = {bn.inputs[0], scale.name};
+  mul.outputs = {scaled.name};
+  add.name = bn.name + "/shift";
+  add.op = "Add";
+  add.inputs = {scaled.name, shift.name};
+  add.outputs = bn.outputs;
+  mul.sources = add.sources = {bn.name};
+  for (Value* v : {&scale, &shift, &scaled}) graph.values[v->name] = std::move(*v);
+  return {mul, add};
+}
+
+}  // namespace
+
 StatusOr<int> fold_batch_norm(Graph& graph) {
   int folded = 0;
   std::vector<bool> removed(graph.nodes.size(), false);
@@ -63,8 +114,15 @@ StatusOr<int> fold_batch_norm(Graph& graph) {
     ++folded;
   }
   std::vector<Node> kept;
-  for (size_t i = 0; i < graph.nodes.size(); ++i)
-    if (!removed[i]) kept.push_back(std::move(graph.nodes[i]));
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (removed[i]) continue;
+    if (std::vector<Node> affine = as_scale_and_shift(graph, graph.nodes[i]); !affine.empty()) {
+      for (Node& n : affine) kept.push_back(std::move(n));
+      ++folded;
+      continue;
+    }
+    kept.push_back(std::move(graph.nodes[i]));
+  }
   graph.nodes = std::move(kept);
   return folded;
 }
