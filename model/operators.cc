@@ -668,8 +668,20 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     // Divisions once a row: the row's elements multiply.
     te::Tensor inv = te::compute("inv_sum", rows, [&](const std::vector<Var>& i) { return f32(1) / s(as_exprs(i)); });
     result = te::compute("out", out, [&](const std::vector<Var>& i) { return e(as_exprs(i)) * inv(row_of(i)); });
-  } else if (op == "LayerNormalization" || op == "SkipLayerNormalization") {
-    if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
+  } else if (op == "LayerNormalization" || op == "SkipLayerNormalization" || op == "InstanceNormalization") {
+    // InstanceNormalization (style transfer, and GroupNorm as the TorchScript exporter writes it:
+    // a Reshape to [N, groups, rest] before it) normalizes each [n, c] over the rest of its axes:
+    // rows of the rest, the tensor read as [N, C, rest] (how it is stored), scale and bias per c.
+    bool instance = op == "InstanceNormalization";
+    if (instance) {
+      if (out.size() < 3 || in.size() != 3) return unsupported(node, "expects an input of 3 or more axes, a scale and a bias");
+      int64_t rest = 1;
+      for (size_t d = 2; d < out.size(); ++d) rest *= out[d];
+      out = {out[0], out[1], rest};
+      in[0] = te::placeholder("in0", out);
+    } else if (!is_last_axis(node.int_attr("axis", -1), out.size())) {
+      return unsupported(node, "only the last axis is supported");
+    }
     float eps = node.float_attr("epsilon", 1e-5f);
     int64_t n = out.back();
     std::vector<int64_t> rows(out.begin(), out.end() - 1);
@@ -693,6 +705,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     result = te::compute("out", out, [&](const std::vector<Var>& i) {
       std::vector<Expr> r = row_of(i);
       Expr y = (input(as_exprs(i)) - mean(r)) * inv_std(r);
+      if (instance) return y * in[1](i[1]) + in[2](i[1]);
       if (in.size() > affine) y = y * broadcast_read(in[affine], i);
       if (in.size() > affine + 1) y = y + broadcast_read(in[affine + 1], i);
       return y;

@@ -527,7 +527,8 @@ def vision_operators(opset):
     Inception's 3x3 AveragePool at stride 1 (padding not counted), YOLO's nearest 2x Resize (by
     scales) and Concat with an earlier map, a segmentation head's bilinear Resize to a size
     (half_pixel, and align_corners), SRGAN's PRelu and pixel shuffle (DepthToSpace, CRD), ELU, SELU,
-    Sum of three, Tile and the max of three."""
+    Sum of three, Tile, the max of three, and GroupNorm as the TorchScript exporter writes it
+    (Reshape to groups, InstanceNormalization, Reshape back, Mul and Add per channel)."""
     b = Builder(23, opset=opset)
     x = "input"
     y = b.conv_bn(x, 3, 16, 3)
@@ -555,6 +556,13 @@ def vision_operators(opset):
                                                                           b.const(np.array([1], np.int64), "a")]),
                                                      b.const(np.array([1, 2, 1, 1], np.int64), "repeats")])])
     y = b.node("Max", [y, wide, corners])
+    # GroupNorm (2 groups of 4 channels) as the TorchScript exporter writes it.
+    g = b.node("Reshape", [y, b.const(np.array([1, 2, -1], np.int64), "shape")])
+    g = b.node("InstanceNormalization", [g, b.const(np.array([1.1, 0.9], np.float32), "ones"),
+                                         b.const(np.array([0.1, -0.1], np.float32), "zeros")], epsilon=1e-5)
+    g = b.node("Reshape", [g, b.const(np.array([1, 8, 11, 13], np.int64), "shape")])
+    y = b.node("Add", [b.node("Mul", [g, b.const((1 + 0.1 * b.rng.standard_normal((8, 1, 1))).astype(np.float32), "gn_weight")]),
+                       b.const((0.1 * b.rng.standard_normal((8, 1, 1))).astype(np.float32), "gn_bias")])
     out = b.head(y, 8, 10)
     return b.model(f"vision_operators_opset{opset}",
                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 16, 16])],
