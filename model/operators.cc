@@ -300,6 +300,47 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
   return unsupported(node, "is not an operator a built model can run yet");
 }
 
+// A 2-D ConvTranspose computed directly (the ones whose windows overlap: DCGAN's 4x4 at stride 2;
+// passes/decompose.h makes the others a GEMM): each output pixel sums the input pixels whose
+// window covers it, y = x * stride - pad_begin + r * dilation. One group; the output's size from
+// shape inference (output_padding included).
+StatusOr<te::Tensor> conv_transpose(const Node& node, const std::vector<te::Tensor>& in, const std::vector<int64_t>& out) {
+  if (in.size() < 2 || in[0].shape().size() != 4 || in[1].shape().size() != 4 || out.size() != 4)
+    return unsupported(node, "only 2-D ConvTranspose of NCHW tensors is supported");
+  if (node.int_attr("group", 1) != 1) return unsupported(node, "grouped ConvTranspose is not supported");
+  if (node.attributes.count("auto_pad") && node.attributes.at("auto_pad").s != "NOTSET")
+    return unsupported(node, "auto_pad is not supported (the exporters write pads)");
+  const te::Tensor &x = in[0], &w = in[1];
+  int64_t c = x.shape()[1], h = x.shape()[2], wd = x.shape()[3];
+  if (w.shape()[0] != c || w.shape()[1] != out[1]) return unsupported(node, "its weight does not match its input and output");
+  std::vector<int64_t> strides = node.ints_attr("strides"), pads = node.ints_attr("pads"), dilations = node.ints_attr("dilations");
+  if (strides.empty()) strides = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (dilations.empty()) dilations = {1, 1};
+  if (strides.size() != 2 || pads.size() != 4 || dilations.size() != 2 || strides[0] < 1 || strides[1] < 1)
+    return unsupported(node, "strides, pads or dilations that do not describe a 2-D ConvTranspose");
+  auto ci = te::reduce_axis(c, "c");
+  auto r = te::reduce_axis(w.shape()[2], "r");
+  auto s = te::reduce_axis(w.shape()[3], "s");
+  te::Tensor sum = te::compute("sum", out, [&](const std::vector<Var>& i) {
+    // The input row (column) whose window puts tap r (s) on output row i[2] (column i[3]), when
+    // there is one: the offset is a whole number of strides, inside the input.
+    auto source = [&](Expr at, Expr tap, size_t d, int64_t size, Expr& valid) {
+      Expr offset = at + pads[d] - tap * dilations[d];
+      Expr nonneg = ir::max(offset, ir::int_imm(0));
+      valid = ir::logical_and(valid, ir::logical_and(ir::ge(offset, ir::int_imm(0)),
+                                                     ir::logical_and(ir::compare(ir::CompareOp::kEQ, nonneg % strides[d], ir::int_imm(0)),
+                                                                     ir::lt(nonneg / strides[d], ir::int_imm(size)))));
+      return ir::min(nonneg / strides[d], ir::int_imm(size - 1));
+    };
+    Expr valid = ir::bool_imm(true);
+    Expr y = source(i[2], r->var, 0, h, valid), xx = source(i[3], s->var, 1, wd, valid);
+    return te::sum(ir::select(valid, x(i[0], ci->var, y, xx) * w(ci->var, i[1], r->var, s->var), f32(0)), {ci, r, s});
+  });
+  if (in.size() < 3) return sum;
+  return te::compute("out", out, [&](const std::vector<Var>& i) { return sum(as_exprs(i)) + in[2](i[1]); });
+}
+
 // floor(v) and ceil(v) of a float32 from its truncation toward zero.
 Expr floor_of(const Expr& v) {
   Expr t = ir::cast(ir::Type::i64(), v);
@@ -745,6 +786,8 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
                                      i[3] * strides[1] + s->var * dilations[1]), {r, s});
       });
     }
+  } else if (op == "ConvTranspose") {
+    TF_ASSIGN_OR_RETURN(result, conv_transpose(node, in, out));
   } else if (op == "AveragePool") {
     TF_ASSIGN_OR_RETURN(result, average_pool(node, x, out));
   } else if (op == "Resize" || op == "Upsample") {

@@ -527,8 +527,9 @@ def vision_operators(opset):
     Inception's 3x3 AveragePool at stride 1 (padding not counted), YOLO's nearest 2x Resize (by
     scales) and Concat with an earlier map, a segmentation head's bilinear Resize to a size
     (half_pixel, and align_corners), SRGAN's PRelu and pixel shuffle (DepthToSpace, CRD), ELU, SELU,
-    Sum of three, Tile, the max of three, and GroupNorm as the TorchScript exporter writes it
-    (Reshape to groups, InstanceNormalization, Reshape back, Mul and Add per channel)."""
+    Sum of three, Tile, the max of three, GroupNorm as the TorchScript exporter writes it (Reshape
+    to groups, InstanceNormalization, Reshape back, Mul and Add per channel), and ConvTranspose
+    (U-Net's 2x2 at stride 2, DCGAN's 4x4 at stride 2 with padding)."""
     b = Builder(23, opset=opset)
     x = "input"
     y = b.conv_bn(x, 3, 16, 3)
@@ -563,6 +564,10 @@ def vision_operators(opset):
     g = b.node("Reshape", [g, b.const(np.array([1, 8, 11, 13], np.int64), "shape")])
     y = b.node("Add", [b.node("Mul", [g, b.const((1 + 0.1 * b.rng.standard_normal((8, 1, 1))).astype(np.float32), "gn_weight")]),
                        b.const((0.1 * b.rng.standard_normal((8, 1, 1))).astype(np.float32), "gn_bias")])
+    # U-Net's 2x2 up-convolution, then DCGAN's 4x4 at stride 2 (its windows overlap).
+    y = b.node("ConvTranspose", [y, b.weight((8, 4, 2, 2), 32), b.const(np.full(4, 0.1, np.float32), "bias")],
+               kernel_shape=[2, 2], strides=[2, 2])
+    y = b.node("ConvTranspose", [y, b.weight((4, 8, 4, 4), 64)], kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])
     out = b.head(y, 8, 10)
     return b.model(f"vision_operators_opset{opset}",
                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 16, 16])],

@@ -19,6 +19,7 @@ class Decomposer {
     if (node.op == "Split") return split(node);
     if (node.op == "Conv") return grouped_conv(node);
     if (node.op == "Einsum") return einsum(node);
+    if (node.op == "ConvTranspose") return upsampling_conv(node);
     return std::vector<Node>{};
   }
 
@@ -75,6 +76,66 @@ class Decomposer {
       int64_t end = begin + part->shape[static_cast<size_t>(axis)];
       out.push_back(slice(node, fmt::format("{}/{}", node.name, k), x->name, axis, begin, end, node.outputs[k]));
       begin = end;
+    }
+    return out;
+  }
+
+  // A ConvTranspose whose windows do not overlap (stride = kernel, no padding: U-Net's 2x2 up
+  // convolutions) is a GEMM of each input pixel's channels by the weight as [C, K*R*S] — a dense
+  // task — whose [.., K, R, S] products are laid out as the output's R x S blocks: x [N, C, H, W]
+  // -> [N, H*W, C] -> MatMul -> [N, H, W, K, R, S] -> Transpose [N, K, H, R, W, S] -> [N, K, H*R,
+  // W*S], then the bias. Others stay ConvTranspose (a step of its own, operators.h).
+  StatusOr<std::vector<Node>> upsampling_conv(const Node& node) {
+    if (node.inputs.size() < 2 || node.outputs.size() != 1 || node.int_attr("group", 1) != 1) return std::vector<Node>{};
+    TF_ASSIGN_OR_RETURN(const Value* x, graph_.value_of(node, node.inputs[0]));
+    TF_ASSIGN_OR_RETURN(const Value* w, graph_.value_of(node, node.inputs[1]));
+    TF_ASSIGN_OR_RETURN(const Value* y, graph_.value_of(node, node.outputs[0]));
+    if (x->shape.size() != 4 || w->shape.size() != 4 || !w->constant || w->floats.size() != static_cast<size_t>(w->elements()))
+      return std::vector<Node>{};
+    int64_t n = x->shape[0], c = x->shape[1], h = x->shape[2], wd = x->shape[3];
+    int64_t k = w->shape[1], r = w->shape[2], s = w->shape[3];
+    auto all = [](const std::vector<int64_t>& v, int64_t value) {
+      return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == value; });
+    };
+    std::vector<int64_t> strides = node.ints_attr("strides");
+    if (w->shape[0] != c || strides != std::vector<int64_t>{r, s} || !all(node.ints_attr("pads"), 0) ||
+        !all(node.ints_attr("dilations"), 1) || !all(node.ints_attr("output_padding"), 0) ||
+        (node.attributes.count("auto_pad") && node.attributes.at("auto_pad").s != "NOTSET") ||
+        y->shape != std::vector<int64_t>{n, k, h * r, wd * s})
+      return std::vector<Node>{};
+    const Value* bias = node.inputs.size() > 2 && !node.inputs[2].empty() ? graph_.find(node.inputs[2]) : nullptr;
+    if (bias && (!bias->constant || static_cast<int64_t>(bias->floats.size()) != k)) return std::vector<Node>{};
+    std::string name = node.name;
+    Value weight = *w;
+    weight.name = name + "/weight";
+    weight.shape = {c, k * r * s};
+    graph_.values[weight.name] = std::move(weight);
+    std::vector<Node> out;
+    auto reshape = [&](const std::string& from, const std::string& to, std::vector<int64_t> shape) {
+      value(to, shape);
+      out.push_back(derived(node, to, "Reshape", {from, constant(to + "/shape", shape)}, to));
+    };
+    auto transpose = [&](const std::string& from, const std::string& to, std::vector<int64_t> shape, std::vector<int64_t> perm) {
+      value(to, std::move(shape));
+      Node t = derived(node, to, "Transpose", {from}, to);
+      t.attributes["perm"].ints = std::move(perm);
+      out.push_back(std::move(t));
+    };
+    reshape(x->name, name + "/pixels", {n, c, h * wd});
+    transpose(name + "/pixels", name + "/rows", {n, h * wd, c}, {0, 2, 1});
+    value(name + "/products", {n, h * wd, k * r * s});
+    out.push_back(derived(node, name + "/products", "MatMul", {name + "/rows", name + "/weight"}, name + "/products"));
+    reshape(name + "/products", name + "/blocks", {n, h, wd, k, r, s});
+    transpose(name + "/blocks", name + "/placed", {n, k, h, r, wd, s}, {0, 3, 1, 4, 2, 5});
+    std::string last = bias ? name + "/unbiased" : node.outputs[0];
+    value(name + "/unbiased", y->shape);
+    out.push_back(derived(node, last, "Reshape", {name + "/placed", constant(name + "/unbiased/shape", y->shape)}, last));
+    if (bias) {
+      Value b = *bias;
+      b.name = name + "/bias";
+      b.shape = {k, 1, 1};
+      graph_.values[b.name] = std::move(b);
+      out.push_back(derived(node, name + "/bias_add", "Add", {last, name + "/bias"}, node.outputs[0]));
     }
     return out;
   }

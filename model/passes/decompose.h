@@ -7,7 +7,11 @@
 //                    stays one node whose step calls that kernel per group; depthwise convolutions
 //                    keep their own template);
 //   Einsum           in the forms attention and linear layers use (one contracted index, one of
-//                    each operand's own, any shared batch indices) becomes Transpose + MatMul.
+//                    each operand's own, any shared batch indices) becomes Transpose + MatMul;
+//   ConvTranspose    whose windows do not overlap (stride = kernel, no padding: U-Net's up
+//                    convolutions) becomes a MatMul of each pixel's channels by the weight, its
+//                    products placed by Reshape and Transpose, then the bias (other ConvTransposes
+//                    run as a step of their own).
 #pragma once
 
 #include "common/status.h"

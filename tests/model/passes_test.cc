@@ -7,6 +7,7 @@
 
 #include "model/graph.h"
 #include "model/passes/compose_movement.h"
+#include "model/passes/decompose.h"
 #include "model/passes/fold_constants.h"
 #include "model/passes/fuse_patterns.h"
 #include "model/passes/fuse_row_inputs.h"
@@ -467,6 +468,37 @@ TEST(GroupEpilogues, AnOutputReadTwiceOrAnAddendComputedLaterStaysApart) {
   ASSERT_TRUE(late_grouped.ok());
   EXPECT_EQ(*late_grouped, 0);
   EXPECT_EQ(late.g.nodes.size(), 3u);
+}
+
+// U-Net's up-convolution (2x2 at stride 2, no padding: its windows do not overlap) becomes a GEMM
+// of each pixel's channels by the weight as [C, K*R*S], its products placed by Reshape and
+// Transpose, then the bias; DCGAN's (4x4 at stride 2, padded: windows overlap) stays.
+TEST(Decompose, AConvTransposeWhoseWindowsDoNotOverlapBecomesAGemm) {
+  for (bool overlapping : {false, true}) {
+    GraphBuilder b;
+    b.value("x", {1, 4, 3, 3});
+    int64_t k = overlapping ? 4 : 2;
+    b.constant("w", {4, 2, k, k}, std::vector<float>(static_cast<size_t>(8 * k * k), 0.1f));
+    b.constant("bias", {2}, {1, 2});
+    b.value("y", {1, 2, 6, 6});
+    Node& t = b.node("ConvTranspose", {"x", "w", "bias"}, "y");
+    t.attributes["kernel_shape"].ints = {k, k};
+    t.attributes["strides"].ints = {2, 2};
+    if (overlapping) t.attributes["pads"].ints = {1, 1, 1, 1};
+    b.g.inputs = {"x"};
+    b.g.outputs = {"y"};
+    auto rewritten = decompose(b.g);
+    ASSERT_TRUE(rewritten.ok()) << rewritten.status().to_string();
+    if (overlapping) {
+      EXPECT_EQ(ops_of(b.g), (std::vector<std::string>{"ConvTranspose"}));
+      continue;
+    }
+    EXPECT_EQ(ops_of(b.g), (std::vector<std::string>{"Reshape", "Transpose", "MatMul", "Reshape", "Transpose", "Reshape", "Add"}));
+    const Value* w = b.g.find(b.g.nodes[2].inputs[1]);
+    ASSERT_TRUE(w && w->constant);
+    EXPECT_EQ(w->shape, (std::vector<int64_t>{4, 8}));
+    EXPECT_EQ(b.g.nodes.back().outputs[0], "y");
+  }
 }
 
 // timm's ViT attention: the Q/K/V GEMM's output [1, 5, 3, 2, 4] to [3, 1, 2, 5, 4] by one
