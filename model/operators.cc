@@ -29,13 +29,24 @@ std::vector<int64_t> dims_of(const Value& v) { return v.shape.empty() ? std::vec
 
 Expr f32(double v) { return ir::float_imm(v); }
 
-// Max pooling's read of an h x w map at row y, column xx: -inf outside it (padding never wins the
-// max), the coordinates clamped so that the load itself stays in bounds; `at` reads the map.
-Expr pool_read(Expr y, Expr xx, int64_t h, int64_t w, const std::function<Expr(Expr, Expr)>& at) {
+// Pooling's read of an h x w map at row y, column xx: `outside` beyond it (-inf for the max, which
+// padding never wins; 0 for a sum), the coordinates clamped so that the load itself stays in
+// bounds; `at` reads the map.
+Expr pool_read(Expr y, Expr xx, int64_t h, int64_t w, const std::function<Expr(Expr, Expr)>& at,
+               double outside = -std::numeric_limits<float>::infinity()) {
   Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),
                                 ir::logical_and(ir::ge(xx, ir::int_imm(0)), ir::lt(xx, ir::int_imm(w))));
   Expr read = at(ir::max(ir::min(y, ir::int_imm(h - 1)), ir::int_imm(0)), ir::max(ir::min(xx, ir::int_imm(w - 1)), ir::int_imm(0)));
-  return ir::select(inside, read, f32(-std::numeric_limits<float>::infinity()));
+  return ir::select(inside, read, f32(outside));
+}
+
+// How many of a pooling window's elements along one axis an average counts: the window from
+// at * stride - pad_begin, k long, inside the input (or, with `include_pad`, inside the input and its
+// padding; never what ceil_mode reaches past that).
+Expr window_count(Expr at, int64_t stride, int64_t k, int64_t pad_begin, int64_t size, int64_t pad_end, bool include_pad) {
+  Expr first = at * stride - pad_begin;
+  int64_t lo = include_pad ? -pad_begin : 0, hi = include_pad ? size + pad_end : size;
+  return ir::min(first + k, ir::int_imm(hi)) - ir::max(first, ir::int_imm(lo));
 }
 
 // Reads `t` at the output index `idx` with NumPy broadcasting: dimensions align on the right, and
@@ -370,26 +381,16 @@ StatusOr<te::Tensor> average_pool(const Node& node, const te::Tensor& x, const s
   int64_t hp = std::max(h + pads[0] + pads[2], (out[2] - 1) * strides[0] + kernel[0]);
   int64_t wp = std::max(w + pads[1] + pads[3], (out[3] - 1) * strides[1] + kernel[1]);
   te::Tensor padded = te::compute("padded", {x.shape()[0], x.shape()[1], hp, wp}, [&](const std::vector<Var>& i) {
-    Expr y = i[2] - pads[0], xx = i[3] - pads[1];
-    Expr inside = ir::logical_and(ir::logical_and(ir::ge(y, ir::int_imm(0)), ir::lt(y, ir::int_imm(h))),
-                                  ir::logical_and(ir::ge(xx, ir::int_imm(0)), ir::lt(xx, ir::int_imm(w))));
-    Expr read = x(i[0], i[1], ir::max(ir::min(y, ir::int_imm(h - 1)), ir::int_imm(0)),
-                  ir::max(ir::min(xx, ir::int_imm(w - 1)), ir::int_imm(0)));
-    return ir::select(inside, read, f32(0));
+    return pool_read(i[2] - pads[0], i[3] - pads[1], h, w, [&](Expr y, Expr xx) { return x(i[0], i[1], y, xx); }, 0.0);
   });
   auto r = te::reduce_axis(kernel[0], "r");
   auto s = te::reduce_axis(kernel[1], "s");
   te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
     return te::sum(padded(i[0], i[1], i[2] * strides[0] + r->var, i[3] * strides[1] + s->var), {r, s});
   });
-  // The elements of the window along one axis that count: inside [lo, hi) of the (padded) input.
-  auto counted = [&](Expr at, int64_t stride, int64_t k, int64_t pad_begin, int64_t size, int64_t pad_end) {
-    Expr first = at * stride - pad_begin;
-    int64_t lo = include_pad ? -pad_begin : 0, hi = include_pad ? size + pad_end : size;
-    return ir::min(first + k, ir::int_imm(hi)) - ir::max(first, ir::int_imm(lo));
-  };
   return te::compute("out", out, [&](const std::vector<Var>& i) {
-    Expr n = counted(i[2], strides[0], kernel[0], pads[0], h, pads[2]) * counted(i[3], strides[1], kernel[1], pads[1], w, pads[3]);
+    Expr n = window_count(i[2], strides[0], kernel[0], pads[0], h, pads[2], include_pad) *
+             window_count(i[3], strides[1], kernel[1], pads[1], w, pads[3], include_pad);
     return total(as_exprs(i)) / ir::cast(ir::Type::f32(), n);
   });
 }
@@ -969,7 +970,7 @@ StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node
   return Computed{ops::ComputeDef{in, result}, names};
 }
 
-StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block) {
+StatusOr<Computed> blocked_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block) {
   TF_ASSIGN_OR_RETURN(const Value* x_value, graph.value_of(node, node.inputs.at(0)));
   TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
   std::vector<int64_t> xd = dims_of(*x_value), od = dims_of(*out_value);
@@ -978,9 +979,12 @@ StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node
   if (strides.empty()) strides = {1, 1};
   if (pads.empty()) pads = {0, 0, 0, 0};
   if (dilations.empty()) dilations = {1, 1};
+  bool average = node.op == "AveragePool";
   if (xd.size() != 4 || xd[1] % block != 0 || kernel.size() != 2 || strides.size() != 2 || pads.size() != 4 ||
-      dilations.size() != 2 || node.int_attr("ceil_mode", 0) != 0)
-    return unsupported(node, "not a 2-D max pooling of an NCHW tensor in channel blocks");
+      dilations.size() != 2 || (node.int_attr("ceil_mode", 0) != 0 && !average) ||
+      (average && dilations != std::vector<int64_t>{1, 1}) ||
+      (node.attributes.count("auto_pad") && node.attributes.at("auto_pad").s != "NOTSET"))
+    return unsupported(node, "not a 2-D max or average pooling of an NCHW tensor in channel blocks");
   int64_t cb = xd[1] / block, h = xd[2], w = xd[3];
   te::Tensor x = te::placeholder("in", {xd[0], cb, h, w, block});
   // The window reads the input through guards (-inf outside) rather than a padded copy of it:
@@ -989,10 +993,20 @@ StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node
   // pooling 0.06 ms).
   auto r = te::reduce_axis(kernel[0], "r");
   auto s = te::reduce_axis(kernel[1], "s");
-  te::Tensor out = te::compute("out", {od[0], cb, od[2], od[3], block}, [&](const std::vector<Var>& i) {
+  std::vector<int64_t> shape = {od[0], cb, od[2], od[3], block};
+  te::Tensor window = te::compute(average ? "total" : "out", shape, [&](const std::vector<Var>& i) {
     Expr y = i[2] * strides[0] + r->var * dilations[0] - pads[0];
     Expr xx = i[3] * strides[1] + s->var * dilations[1] - pads[1];
-    return te::max_reduce(pool_read(y, xx, h, w, [&](Expr yc, Expr xc) { return x(i[0], i[1], yc, xc, i[4]); }), {r, s});
+    Expr read = pool_read(y, xx, h, w, [&](Expr yc, Expr xc) { return x(i[0], i[1], yc, xc, i[4]); },
+                          average ? 0.0 : -std::numeric_limits<float>::infinity());
+    return average ? te::sum(read, {r, s}) : te::max_reduce(read, {r, s});
+  });
+  if (!average) return Computed{ops::ComputeDef{{x}, window}, {in, node.outputs[0]}};
+  bool include_pad = node.int_attr("count_include_pad", 0) != 0;
+  te::Tensor out = te::compute("out", shape, [&](const std::vector<Var>& i) {
+    Expr n = window_count(i[2], strides[0], kernel[0], pads[0], h, pads[2], include_pad) *
+             window_count(i[3], strides[1], kernel[1], pads[1], w, pads[3], include_pad);
+    return window(as_exprs(i)) / ir::cast(ir::Type::f32(), n);
   });
   return Computed{ops::ComputeDef{{x}, out}, {in, node.outputs[0]}};
 }

@@ -43,9 +43,9 @@ StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node
                                             const std::vector<Epilogue>& epilogues,
                                             const std::vector<std::string>& operands, int64_t block);
 
-// A MaxPool node over its input kept in NCHW[block]c (`in`), written in the same blocks: the
-// window runs over rows and columns, a vector over the block's channels.
-StatusOr<Computed> blocked_max_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
+// A MaxPool or AveragePool node over its input kept in NCHW[block]c (`in`), written in the same
+// blocks: the window runs over rows and columns, a vector over the block's channels.
+StatusOr<Computed> blocked_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
 
 // The elementwise operators a step can run over NCHW[b]c values as they are (arithmetic with
 // broadcasting, activations, Clip): a convolution's output feeds them without leaving its blocks.

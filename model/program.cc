@@ -217,11 +217,12 @@ class Lowering {
       TF_ASSIGN_OR_RETURN(bool done, transpose_in_blocks(node));
       if (done) return Status();
     }
-    // Max pooling between blocked convolutions stays in their blocks (ResNet's first layers).
-    if (node.op == "MaxPool") {
+    // Pooling between blocked convolutions stays in their blocks (ResNet's first layers, DenseNet's
+    // transitions).
+    if (node.op == "MaxPool" || node.op == "AveragePool") {
       auto it = block_.find(p_.storage(node.inputs.at(0)));
       if (it != block_.end() && !outputs_.count(node.outputs[0])) {
-        auto c = blocked_max_pool_compute(graph_, node, it->first, it->second);
+        auto c = blocked_pool_compute(graph_, node, it->first, it->second);
         if (c.ok()) {
           add_step(node.name, node.op, *c, true);
           block_[node.outputs[0]] = it->second;
@@ -237,7 +238,7 @@ class Lowering {
     TF_ASSIGN_OR_RETURN(Computed c, operator_compute(graph_, n));
     // Softmax and LayerNorm vectorize across the row, their statistics in lanes too
     // (operators.cc's row_statistic); other reductions run scalar.
-    bool pooling = node.op == "MaxPool" || node.op == "GlobalMaxPool";
+    bool pooling = node.op == "MaxPool" || node.op == "GlobalMaxPool" || node.op == "AveragePool";
     bool row_wise = node.op == "Softmax" || node.op == "LayerNormalization" || node.op == "SkipLayerNormalization" ||
                     node.op == "InstanceNormalization";
     bool scalar_only = !pooling && !row_wise && has_reduction(c.def.output.op);
