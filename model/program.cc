@@ -8,6 +8,7 @@
 
 #include "common/operators/operator.h"
 #include "common/operators/winograd.h"
+#include "compiler/ir/visitor.h"
 #include "model/operators.h"
 #include "model/passes/group_epilogues.h"
 #include "model/tasks.h"
@@ -242,7 +243,7 @@ class Lowering {
     bool row_wise = node.op == "Softmax" || node.op == "LayerNormalization" || node.op == "SkipLayerNormalization" ||
                     node.op == "InstanceNormalization";
     bool scalar_only = !pooling && !row_wise && has_reduction(c.def.output.op);
-    add_step(node.name, node.op, c, !scalar_only);
+    add_step(node.name, node.op, c, !scalar_only, deferrable(node));
     return Status();
   }
 
@@ -344,7 +345,7 @@ class Lowering {
       }
     }
     TF_ASSIGN_OR_RETURN(Computed c, blocked_elementwise_compute(graph_, node, names, b));
-    add_step(node.name, node.op, c, true);
+    add_step(node.name, node.op, c, true, deferrable(node));
     block_[node.outputs[0]] = b;
     return true;
   }
@@ -415,11 +416,131 @@ class Lowering {
   }
 
   void add_kernel_step(const Node& node, const TunedCall& call) {
+    for (const std::string& t : call.tensors) flush(t);
     p_.steps.push_back(Step{node.name, node.op, call.workload, {}, call.tensors, false, call.groups, call.group_strides});
   }
 
-  void add_step(const std::string& node, const std::string& op, const Computed& c, bool vectorize) {
-    p_.steps.push_back(Step{node, op, std::nullopt, c.def, c.tensors, vectorize, 1, {}});
+  // A step; with `defer`, held back to be computed inside the step that reads its output
+  // (inline_into) rather than run on its own.
+  void add_step(const std::string& node, const std::string& op, const Computed& c, bool vectorize, bool defer = false) {
+    Step step{node, op, std::nullopt, c.def, c.tensors, vectorize, 1, {}};
+    inline_into(step);
+    if (defer && vectorize && single_stage(step.compute)) {
+      pending_[step.tensors.back()] = std::move(step);
+      return;
+    }
+    p_.steps.push_back(std::move(step));
+  }
+
+ public:
+  // Runs every step still held back (none is, once each reader has taken its producer in).
+  void flush_all() {
+    while (!pending_.empty()) flush(pending_.begin()->first);
+  }
+
+ private:
+  // Elementwise steps whose only reader is another elementwise step are not run on their own: the
+  // reader computes them where it loads their output, which never goes to memory (DenseNet's batch
+  // norm as Mul and Add before its ReLU, ConvNeXt's layer scale before the residual add).
+  bool deferrable(const Node& node) const {
+    const std::string& out = node.outputs[0];
+    if (!is_blockable_elementwise(node.op) || outputs_.count(out)) return false;
+    int r = graph_.only_reader(out);
+    if (r < 0 || !is_blockable_elementwise(graph_.nodes[r].op)) return false;
+    // An operator's epilogue reads its operands outside the node's inputs.
+    for (const Node& n : graph_.nodes)
+      for (const Epilogue& e : n.epilogue)
+        if (e.operand == out) return false;
+    return true;
+  }
+
+  static bool single_stage(const ops::ComputeDef& def) {
+    const te::Operation& op = def.output.op;
+    if (!op || op->kind != te::OperationNode::Kind::kCompute || !op->reduce_axes.empty()) return false;
+    return std::all_of(op->inputs.begin(), op->inputs.end(),
+                       [](const te::Operation& in) { return in->kind == te::OperationNode::Kind::kPlaceholder; });
+  }
+
+  void flush(const std::string& value) {
+    auto it = pending_.find(value);
+    if (it == pending_.end()) return;
+    Step step = std::move(it->second);
+    pending_.erase(it);
+    p_.steps.push_back(std::move(step));
+  }
+
+  // Takes into `consumer` each held-back step whose output it reads: the loads of that output
+  // become the producer's expression at their indices, the producer's inputs the consumer's. A
+  // producer the consumer cannot take (a consumer of several stages, two loads of it) runs first.
+  void inline_into(Step& consumer) {
+    for (size_t k = 0; k + 1 < consumer.tensors.size(); ++k) {
+      auto it = pending_.find(consumer.tensors[k]);
+      if (it == pending_.end()) continue;
+      Step producer = std::move(it->second);
+      pending_.erase(it);
+      if (!inline_step(consumer, k, producer)) {
+        p_.steps.push_back(std::move(producer));
+        continue;
+      }
+      k = static_cast<size_t>(-1);  // The consumer's inputs changed: look at them all again.
+    }
+  }
+
+  static bool inline_step(Step& consumer, size_t k, const Step& producer) {
+    const ops::ComputeDef& c = consumer.compute;
+    const ops::ComputeDef& p = producer.compute;
+    if (!single_stage(c) || !consumer.vectorize || k >= c.inputs.size()) return false;
+    const ir::BufferNode* target = c.inputs[k].op->buffer.get();
+    if (c.inputs[k].shape() != p.output.shape()) return false;
+    int loads = 0;
+    ir::post_order_visit(c.output.op->body, [&](const ir::Expr& e) {
+      if (const auto* l = e->as<ir::Load>(); l && l->buffer.get() == target) ++loads;
+    });
+    if (loads != 1) return false;
+    // The fused step's inputs: the consumer's but the producer's output, then the producer's
+    // that the consumer does not read already (those it does are loaded from its placeholder).
+    std::vector<te::Tensor> inputs;
+    std::vector<std::string> names;
+    for (size_t i = 0; i + 1 < consumer.tensors.size(); ++i)
+      if (i != k) inputs.push_back(c.inputs[i]), names.push_back(consumer.tensors[i]);
+    std::map<const ir::BufferNode*, ir::Buffer> same;
+    for (size_t j = 0; j < p.inputs.size(); ++j) {
+      auto at = std::find(names.begin(), names.end(), producer.tensors[j]);
+      if (at != names.end()) {
+        same[p.inputs[j].op->buffer.get()] = inputs[static_cast<size_t>(at - names.begin())].op->buffer;
+      } else {
+        inputs.push_back(p.inputs[j]);
+        names.push_back(producer.tensors[j]);
+      }
+    }
+    struct Inline : ir::IRMutator {
+      const ir::BufferNode* target;
+      const te::Operation& producer;
+      const std::map<const ir::BufferNode*, ir::Buffer>& same;
+      Inline(const ir::BufferNode* t, const te::Operation& p, const std::map<const ir::BufferNode*, ir::Buffer>& s)
+          : target(t), producer(p), same(s) {}
+      ir::Expr mutate_load(const ir::Expr& e, const ir::Load* op) override {
+        if (auto it = same.find(op->buffer.get()); it != same.end()) {
+          std::vector<ir::Expr> idx;
+          for (const auto& i : op->indices) idx.push_back(mutate(i));
+          return ir::load(it->second, std::move(idx), op->predicate);
+        }
+        if (op->buffer.get() != target) return ir::IRMutator::mutate_load(e, op);
+        ir::VarMap at;
+        for (size_t d = 0; d < producer->axes.size(); ++d) at[producer->axes[d]->var.get()] = mutate(op->indices[d]);
+        // The producer's own loads of inputs the consumer also reads go to the consumer's placeholder.
+        return mutate(ir::substitute(producer->body, at));
+      }
+    };
+    Inline inline_loads(target, p.output.op, same);
+    auto fused = std::make_shared<te::OperationNode>(*c.output.op);
+    fused->body = inline_loads.mutate(c.output.op->body);
+    fused->inputs.clear();
+    for (const te::Tensor& t : inputs) fused->inputs.push_back(t.op);
+    names.push_back(consumer.tensors.back());
+    consumer.compute = ops::ComputeDef{inputs, te::Tensor{fused}};
+    consumer.tensors = std::move(names);
+    return true;
   }
 
   Graph& graph_;
@@ -427,6 +548,7 @@ class Lowering {
   const WorkloadForms& forms_;
   std::set<std::string> outputs_;
   std::map<std::string, int64_t> block_;  // Storage value -> the channel block it is kept in.
+  std::map<std::string, Step> pending_;   // Held-back steps by the value they write.
 };
 
 }  // namespace
@@ -462,6 +584,7 @@ StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms) {
     else if (is_view(node.op)) TF_RETURN_IF_ERROR(lowering.view(node));
     else TF_RETURN_IF_ERROR(lowering.other(node));
   }
+  lowering.flush_all();
   // A model output that is a view of another value gets its own copy: the caller's buffer is
   // where outputs go.
   for (const std::string& out : graph.outputs) {

@@ -484,14 +484,48 @@ TEST(ModelBuild, RowWiseStepsWithTheirInputsFoldedMatchOnnxRuntime) {
   ASSERT_TRUE(graph.ok()) << graph.status().to_string();
   auto built = build_model(*graph, "rows", Target{}, defaults);
   ASSERT_TRUE(built.ok()) << built.status().to_string();
-  // Relu, Div (the mask), the two Softmax and the LayerNormalization: nine nodes unfolded.
-  EXPECT_EQ(built->steps, 5);
+  // The mask (Relu and Div, one step: the Relu computed inside the Div), the two Softmax and the
+  // LayerNormalization.
+  EXPECT_EQ(built->steps, 4);
   for (const auto& f : built->files) {
     std::ofstream(dir + "/" + f.name, std::ios::binary) << f.content;
     // The rows' last, partial blocks are read as dense vectors inside the row, not gathered.
     if (f.name == "librows.so") EXPECT_EQ(tunefarm::testing::disassemble(f.content).find("gather"), std::string::npos);
   }
   matches_onnxruntime(file, dir, "1e-5");
+}
+
+// A chain of elementwise nodes (a batch norm no convolution takes, as Mul and Add, then ReLU, then
+// a Sub of another input read twice) runs as one step that reads the inputs and writes the
+// output: each step computes the one before it where it loads its output. A value two nodes
+// read (the Sub's operand) is a step of its own. Outputs within 1e-6 of ONNX Runtime's.
+TEST(ModelBuild, ElementwiseChainsRunAsOneStep) {
+  testing::ModelBuilder m;
+  m.set_opset(17);
+  m.input("x", {1, 5, 7, 3});
+  m.input("z", {1, 5, 7, 3});
+  m.weight("scale", {5, 1, 1}, 1.5f);
+  m.weight("shift", {5, 1, 1}, -0.25f);
+  m.weight("half", {}, 0.5f);
+  m.node("Mul", {"x", "scale"}, "scaled");
+  m.node("Add", {"scaled", "shift"}, "shifted");
+  m.node("Relu", {"shifted"}, "r");
+  m.node("Mul", {"z", "half"}, "zh");
+  m.node("Sub", {"r", "zh"}, "d");
+  m.node("Max", {"d", "zh"}, "y");
+  m.output("y", {1, 5, 7, 3});
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/chains";
+  std::filesystem::create_directories(dir);
+  std::string file = dir + ".onnx";
+  std::ofstream(file, std::ios::binary) << m.bytes();
+  auto graph = import_onnx_file(file);
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  auto built = build_model(*graph, "chains", Target{}, defaults);
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  // zh (read by the Sub and the Max), then the rest as one.
+  EXPECT_EQ(built->steps, 2);
+  for (const auto& f : built->files) std::ofstream(dir + "/" + f.name, std::ios::binary) << f.content;
+  matches_onnxruntime(file, dir, "1e-6");
 }
 
 // The operators of today's exporters, in small models the current onnx package writes (its IR
@@ -591,6 +625,8 @@ TEST(ModelBuild, ChannelsLastTransposesMoveBlockedDataOnce) {
   EXPECT_EQ(conversions, 1) << steps;
   // Two per LayerNorm2d (after the stem, before the downsampling) and per block (two blocks).
   EXPECT_EQ(transposes, 8) << steps;
+  // The layer scale is computed inside the residual add's step.
+  EXPECT_EQ(steps.find(" Mul"), std::string::npos) << steps;
   builds_and_matches(graph, dir + "/convnext_stages_small.onnx", dir + "/built");
 }
 
