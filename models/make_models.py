@@ -765,6 +765,42 @@ def gpt2_block(small=True):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, tokens, hidden])])
 
 
+def densenet121_blocks():
+    """DenseNet-121's first half as torchvision builds it (224x224, random weights, opset 17): the
+    7x7 stem with its pooling, the first dense block (6 layers) and its transition, the second
+    (12 layers); each layer BatchNorm -> ReLU -> 1x1 convolution to 128 -> BatchNorm -> ReLU -> 3x3
+    convolution to 32, concatenated to its input; the transition BatchNorm -> ReLU -> 1x1
+    convolution halving the channels -> 2x2 average pooling. Pre-activation: each layer's first
+    batch norm reads the concatenation, not a convolution."""
+    b = Builder(121, opset=17)
+
+    def bn_relu(x, c):
+        y = b.node("BatchNormalization", [x, b.const((1 + 0.1 * b.rng.standard_normal(c)).astype(np.float32), "bn_scale"),
+                                          b.const((0.1 * b.rng.standard_normal(c)).astype(np.float32), "bn_bias"),
+                                          b.const((0.1 * b.rng.standard_normal(c)).astype(np.float32), "bn_mean"),
+                                          b.const((1 + 0.1 * b.rng.random(c)).astype(np.float32), "bn_var")], epsilon=1e-5)
+        return b.node("Relu", [y])
+
+    def conv(x, cin, cout, k):
+        return b.node("Conv", [x, b.weight((cout, cin, k, k), cin * k * k)], kernel_shape=[k, k], pads=[k // 2] * 4)
+
+    x = "input"
+    y = b.conv_bn(x, 3, 64, 7, stride=2)
+    y = b.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c = 64
+    for stage, layers in enumerate((6, 12)):
+        for _ in range(layers):
+            z = conv(bn_relu(conv(bn_relu(y, c), c, 128, 1), 128), 128, 32, 3)
+            y = b.node("Concat", [y, z], axis=1)
+            c += 32
+        if stage == 0:
+            y = b.node("AveragePool", [conv(bn_relu(y, c), c, c // 2, 1)], kernel_shape=[2, 2], strides=[2, 2])
+            c //= 2
+    out = b.head(bn_relu(y, c), c, 1000)
+    return b.model("densenet121_blocks", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 224, 224])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])])
+
+
 def resnet18_160():
     """ResNet-18 at 160x160 (random weights): basic blocks of two 3x3 convolutions, the last stage's
     512-channel 3x3 convolutions on 5x5 maps."""
@@ -790,7 +826,8 @@ def resnet18_160():
 # benchmarks (bench/RESULTS.md), not for the tests.
 BENCH_MODELS = {"efficientnet_b0": efficientnet_b0, "mobilenet_v3_small": mobilenet_v3_small,
                 "mobilenet_v3_large": mobilenet_v3_large, "resnet18_160": resnet18_160,
-                "convnext_stages": lambda: convnext_stages(small=False), "gpt2_block": lambda: gpt2_block(small=False)}
+                "convnext_stages": lambda: convnext_stages(small=False), "gpt2_block": lambda: gpt2_block(small=False),
+                "densenet121_blocks": densenet121_blocks}
 
 
 def main():
