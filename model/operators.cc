@@ -352,6 +352,25 @@ StatusOr<te::Tensor> conv_transpose(const Node& node, const std::vector<te::Tens
   return te::compute("out", out, [&](const std::vector<Var>& i) { return sum(as_exprs(i)) + in[2](i[1]); });
 }
 
+// `in` one after the other along `axis` (the output `out`).
+te::Tensor concat(const std::vector<te::Tensor>& in, const std::vector<int64_t>& out, size_t axis) {
+  return te::compute("out", out, [&](const std::vector<Var>& i) {
+    Expr value = f32(0);
+    int64_t start = 0;
+    std::vector<std::pair<Expr, Expr>> parts;
+    for (const auto& t : in) {
+      std::vector<Expr> at = as_exprs(i);
+      int64_t extent = t.shape()[axis];
+      // Clamped, so that the reads of the inputs a lane does not take stay inside them.
+      at[axis] = ir::max(ir::min(i[axis] - start, ir::int_imm(extent - 1)), ir::int_imm(0));
+      parts.push_back({ir::lt(i[axis], ir::int_imm(start + extent)), t(at)});
+      start += extent;
+    }
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) value = it == parts.rbegin() ? it->second : ir::select(it->first, it->second, value);
+    return value;
+  });
+}
+
 // floor(v) and ceil(v) of a float32 from its truncation toward zero.
 Expr floor_of(const Expr& v) {
   Expr t = ir::cast(ir::Type::i64(), v);
@@ -858,21 +877,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     int64_t axis = node.int_attr("axis", 0);
     if (axis < 0) axis += static_cast<int64_t>(out.size());
     if (axis < 0 || axis >= static_cast<int64_t>(out.size())) return unsupported(node, "axis out of range");
-    result = te::compute("out", out, [&](const std::vector<Var>& i) {
-      Expr value = f32(0);
-      int64_t start = 0;
-      std::vector<std::pair<Expr, Expr>> parts;
-      for (const auto& t : in) {
-        std::vector<Expr> at = as_exprs(i);
-        int64_t extent = t.shape()[static_cast<size_t>(axis)];
-        // Clamped, so that the reads of the inputs a lane does not take stay inside them.
-        at[static_cast<size_t>(axis)] = ir::max(ir::min(i[static_cast<size_t>(axis)] - start, ir::int_imm(extent - 1)), ir::int_imm(0));
-        parts.push_back({ir::lt(i[static_cast<size_t>(axis)], ir::int_imm(start + extent)), t(at)});
-        start += extent;
-      }
-      for (auto it = parts.rbegin(); it != parts.rend(); ++it) value = it == parts.rbegin() ? it->second : ir::select(it->first, it->second, value);
-      return value;
-    });
+    result = concat(in, out, static_cast<size_t>(axis));
   } else {
     TF_ASSIGN_OR_RETURN(result, elementwise(node, in, out, !out_value->is_float));
   }
@@ -1117,6 +1122,26 @@ StatusOr<Computed> blocked_transpose_compute(const Graph& graph, const Node& nod
     });
   }
   return Computed{ops::ComputeDef{{x}, result}, {in, node.outputs[0]}};
+}
+
+StatusOr<Computed> blocked_concat_compute(const Graph& graph, const Node& node, const std::vector<std::string>& inputs,
+                                          int64_t block) {
+  TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
+  std::vector<int64_t> d = dims_of(*out_value);
+  int64_t axis = node.int_attr("axis", 0);
+  if (d.size() != 4 || (axis != 1 && axis != -3) || inputs.size() != node.inputs.size())
+    return unsupported(node, "not a Concat of NCHW tensors along their channels");
+  std::vector<te::Tensor> in;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    TF_ASSIGN_OR_RETURN(const Value* v, graph.value_of(node, node.inputs[k]));
+    std::vector<int64_t> shape = dims_of(*v);
+    if (shape.size() != 4 || shape[1] % block != 0) return unsupported(node, "an input's channels are not whole blocks");
+    in.push_back(te::placeholder(fmt::format("in{}", k), blocked_shape(shape, block)));
+  }
+  // In blocks the channel axis counts blocks: the same concatenation along it, a vector per block.
+  std::vector<std::string> names = inputs;
+  names.push_back(node.outputs[0]);
+  return Computed{ops::ComputeDef{in, concat(in, blocked_shape(d, block), 1)}, names};
 }
 
 StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block) {

@@ -66,6 +66,11 @@ StatusOr<Computed> blocked_elementwise_compute(const Graph& graph, const Node& n
 StatusOr<Computed> blocked_transpose_compute(const Graph& graph, const Node& node, const std::string& in, int64_t in_block,
                                              int64_t out_block);
 
+// A Concat along the channels of NCHW[block]c values (`inputs`, each a whole number of blocks),
+// written in the same blocks: DenseNet's growing feature map stays in its convolutions' blocks.
+StatusOr<Computed> blocked_concat_compute(const Graph& graph, const Node& node, const std::vector<std::string>& inputs,
+                                          int64_t block);
+
 // GlobalAveragePool, or ReduceMean over the rows and columns keeping them, of `in` kept in
 // NCHW[block]c, written as [N, C/b, 1, 1, b]: the window sums in the lanes of the block.
 StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);

@@ -314,6 +314,7 @@ class Lowering {
       block_[node.outputs[0]] = b;
       return true;
     }
+    if (node.op == "Concat") return concat_in_blocks(node);
     if (!is_blockable_elementwise(node.op)) return false;
     const Value* out = graph_.find(node.outputs[0]);
     if (!out || out->shape.size() != 4) return false;
@@ -346,6 +347,31 @@ class Lowering {
     }
     TF_ASSIGN_OR_RETURN(Computed c, blocked_elementwise_compute(graph_, node, names, b));
     add_step(node.name, node.op, c, true, deferrable(node));
+    block_[node.outputs[0]] = b;
+    return true;
+  }
+
+  // A Concat along the channels of values in blocks (DenseNet's each layer) writes the same blocks
+  // when every input is whole blocks of the first blocked input's; the others are converted.
+  StatusOr<bool> concat_in_blocks(const Node& node) {
+    const Value* out = graph_.find(node.outputs[0]);
+    int64_t axis = node.int_attr("axis", 0);
+    if (!out || out->shape.size() != 4 || (axis != 1 && axis != -3)) return false;
+    int64_t b = 0;
+    for (size_t i = 0; i < node.inputs.size() && b == 0; ++i) b = block_of(node.inputs[i]);
+    if (b == 0) return false;
+    for (const std::string& in : node.inputs) {
+      const Value* v = graph_.find(in);
+      if (!v || v->shape.size() != 4 || v->shape[1] % b != 0) return false;
+    }
+    std::vector<std::string> names;
+    for (const std::string& in : node.inputs) {
+      TF_ASSIGN_OR_RETURN(std::string name, blocked(node, in, b));
+      names.push_back(name);
+    }
+    auto c = blocked_concat_compute(graph_, node, names, b);
+    if (!c.ok()) return false;
+    add_step(node.name, node.op, *c, true);
     block_[node.outputs[0]] = b;
     return true;
   }

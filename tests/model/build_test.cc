@@ -528,6 +528,50 @@ TEST(ModelBuild, ElementwiseChainsRunAsOneStep) {
   matches_onnxruntime(file, dir, "1e-6");
 }
 
+// DenseNet's layer: the block's input and a convolution's output concatenated along the channels,
+// then batch norm (no convolution to fold it into), ReLU and a convolution. The concatenation is
+// written in the convolutions' channel blocks, and the batch norm and ReLU run in them as one
+// step: no conversion to NCHW and back between the convolutions. Outputs within 1e-5 of ONNX
+// Runtime's.
+TEST(ModelBuild, ConcatenationsAlongChannelsStayInChannelBlocks) {
+  testing::ModelBuilder m;
+  m.set_opset(17);
+  m.input("x", {1, 16, 6, 5});
+  m.weight("w1", {16, 16, 3, 3}, 0.05f);
+  m.weight("w2", {16, 32, 1, 1}, 0.05f);
+  m.weight("w3", {16, 16, 1, 1}, 0.05f);
+  for (const char* p : {"gamma", "beta", "mean", "var"}) m.weight(p, {32}, 0.5f);
+  ModelBuilder::ints(m.node("Conv", {"x", "w1"}, "c1"), "pads", {1, 1, 1, 1});
+  m.node("Conv", {"c1", "w3"}, "c2");
+  ModelBuilder::integer(m.node("Concat", {"c1", "c2"}, "cat"), "axis", 1);
+  m.node("BatchNormalization", {"cat", "gamma", "beta", "mean", "var"}, "bn");
+  m.node("Relu", {"bn"}, "r");
+  m.node("Conv", {"r", "w2"}, "c3");
+  m.node("Relu", {"c3"}, "y");
+  m.output("y", {1, 16, 6, 5});
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/concat_blocks";
+  std::filesystem::create_directories(dir);
+  std::string file = dir + ".onnx";
+  std::ofstream(file, std::ios::binary) << m.bytes();
+  auto graph = import_onnx_file(file);
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  Graph passed = *graph;
+  ASSERT_TRUE(run_passes(passed).ok());
+  auto program = lower_graph(passed);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  std::string steps;
+  int conversions = 0;
+  for (const Step& step : program->steps) {
+    steps += " " + step.op;
+    conversions += step.op == "from NCHWc" || step.op == "to NCHWc";
+  }
+  // The input into the first convolution's blocks (the last one's epilogue writes the output in
+  // NCHW).
+  EXPECT_EQ(conversions, 1) << steps;
+  EXPECT_EQ(steps, " to NCHWc Conv Conv Concat Relu Conv epilogue") << steps;
+  builds_and_matches(*graph, file, dir);
+}
+
 // The operators of today's exporters, in small models the current onnx package writes (its IR
 // version, external data): RegNet's grouped convolution and squeeze-excite, SiLU, ShuffleNet's
 // split (as Split and as the TorchScript exporter's Slices) and channel shuffle, MobileNetV3's
