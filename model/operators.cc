@@ -248,7 +248,7 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
   auto unary = [&](const std::function<Expr(Expr)>& f) {
     return te::compute("out", out, [&](const std::vector<Var>& i) { return f(broadcast_read(in[0], i)); });
   };
-  // e^x - 1 below zero (ELU, SELU): through the exponential, exact to float32's rounding of it.
+  // alpha (e^x - 1) below zero (ELU; SELU scales it), through the vectorized exponential.
   auto elu = [](Expr x, float alpha) {
     return ir::select(ir::lt(x, f32(0)), f32(alpha) * (ir::call(ir::Type::f32(), "exp", {x}) - f32(1)), x);
   };

@@ -109,10 +109,6 @@ const std::string& Program::storage(const std::string& name) const {
 
 namespace {
 
-// The layout plan: activations stay in the channel blocks the blocked convolutions write and read
-// (NCHW[x]c), from one such convolution to the next, through their epilogues (bias, residual add,
-// activations, all elementwise in blocks); a value is converted to NCHW only where something that
-// reads NCHW needs it, once, and to blocks only where a blocked convolution reads a value that is not.
 // A constant with one value per channel of an NCHW tensor of `channels`: [1, C, 1, 1], [C, 1, 1].
 bool is_per_channel(const Value& v, int64_t channels) {
   if (v.elements() != channels || v.shape.size() > 4) return false;
@@ -121,6 +117,10 @@ bool is_per_channel(const Value& v, int64_t channels) {
   return d[1] == channels;
 }
 
+// The layout plan: activations stay in the channel blocks the blocked convolutions write and read
+// (NCHW[x]c), from one such convolution to the next, through their epilogues (bias, residual add,
+// activations, all elementwise in blocks); a value is converted to NCHW only where something that
+// reads NCHW needs it, once, and to blocks only where a blocked convolution reads a value that is not.
 bool has_reduction(const te::Operation& op) {
   if (!op || !op->reduce_axes.empty()) return op != nullptr;
   for (const auto& in : op->inputs)
