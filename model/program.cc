@@ -393,7 +393,7 @@ class Lowering {
     }
     auto c = blocked_transpose_compute(graph_, node, in, in_block, out_block);
     if (!c.ok()) return false;
-    add_step(node.name, node.op, *c, true);
+    add_step(node.name, node.op, *c, true, deferrable(node));
     if (out_block > 0) block_[out] = out_block;
     return true;
   }
@@ -465,12 +465,13 @@ class Lowering {
   }
 
  private:
-  // Elementwise steps whose only reader is another elementwise step are not run on their own: the
-  // reader computes them where it loads their output, which never goes to memory (DenseNet's batch
-  // norm as Mul and Add before its ReLU, ConvNeXt's layer scale before the residual add).
+  // Elementwise steps (and Transposes) whose only reader is an elementwise step are not run on their
+  // own: the reader computes them where it loads their output, which never goes to memory
+  // (DenseNet's batch norm as Mul and Add before its ReLU; ConvNeXt's Transpose back to channels
+  // first and its layer scale, before the residual add).
   bool deferrable(const Node& node) const {
     const std::string& out = node.outputs[0];
-    if (!is_blockable_elementwise(node.op) || outputs_.count(out)) return false;
+    if ((!is_blockable_elementwise(node.op) && node.op != "Transpose") || outputs_.count(out)) return false;
     int r = graph_.only_reader(out);
     if (r < 0 || !is_blockable_elementwise(graph_.nodes[r].op)) return false;
     // An operator's epilogue reads its operands outside the node's inputs.
