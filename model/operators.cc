@@ -121,6 +121,11 @@ StatusOr<std::vector<te::Tensor>> inputs_of(const Graph& graph, const Node& node
   return in;
 }
 
+// A 4-D NCHW shape in NCHW[block]c.
+std::vector<int64_t> blocked_shape(const std::vector<int64_t>& d, int64_t block) {
+  return {d[0], d[1] / block, d[2], d[3], block};
+}
+
 // The last axis of a rank-`rank` tensor, which is the only axis Softmax and LayerNormalization
 // support here (the form every exporter writes for transformers).
 bool is_last_axis(int64_t axis, size_t rank) { return axis == -1 || axis == static_cast<int64_t>(rank) - 1; }
@@ -418,9 +423,11 @@ StatusOr<te::Tensor> average_pool(const Node& node, const te::Tensor& x, const s
 // it: nearest (each nearest_mode) or bilinear, every coordinate_transformation_mode but
 // tf_crop_and_resize; the output's shape from shape inference, the scale from the scales input or
 // the sizes.
-StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tensor& x, const std::vector<int64_t>& out) {
-  const auto& xs = x.shape();
-  if (xs.size() != 4 || out.size() != 4 || out[0] != xs[0] || out[1] != xs[1])
+// `xs` and `out` are the NCHW shapes; with `block` > 0, `x` holds the input in NCHW[block]c and the
+// output is written so, a vector of the block's channels per pixel.
+StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tensor& x, const std::vector<int64_t>& xs,
+                            const std::vector<int64_t>& out, int64_t block = 0) {
+  if (xs.size() != 4 || out.size() != 4 || out[0] != xs[0] || out[1] != xs[1] || (block > 0 && xs[1] % block != 0))
     return unsupported(node, "only the rows and columns of an NCHW tensor are resized");
   auto text = [&](const char* key, const char* fallback) {
     return node.attributes.count(key) ? node.attributes.at(key).s : std::string(fallback);
@@ -464,6 +471,8 @@ StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tens
     return unscale(v + f32(0.5)) - f32(0.5);
   };
   auto clamp = [](Expr i, int64_t size) { return ir::max(ir::min(i, ir::int_imm(size - 1)), ir::int_imm(0)); };
+  std::vector<int64_t> shape = block > 0 ? blocked_shape(out, block) : out;
+  auto read = [&](const std::vector<Var>& i, Expr y, Expr xx) { return block > 0 ? x(i[0], i[1], y, xx, i[4]) : x(i[0], i[1], y, xx); };
   if (mode == "nearest") {
     auto pick = [&](Expr v, int64_t size) {
       Expr i = nearest == "floor"  ? floor_of(v)
@@ -472,8 +481,8 @@ StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tens
                                                  : ceil_of(v - f32(0.5));
       return clamp(i, size);
     };
-    return te::compute("out", out, [&](const std::vector<Var>& i) {
-      return x(i[0], i[1], pick(source(i[2], xs[2], out[2], scale[2]), xs[2]), pick(source(i[3], xs[3], out[3], scale[3]), xs[3]));
+    return te::compute("out", shape, [&](const std::vector<Var>& i) {
+      return read(i, pick(source(i[2], xs[2], out[2], scale[2]), xs[2]), pick(source(i[3], xs[3], out[3], scale[3]), xs[3]));
     });
   }
   // Bilinear: the coordinate clamped into the input, its two neighbours and the weight of the second.
@@ -485,9 +494,9 @@ StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tens
     Expr first = ir::cast(ir::Type::i64(), v);
     return Taps{first, ir::min(first + 1, ir::int_imm(in - 1)), v - ir::cast(ir::Type::f32(), first)};
   };
-  return te::compute("out", out, [&](const std::vector<Var>& i) {
+  return te::compute("out", shape, [&](const std::vector<Var>& i) {
     Taps r = taps(i[2], xs[2], out[2], scale[2]), c = taps(i[3], xs[3], out[3], scale[3]);
-    auto row = [&](Expr y) { return x(i[0], i[1], y, c.first) * (f32(1) - c.weight) + x(i[0], i[1], y, c.second) * c.weight; };
+    auto row = [&](Expr y) { return read(i, y, c.first) * (f32(1) - c.weight) + read(i, y, c.second) * c.weight; };
     return row(r.first) * (f32(1) - r.weight) + row(r.second) * r.weight;
   });
 }
@@ -811,7 +820,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
   } else if (op == "AveragePool") {
     TF_ASSIGN_OR_RETURN(result, average_pool(node, x, out));
   } else if (op == "Resize" || op == "Upsample") {
-    TF_ASSIGN_OR_RETURN(result, resize(graph, node, x, out));
+    TF_ASSIGN_OR_RETURN(result, resize(graph, node, x, x.shape(), out));
   } else if (op == "DepthToSpace" || op == "SpaceToDepth") {
     int64_t b = node.int_attr("blocksize", 0);
     const auto& xs = x.shape();
@@ -1028,14 +1037,6 @@ StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& inp
   return Computed{ops::ComputeDef{{in}, out}, {input, input + "/float32"}};
 }
 
-namespace {
-
-// A 4-D NCHW shape in NCHW[block]c.
-std::vector<int64_t> blocked_shape(const std::vector<int64_t>& d, int64_t block) {
-  return {d[0], d[1] / block, d[2], d[3], block};
-}
-
-}  // namespace
 
 bool is_blockable_elementwise(const std::string& op) {
   static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "PRelu", "Elu", "Selu", "Relu", "Sigmoid", "HardSigmoid",
@@ -1122,6 +1123,16 @@ StatusOr<Computed> blocked_transpose_compute(const Graph& graph, const Node& nod
     });
   }
   return Computed{ops::ComputeDef{{x}, result}, {in, node.outputs[0]}};
+}
+
+StatusOr<Computed> blocked_resize_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block) {
+  TF_ASSIGN_OR_RETURN(const Value* x_value, graph.value_of(node, node.inputs.at(0)));
+  TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
+  std::vector<int64_t> xd = dims_of(*x_value), od = dims_of(*out_value);
+  if (xd.size() != 4 || xd[1] % block != 0) return unsupported(node, "its input is not NCHW in blocks of its channels");
+  te::Tensor x = te::placeholder("in", blocked_shape(xd, block));
+  TF_ASSIGN_OR_RETURN(te::Tensor out, resize(graph, node, x, xd, od, block));
+  return Computed{ops::ComputeDef{{x}, out}, {in, node.outputs[0]}};
 }
 
 StatusOr<Computed> blocked_concat_compute(const Graph& graph, const Node& node, const std::vector<std::string>& inputs,

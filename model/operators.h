@@ -66,6 +66,10 @@ StatusOr<Computed> blocked_elementwise_compute(const Graph& graph, const Node& n
 StatusOr<Computed> blocked_transpose_compute(const Graph& graph, const Node& node, const std::string& in, int64_t in_block,
                                              int64_t out_block);
 
+// Resize or Upsample of a value kept in NCHW[block]c (`in`), written in the same blocks: YOLO's and
+// the feature pyramids' upsampling between blocked convolutions, a vector of channels per pixel.
+StatusOr<Computed> blocked_resize_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
+
 // A Concat along the channels of NCHW[block]c values (`inputs`, each a whole number of blocks),
 // written in the same blocks: DenseNet's growing feature map stays in its convolutions' blocks.
 StatusOr<Computed> blocked_concat_compute(const Graph& graph, const Node& node, const std::vector<std::string>& inputs,

@@ -218,15 +218,18 @@ class Lowering {
       TF_ASSIGN_OR_RETURN(bool done, transpose_in_blocks(node));
       if (done) return Status();
     }
-    // Pooling between blocked convolutions stays in their blocks (ResNet's first layers, DenseNet's
-    // transitions).
-    if (node.op == "MaxPool" || node.op == "AveragePool") {
-      auto it = block_.find(p_.storage(node.inputs.at(0)));
-      if (it != block_.end() && !outputs_.count(node.outputs[0])) {
-        auto c = blocked_pool_compute(graph_, node, it->first, it->second);
+    // Pooling and resizing between blocked convolutions stay in their blocks (ResNet's first
+    // layers, DenseNet's transitions, YOLO's upsampling).
+    bool resize = node.op == "Resize" || node.op == "Upsample";
+    if (node.op == "MaxPool" || node.op == "AveragePool" || resize) {
+      // block_of: a view of a blocked value in another shape is read as NCHW.
+      int64_t b = block_of(node.inputs.at(0));
+      if (b > 0 && !outputs_.count(node.outputs[0])) {
+        const std::string& in = p_.storage(node.inputs[0]);
+        auto c = resize ? blocked_resize_compute(graph_, node, in, b) : blocked_pool_compute(graph_, node, in, b);
         if (c.ok()) {
           add_step(node.name, node.op, *c, true);
-          block_[node.outputs[0]] = it->second;
+          block_[node.outputs[0]] = b;
           return Status();
         }
       }
