@@ -501,7 +501,8 @@ class Lowering {
 
   // Takes into `consumer` each held-back step whose output it reads: the loads of that output
   // become the producer's expression at their indices, the producer's inputs the consumer's. A
-  // producer the consumer cannot take (a consumer of several stages, two loads of it) runs first.
+  // producer the consumer cannot take (a consumer of several stages, loads of it at two indices)
+  // runs first.
   void inline_into(Step& consumer) {
     for (size_t k = 0; k + 1 < consumer.tensors.size(); ++k) {
       auto it = pending_.find(consumer.tensors[k]);
@@ -522,11 +523,19 @@ class Lowering {
     if (!single_stage(c) || !consumer.vectorize || k >= c.inputs.size()) return false;
     const ir::BufferNode* target = c.inputs[k].op->buffer.get();
     if (c.inputs[k].shape() != p.output.shape()) return false;
-    int loads = 0;
+    // Loads of it at one index only (an activation that reads its input twice, as ELU's select
+    // does, reads the same element: the code generator computes the producer's expression once).
+    const ir::Load* first = nullptr;
+    bool one_index = true;
     ir::post_order_visit(c.output.op->body, [&](const ir::Expr& e) {
-      if (const auto* l = e->as<ir::Load>(); l && l->buffer.get() == target) ++loads;
+      const auto* l = e->as<ir::Load>();
+      if (!l || l->buffer.get() != target) return;
+      if (!first) first = l;
+      else one_index = one_index && l->indices.size() == first->indices.size() &&
+                       std::equal(l->indices.begin(), l->indices.end(), first->indices.begin(),
+                                  [](const ir::Expr& a, const ir::Expr& b) { return ir::equal(a, b); });
     });
-    if (loads != 1) return false;
+    if (!first || !one_index) return false;
     // The fused step's inputs: the consumer's but the producer's output, then the producer's
     // that the consumer does not read already (those it does are loaded from its placeholder).
     std::vector<te::Tensor> inputs;
