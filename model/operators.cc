@@ -306,6 +306,16 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
   if (op == "Erf") return unary([](Expr x) { return ir::call(ir::Type::f32(), "erf", {x}); });
   if (op == "Sqrt") return unary([](Expr x) { return ir::call(ir::Type::f32(), "sqrt", {x}); });
   if (op == "Exp") return unary([](Expr x) { return ir::call(ir::Type::f32(), "exp", {x}); });
+  if (op == "Log") return unary([](Expr x) { return ir::call(ir::Type::f32(), "log", {x}); });
+  // ln(1 + e^x) as max(x, 0) + ln(1 + u), u = e^-|x|: no overflow for large x, and for u below
+  // 1e-4 ln(1 + u) as u (1 - u/2), which keeps the tiny values far below zero (1 + u rounds to 1).
+  if (op == "Softplus") {
+    return unary([](Expr x) {
+      Expr u = ir::call(ir::Type::f32(), "exp", {f32(0) - ir::max(x, f32(0) - x)});
+      Expr log1p = ir::select(ir::lt(u, f32(1e-4)), u * (f32(1) - f32(0.5) * u), ir::call(ir::Type::f32(), "log", {f32(1) + u}));
+      return ir::max(x, f32(0)) + log1p;
+    });
+  }
   if (op == "Neg") return unary([](Expr x) { return f32(0) - x; });
   if (op == "Gelu") {
     std::string approximate = node.attributes.count("approximate") ? node.attributes.at("approximate").s : "none";
@@ -717,7 +727,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       for (size_t d = static_cast<size_t>(axis) + 1; d < rank; ++d) at.push_back(i[d - 1 + index_rank]);
       return x(at);
     });
-  } else if (op == "Softmax") {
+  } else if (op == "Softmax" || op == "LogSoftmax") {
     if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
     std::vector<int64_t> rows(out.begin(), out.end() - 1);
     int64_t n = out.back();
@@ -735,9 +745,18 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       return ir::call(ir::Type::f32(), "exp", {term(as_exprs(i)) - m(row_of(i))});
     });
     te::Tensor s = row_statistic("row_sum", rows, n, false, [&](const std::vector<Expr>& r, Expr k) { return e(with_last(r, k)); });
+    if (op == "LogSoftmax") {
+      // x - max - ln(sum of e^(x - max)): the logarithm once a row.
+      te::Tensor log_sum = te::compute("log_sum", rows, [&](const std::vector<Var>& i) {
+        return m(as_exprs(i)) + ir::call(ir::Type::f32(), "log", {s(as_exprs(i))});
+      });
+      result = te::compute("out", out, [&](const std::vector<Var>& i) { return term(as_exprs(i)) - log_sum(row_of(i)); });
+    }
     // Divisions once a row: the row's elements multiply.
-    te::Tensor inv = te::compute("inv_sum", rows, [&](const std::vector<Var>& i) { return f32(1) / s(as_exprs(i)); });
-    result = te::compute("out", out, [&](const std::vector<Var>& i) { return e(as_exprs(i)) * inv(row_of(i)); });
+    if (op == "Softmax") {
+      te::Tensor inv = te::compute("inv_sum", rows, [&](const std::vector<Var>& i) { return f32(1) / s(as_exprs(i)); });
+      result = te::compute("out", out, [&](const std::vector<Var>& i) { return e(as_exprs(i)) * inv(row_of(i)); });
+    }
   } else if (op == "LayerNormalization" || op == "SkipLayerNormalization" || op == "InstanceNormalization") {
     // InstanceNormalization (style transfer, and GroupNorm as the TorchScript exporter writes it:
     // a Reshape to [N, groups, rest] before it) normalizes each [n, c] over the rest of its axes:

@@ -243,8 +243,8 @@ class Lowering {
     // Softmax and LayerNorm vectorize across the row, their statistics in lanes too
     // (operators.cc's row_statistic); other reductions run scalar.
     bool pooling = node.op == "MaxPool" || node.op == "GlobalMaxPool" || node.op == "AveragePool";
-    bool row_wise = node.op == "Softmax" || node.op == "LayerNormalization" || node.op == "SkipLayerNormalization" ||
-                    node.op == "InstanceNormalization";
+    bool row_wise = node.op == "Softmax" || node.op == "LogSoftmax" || node.op == "LayerNormalization" ||
+                    node.op == "SkipLayerNormalization" || node.op == "InstanceNormalization";
     bool scalar_only = !pooling && !row_wise && has_reduction(c.def.output.op);
     add_step(node.name, node.op, c, !scalar_only, deferrable(node));
     return Status();

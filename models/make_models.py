@@ -528,8 +528,8 @@ def vision_operators(opset):
     scales) and Concat with an earlier map, a segmentation head's bilinear Resize to a size
     (half_pixel, and align_corners), SRGAN's PRelu and pixel shuffle (DepthToSpace, CRD), ELU, SELU,
     Sum of three, Tile, the max of three, GroupNorm as the TorchScript exporter writes it (Reshape
-    to groups, InstanceNormalization, Reshape back, Mul and Add per channel), and ConvTranspose
-    (U-Net's 2x2 at stride 2, DCGAN's 4x4 at stride 2 with padding)."""
+    to groups, InstanceNormalization, Reshape back, Mul and Add per channel), ConvTranspose (U-Net's
+    2x2 at stride 2, DCGAN's 4x4 at stride 2 with padding), Softplus, Log and a LogSoftmax head."""
     b = Builder(23, opset=opset)
     x = "input"
     y = b.conv_bn(x, 3, 16, 3)
@@ -568,7 +568,8 @@ def vision_operators(opset):
     y = b.node("ConvTranspose", [y, b.weight((8, 4, 2, 2), 32), b.const(np.full(4, 0.1, np.float32), "bias")],
                kernel_shape=[2, 2], strides=[2, 2])
     y = b.node("ConvTranspose", [y, b.weight((4, 8, 4, 4), 64)], kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])
-    out = b.head(y, 8, 10)
+    y = b.node("Log", [b.node("Add", [b.node("Softplus", [y]), b.const(np.float32(0.5), "half")])])
+    out = b.node("LogSoftmax", [b.head(y, 8, 10)], axis=-1)
     return b.model(f"vision_operators_opset{opset}",
                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 16, 16])],
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 10])], ir_version=None)

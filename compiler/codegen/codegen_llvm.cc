@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <limits>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -417,6 +418,37 @@ class CodeGen {
     return b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::copysign, {t}), {y, x});
   }
 
+  // ln(x) as arithmetic that stays in vector lanes: x = m 2^e with m in [sqrt(1/2), sqrt(2)) (from
+  // the float's exponent and mantissa fields; a subnormal x scaled by 2^23 first), then
+  // ln m = 2 atanh(s) = 2 (s + s^3/3 + ... + s^9/9) with s = (m - 1) / (m + 1), |s| <= 0.172, whose
+  // next term is below float32's rounding; plus e ln 2. ln 0 = -inf, ln of a negative or NaN is
+  // NaN, ln inf = inf.
+  llvm::Value* emit_log(llvm::Value* x) {
+    llvm::Type* t = x->getType();
+    auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
+    llvm::Type* it = t->isVectorTy() ? llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(t)->getElementCount())
+                                     : static_cast<llvm::Type*>(b_.getInt32Ty());
+    auto i = [&](int64_t v) { return llvm::ConstantInt::get(it, static_cast<uint64_t>(v), true); };
+    llvm::Value* subnormal = b_.CreateFCmpOLT(x, c(1.17549435e-38));
+    llvm::Value* xs = b_.CreateSelect(subnormal, b_.CreateFMul(x, c(8388608.0)), x);
+    llvm::Value* bits = b_.CreateBitCast(xs, it);
+    llvm::Value* e = b_.CreateSub(b_.CreateLShr(bits, i(23)), i(127));
+    llvm::Value* m = b_.CreateBitCast(b_.CreateOr(b_.CreateAnd(bits, i(0x7fffff)), i(0x3f800000)), t);
+    llvm::Value* big = b_.CreateFCmpOGT(m, c(1.41421356));
+    m = b_.CreateSelect(big, b_.CreateFMul(m, c(0.5)), m);
+    e = b_.CreateSelect(big, b_.CreateAdd(e, i(1)), e);
+    llvm::Value* ef = b_.CreateSIToFP(e, t);
+    ef = b_.CreateSelect(subnormal, b_.CreateFSub(ef, c(23.0)), ef);
+    llvm::Value* s = b_.CreateFDiv(b_.CreateFSub(m, c(1.0)), b_.CreateFAdd(m, c(1.0)));
+    llvm::Value* s2 = b_.CreateFMul(s, s);
+    llvm::Value* p = c(1.0 / 9);
+    for (double k : {1.0 / 7, 1.0 / 5, 1.0 / 3, 1.0}) p = b_.CreateFAdd(b_.CreateFMul(p, s2), c(k));
+    llvm::Value* y = b_.CreateFAdd(b_.CreateFMul(ef, c(0.69314718055994531)), b_.CreateFMul(c(2.0), b_.CreateFMul(s, p)));
+    y = b_.CreateSelect(b_.CreateFCmpOEQ(x, c(0.0)), c(-std::numeric_limits<double>::infinity()), y);
+    y = b_.CreateSelect(b_.CreateFCmpOEQ(x, c(std::numeric_limits<double>::infinity())), x, y);
+    return b_.CreateSelect(b_.CreateFCmpOGE(x, c(0.0)), y, c(std::numeric_limits<double>::quiet_NaN()));
+  }
+
   // tanh(x) = sign(x) (1 - 2 / (e^(2|x|) + 1)), through the arithmetic exponential (absolute error
   // ~1e-7; past 2|x| = 88.73 the exponential is +inf and the quotient 0, so tanh is exactly +-1; NaN
   // stays NaN through the exponential).
@@ -433,7 +465,7 @@ class CodeGen {
   // exp intrinsic on a vector is a call of the C library's expf per lane: softmax's exponentials
   // through it were 14% of a transformer layer; GELU's erf, 15% of a BERT layer).
   llvm::Value* emit_math(const Call* op) {
-    static const std::set<std::string> kNames = {"exp", "sqrt", "erf", "tanh"};
+    static const std::set<std::string> kNames = {"exp", "sqrt", "erf", "tanh", "log"};
     if (!kNames.count(op->name)) return nullptr;
     if (op->args.size() != 1 || !op->type.is_float() || op->type.bits != 32) {
       fail("codegen: " + op->name + " takes one float32");
@@ -443,6 +475,7 @@ class CodeGen {
     if (op->name == "sqrt") return unary_intrinsic(llvm::Intrinsic::sqrt, x);
     if (op->name == "erf") return emit_erf(x);
     if (op->name == "tanh") return emit_tanh(x);
+    if (op->name == "log") return emit_log(x);
     // On GPUs too: NVPTX lowers the exp intrinsic to a call of expf, which a kernel cannot link.
     return emit_exp_arith(x);
   }

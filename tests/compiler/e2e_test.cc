@@ -250,7 +250,7 @@ std::vector<float> special_inputs() {
   return in;
 }
 
-// erf, exp and tanh are arithmetic in the generated code, in vector and scalar form (GELU's and
+// erf, exp, tanh and log are arithmetic in the generated code, in vector and scalar form (GELU's and
 // softmax's steps vectorize them; the C library's functions would be a call per lane): erf and
 // tanh within 5e-7, exp within 4e-7 of its value, of the C library's, and NaN, +-inf and the ends
 // of float's range as it gives them (exp's results below 2^-125 within 4e-7 absolute: flushed to 0).
@@ -302,6 +302,18 @@ TEST(EndToEnd, VectorizedExpIsAccurateRelativeToItsValue) {
     }
   }
   EXPECT_EQ(out[std::find(in.begin(), in.end(), 0.0f) - in.begin()], 1.0f);
+}
+
+// ln over float's whole range (subnormals among it), finely around 1, and at the special inputs:
+// within 4e-7 of the C library's value (relative past 1 in magnitude), -inf at zero, NaN below it.
+TEST(EndToEnd, VectorizedLogMatchesTheCLibrary) {
+  float (*log_of)(float) = [](float v) { return std::log(v); };
+  expect_math_function("log", spaced(1e-3f, 100.0f), log_of, 4e-7, true);
+  expect_math_function("log", spaced(0.5f, 2.0f), log_of, 4e-7, true);
+  std::vector<float> tiny;
+  for (float v = 1e-45f; v < 1e38f; v *= 3.7f) tiny.push_back(v);
+  expect_math_function("log", tiny, log_of, 4e-7, true);
+  expect_math_function("log", special_inputs(), log_of, 4e-7, true);
 }
 
 TEST(EndToEnd, VectorizedTanhMatchesTheCLibrary) {

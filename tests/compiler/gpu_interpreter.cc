@@ -184,6 +184,7 @@ class Thread {
           if (c->name == "erf") return std::erf(x);
           if (c->name == "sqrt") return std::sqrt(x);
           if (c->name == "tanh") return std::tanh(x);
+          if (c->name == "log") return std::log(x);
         }
         fail("unsupported call " + c->name);
         return 0;
