@@ -223,7 +223,7 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
     });
   }
   // Sum, Mean, Max and Min of any number of inputs (broadcasting), from opset 8.
-  if ((op == "Sum" || op == "Mean") || ((op == "Max" || op == "Min") && in.size() != 2)) {
+  if (op == "Sum" || op == "Mean" || op == "Max" || op == "Min") {
     if (in.empty()) return unsupported(node, "has no input");
     return te::compute("out", out, [&](const std::vector<Var>& i) {
       Expr v = broadcast_read(in[0], i);
@@ -235,8 +235,7 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
     });
   }
   static const std::map<std::string, ir::BinaryOp> kBinary = {
-      {"Add", ir::BinaryOp::kAdd}, {"Sub", ir::BinaryOp::kSub}, {"Mul", ir::BinaryOp::kMul}, {"Div", ir::BinaryOp::kDiv},
-      {"Max", ir::BinaryOp::kMax}, {"Min", ir::BinaryOp::kMin}};
+      {"Add", ir::BinaryOp::kAdd}, {"Sub", ir::BinaryOp::kSub}, {"Mul", ir::BinaryOp::kMul}, {"Div", ir::BinaryOp::kDiv}};
   if (auto b = kBinary.find(op); b != kBinary.end()) {
     if (in.size() != 2) return unsupported(node, "expects two inputs");
     return te::compute("out", out, [&](const std::vector<Var>& i) {

@@ -132,6 +132,10 @@ class Lowering {
  public:
   Lowering(Graph& graph, Program& p, const WorkloadForms& forms) : graph_(graph), p_(p), forms_(forms) {
     outputs_.insert(graph.outputs.begin(), graph.outputs.end());
+    // An operator's epilogue reads its operands outside the node's inputs.
+    for (const Node& n : graph.nodes)
+      for (const Epilogue& e : n.epilogue)
+        if (!e.operand.empty()) epilogue_operands_.insert(e.operand);
   }
 
   // A value holding `name` in NCHW.
@@ -476,12 +480,7 @@ class Lowering {
     const std::string& out = node.outputs[0];
     if ((!is_blockable_elementwise(node.op) && node.op != "Transpose") || outputs_.count(out)) return false;
     int r = graph_.only_reader(out);
-    if (r < 0 || !is_blockable_elementwise(graph_.nodes[r].op)) return false;
-    // An operator's epilogue reads its operands outside the node's inputs.
-    for (const Node& n : graph_.nodes)
-      for (const Epilogue& e : n.epilogue)
-        if (e.operand == out) return false;
-    return true;
+    return r >= 0 && is_blockable_elementwise(graph_.nodes[r].op) && !epilogue_operands_.count(out);
   }
 
   static bool single_stage(const ops::ComputeDef& def) {
@@ -586,6 +585,7 @@ class Lowering {
   Program& p_;
   const WorkloadForms& forms_;
   std::set<std::string> outputs_;
+  std::set<std::string> epilogue_operands_;  // Values an operator's epilogue reads.
   std::map<std::string, int64_t> block_;  // Storage value -> the channel block it is kept in.
   std::map<std::string, Step> pending_;   // Held-back steps by the value they write.
 };

@@ -446,6 +446,17 @@ TEST(ModelBuild, TwoThreadsGiveWhatOneThreadGives) {
   EXPECT_EQ(out[0], out[1]);
 }
 
+// `m` written to the scratch folder as <name>.onnx (what is built from it goes to <name>/) and
+// imported.
+void write_and_import(const testing::ModelBuilder& m, const std::string& name, std::string& dir, Graph& graph) {
+  dir = tunefarm::testing::scratch_dir() + "/model_build_test/" + name;
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + ".onnx", std::ios::binary) << m.bytes();
+  auto imported = import_onnx_file(dir + ".onnx");
+  ASSERT_TRUE(imported.ok()) << imported.status().to_string();
+  graph = *imported;
+}
+
 // The steps that feed a row-wise one, folded into it (model/passes/fuse_row_inputs.h): attention's
 // scale and a mask of -inf and large negative entries (-1 / relu(m): -inf where m <= 0) before a
 // Softmax, a constant scale before another, a residual Add before a LayerNormalization. Rows of
@@ -476,13 +487,11 @@ TEST(ModelBuild, RowWiseStepsWithTheirInputsFoldedMatchOnnxRuntime) {
   m.output("p", {1, 2, 3, 150});
   m.output("q", {1, 2, 17, 17});
   m.output("y", {1, 3, 200});
-  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/row_inputs";
-  std::filesystem::create_directories(dir);
+  std::string dir;
+  Graph graph;
+  ASSERT_NO_FATAL_FAILURE(write_and_import(m, "row_inputs", dir, graph));
   std::string file = dir + ".onnx";
-  std::ofstream(file, std::ios::binary) << m.bytes();
-  auto graph = import_onnx_file(file);
-  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
-  auto built = build_model(*graph, "rows", Target{}, defaults);
+  auto built = build_model(graph, "rows", Target{}, defaults);
   ASSERT_TRUE(built.ok()) << built.status().to_string();
   // The mask (Relu and Div, one step: the Relu computed inside the Div), the two Softmax and the
   // LayerNormalization.
@@ -514,13 +523,11 @@ TEST(ModelBuild, ElementwiseChainsRunAsOneStep) {
   m.node("Sub", {"r", "zh"}, "d");
   m.node("Max", {"d", "zh"}, "y");
   m.output("y", {1, 5, 7, 3});
-  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/chains";
-  std::filesystem::create_directories(dir);
+  std::string dir;
+  Graph graph;
+  ASSERT_NO_FATAL_FAILURE(write_and_import(m, "chains", dir, graph));
   std::string file = dir + ".onnx";
-  std::ofstream(file, std::ios::binary) << m.bytes();
-  auto graph = import_onnx_file(file);
-  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
-  auto built = build_model(*graph, "chains", Target{}, defaults);
+  auto built = build_model(graph, "chains", Target{}, defaults);
   ASSERT_TRUE(built.ok()) << built.status().to_string();
   // zh (read by the Sub and the Max), then the rest as one.
   EXPECT_EQ(built->steps, 2);
@@ -549,13 +556,10 @@ TEST(ModelBuild, ConcatenationsAlongChannelsStayInChannelBlocks) {
   m.node("Conv", {"r", "w2"}, "c3");
   m.node("Relu", {"c3"}, "y");
   m.output("y", {1, 16, 6, 5});
-  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/concat_blocks";
-  std::filesystem::create_directories(dir);
-  std::string file = dir + ".onnx";
-  std::ofstream(file, std::ios::binary) << m.bytes();
-  auto graph = import_onnx_file(file);
-  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
-  Graph passed = *graph;
+  std::string dir;
+  Graph graph;
+  ASSERT_NO_FATAL_FAILURE(write_and_import(m, "concat_blocks", dir, graph));
+  Graph passed = graph;
   ASSERT_TRUE(run_passes(passed).ok());
   auto program = lower_graph(passed);
   ASSERT_TRUE(program.ok()) << program.status().to_string();
@@ -569,7 +573,7 @@ TEST(ModelBuild, ConcatenationsAlongChannelsStayInChannelBlocks) {
   // NCHW).
   EXPECT_EQ(conversions, 1) << steps;
   EXPECT_EQ(steps, " to NCHWc Conv Conv Concat Relu Conv epilogue") << steps;
-  builds_and_matches(*graph, file, dir);
+  builds_and_matches(graph, dir + ".onnx", dir);
 }
 
 // The operators of today's exporters, in small models the current onnx package writes (its IR
