@@ -203,6 +203,14 @@ Expr is_true(const Expr& x) { return ir::compare(ir::CompareOp::kNE, x, f32(0));
 StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>& in, const std::vector<int64_t>& out,
                                  bool integer_out) {
   const std::string& op = node.op;
+  // Every input is read with broadcasting (broadcast_read): each of its axes, aligned on the right,
+  // is 1 or the output's. Shape inference checks it for most operators, not for PRelu's slope.
+  for (const te::Tensor& t : in) {
+    const auto& d = t.shape();
+    bool fits = d.size() <= out.size();
+    for (size_t k = 0; fits && k < d.size(); ++k) fits = d[k] == 1 || d[k] == out[out.size() - d.size() + k];
+    if (!fits) return unsupported(node, fmt::format("input {} does not broadcast to its output {}", shape_string(d), shape_string(out)));
+  }
   // Integer division truncates, which float32 does not; the exporters' integer divisions are of
   // shapes, folded before.
   if ((op == "Div" || op == "Mod") && integer_out) return unsupported(node, "integer division at run time is not supported");
@@ -363,6 +371,7 @@ StatusOr<te::Tensor> conv_transpose(const Node& node, const std::vector<te::Tens
     return te::sum(ir::select(valid, x(i[0], ci->var, y, xx) * w(ci->var, i[1], r->var, s->var), f32(0)), {ci, r, s});
   });
   if (in.size() < 3) return sum;
+  if (in[2].shape() != std::vector<int64_t>{out[1]}) return unsupported(node, "its bias must have one value per output channel");
   return te::compute("out", out, [&](const std::vector<Var>& i) { return sum(as_exprs(i)) + in[2](i[1]); });
 }
 
@@ -763,6 +772,8 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     bool instance = op == "InstanceNormalization";
     if (instance) {
       if (out.size() < 3 || in.size() != 3) return unsupported(node, "expects an input of 3 or more axes, a scale and a bias");
+      if (in[1].shape() != std::vector<int64_t>{out[1]} || in[2].shape() != std::vector<int64_t>{out[1]})
+        return unsupported(node, fmt::format("its scale and bias must have one value per channel ({})", out[1]));
       int64_t rest = 1;
       for (size_t d = 2; d < out.size(); ++d) rest *= out[d];
       out = {out[0], out[1], rest};

@@ -224,6 +224,49 @@ TEST(ModelBuild, TransposesWhoseAttributesDoNotFitTheirInputAreRefused) {
   }
 }
 
+// Parameters whose sizes do not fit the tensor they apply to (files no exporter writes, which shape
+// inference lets through) are refused naming the node, not read past their end: PRelu's slope
+// that does not broadcast, InstanceNormalization's scale and a ConvTranspose's bias of the wrong
+// channel count.
+TEST(ModelBuild, ParametersThatDoNotFitTheirTensorAreRefused) {
+  auto lowered = [](const std::string& op, std::vector<std::pair<std::string, std::vector<int64_t>>> constants,
+                    std::vector<int64_t> out, std::map<std::string, std::vector<int64_t>> attrs = {}) {
+    Graph g;
+    g.values["x"].name = "x";
+    g.values["x"].shape = {1, 4, 8, 8};
+    g.values["y"].name = "y";
+    g.values["y"].shape = out;
+    Node n;
+    n.name = "bad";
+    n.op = op;
+    n.inputs = {"x"};
+    n.outputs = {"y"};
+    for (auto& [name, shape] : constants) {
+      Value& v = g.values[name];
+      v.name = name;
+      v.shape = shape;
+      v.constant = true;
+      v.floats.assign(static_cast<size_t>(v.elements()), 0.5f);
+      n.inputs.push_back(name);
+    }
+    for (auto& [key, v] : attrs) n.attributes[key].ints = v;
+    g.nodes = {n};
+    g.inputs = {"x"};
+    g.outputs = {"y"};
+    return lower_graph(g).status();
+  };
+  EXPECT_TRUE(lowered("PRelu", {{"slope", {4, 1, 1}}}, {1, 4, 8, 8}).ok());
+  EXPECT_TRUE(lowered("InstanceNormalization", {{"scale", {4}}, {"bias", {4}}}, {1, 4, 8, 8}).ok());
+  std::map<std::string, std::vector<int64_t>> up = {{"kernel_shape", {4, 4}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}};
+  EXPECT_TRUE(lowered("ConvTranspose", {{"w", {4, 2, 4, 4}}, {"b", {2}}}, {1, 2, 16, 16}, up).ok());
+  for (Status s : {lowered("PRelu", {{"slope", {3}}}, {1, 4, 8, 8}),
+                   lowered("InstanceNormalization", {{"scale", {3}}, {"bias", {3}}}, {1, 4, 8, 8}),
+                   lowered("ConvTranspose", {{"w", {4, 2, 4, 4}}, {"b", {1}}}, {1, 2, 16, 16}, up)}) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("node 'bad'"), std::string::npos) << s.message();
+  }
+}
+
 // A dense layer's constant weight is packed once, when the model is built, into the column panels
 // its workload names (w_block): the step reads a constant of that layout and its kernel has no
 // packing stage. Outputs within 1e-4 of ONNX Runtime's.
