@@ -593,6 +593,14 @@ class Lowering {
 }  // namespace
 
 StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms) {
+  // A shape a file declares past any memory (a Resize by 1e9, a Tile by 1e5 each way: shape
+  // inference computes it, nothing allocates it) is refused before its element counts overflow
+  // the steps' index arithmetic.
+  constexpr int64_t kMaxTensorElements = int64_t{1} << 32;
+  for (const auto& [name, v] : graph.values)
+    if (v.elements() > kMaxTensorElements)
+      return invalid_argument(fmt::format("value '{}' has shape {}: more than 2^32 elements, past what a built model holds",
+                                          name, shape_string(v.shape)));
   Program p;
   // An integer input (token ids, an attention mask) is converted to float32 once, by the first
   // steps, and every node reads the converted value: what is computed from it is held as float32.

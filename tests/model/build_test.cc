@@ -227,7 +227,7 @@ TEST(ModelBuild, TransposesWhoseAttributesDoNotFitTheirInputAreRefused) {
 // Parameters whose sizes do not fit the tensor they apply to (files no exporter writes, which shape
 // inference lets through) are refused naming the node, not read past their end: PRelu's slope
 // that does not broadcast, InstanceNormalization's scale and a ConvTranspose's bias of the wrong
-// channel count.
+// channel count; and a value of more elements than any memory holds.
 TEST(ModelBuild, ParametersThatDoNotFitTheirTensorAreRefused) {
   auto lowered = [](const std::string& op, std::vector<std::pair<std::string, std::vector<int64_t>>> constants,
                     std::vector<int64_t> out, std::map<std::string, std::vector<int64_t>> attrs = {}) {
@@ -265,6 +265,10 @@ TEST(ModelBuild, ParametersThatDoNotFitTheirTensorAreRefused) {
     EXPECT_FALSE(s.ok());
     EXPECT_NE(s.message().find("node 'bad'"), std::string::npos) << s.message();
   }
+  // A shape past any memory (a Resize by 1e9 that shape inference computed) is refused by name.
+  Status huge = lowered("Relu", {}, {1, 4, 100000, 100000});
+  EXPECT_FALSE(huge.ok());
+  EXPECT_NE(huge.message().find("value 'y'"), std::string::npos) << huge.message();
 }
 
 // A dense layer's constant weight is packed once, when the model is built, into the column panels
