@@ -314,6 +314,8 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
   if (op == "Sqrt") return unary([](Expr x) { return ir::call(ir::Type::f32(), "sqrt", {x}); });
   if (op == "Exp") return unary([](Expr x) { return ir::call(ir::Type::f32(), "exp", {x}); });
   if (op == "Log") return unary([](Expr x) { return ir::call(ir::Type::f32(), "log", {x}); });
+  if (op == "Sin") return unary([](Expr x) { return ir::call(ir::Type::f32(), "sin", {x}); });
+  if (op == "Cos") return unary([](Expr x) { return ir::call(ir::Type::f32(), "cos", {x}); });
   // ln(1 + e^x) as max(x, 0) + ln(1 + u), u = e^-|x|: no overflow for large x, and for u below
   // 1e-4 ln(1 + u) as u (1 - u/2), which keeps the tiny values far below zero (1 + u rounds to 1).
   if (op == "Softplus") {
@@ -521,6 +523,19 @@ StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tens
 
 }  // namespace
 
+bool is_row_wise(const Graph& graph, const Node& node) {
+  static const std::set<std::string> kRowWise = {"Softmax", "LogSoftmax", "LayerNormalization", "SkipLayerNormalization",
+                                                 "InstanceNormalization", "RMSNormalization"};
+  if (kRowWise.count(node.op)) return true;
+  static const std::set<std::string> kReductions = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"};
+  const Value* x = node.inputs.empty() ? nullptr : graph.find(node.inputs[0]);
+  std::vector<int64_t> axes = node.ints_attr("axes");
+  // ReduceSum takes its axes as an input from opset 13.
+  if (node.op == "ReduceSum" && node.inputs.size() > 1) constant_ints(graph, node, 1, axes);
+  return kReductions.count(node.op) && x && !x->shape.empty() && axes.size() == 1 &&
+         is_last_axis(axes[0], x->shape.size());
+}
+
 bool is_view(const std::string& op) {
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" || op == "Dropout";
 }
@@ -599,13 +614,27 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     };
     // A reduction is a stage of its own; the minimum is the negated maximum of the negated input.
     bool is_max = op == "ReduceMax", is_min = op == "ReduceMin";
-    te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
-      if (is_max) return te::max_reduce(read(i), axes_iter);
-      if (is_min) return te::max_reduce(f32(0) - read(i), axes_iter);
-      return te::sum(read(i), axes_iter);
-    });
     double scale = op == "ReduceMean" ? 1.0 / count : is_min ? -1.0 : 1.0;
-    result = scale == 1.0 ? total : te::compute("out", out, [&](const std::vector<Var>& i) { return total(as_exprs(i)) * f32(scale); });
+    if (rank > 0 && axes_iter.size() == 1 && reduced[rank - 1]) {
+      // The last axis alone: a statistic of rows, across the row's lanes (RMSNorm's mean of squares
+      // written out, a pooling over tokens).
+      std::vector<int64_t> rows(x.shape().begin(), x.shape().end() - 1);
+      te::Tensor stat = row_statistic("total", rows, x.shape().back(), is_max || is_min, [&](const std::vector<Expr>& r, Expr k) {
+        Expr v = x(with_last(r, k));
+        return is_min ? f32(0) - v : v;
+      });
+      result = te::compute("out", out, [&](const std::vector<Var>& i) {
+        Expr v = stat(keep ? row_of(i) : as_exprs(i));
+        return scale == 1.0 ? v : v * f32(scale);
+      });
+    } else {
+      te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
+        if (is_max) return te::max_reduce(read(i), axes_iter);
+        if (is_min) return te::max_reduce(f32(0) - read(i), axes_iter);
+        return te::sum(read(i), axes_iter);
+      });
+      result = scale == 1.0 ? total : te::compute("out", out, [&](const std::vector<Var>& i) { return total(as_exprs(i)) * f32(scale); });
+    }
   } else if (op == "Slice") {
     size_t rank = x.shape().size();
     std::vector<int64_t> starts, ends, axes, steps;
@@ -808,6 +837,24 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       if (in.size() > affine) y = y * broadcast_read(in[affine], i);
       if (in.size() > affine + 1) y = y + broadcast_read(in[affine + 1], i);
       return y;
+    });
+  } else if (op == "RMSNormalization") {
+    // x / sqrt(mean of x^2 + eps) x scale over the last axis (LLaMA's, T5's; passes/fuse_patterns.h
+    // recognizes it written out): the square root and the division once a row.
+    if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
+    float eps = node.float_attr("epsilon", 1e-5f);
+    int64_t n = out.back();
+    std::vector<int64_t> rows(out.begin(), out.end() - 1);
+    te::Tensor squares = row_statistic("squares", rows, n, false, [&](const std::vector<Expr>& r, Expr k) {
+      Expr v = x(with_last(r, k));
+      return v * v;
+    });
+    te::Tensor inv_rms = te::compute("inv_rms", rows, [&](const std::vector<Var>& i) {
+      return f32(1) / ir::call(ir::Type::f32(), "sqrt", {squares(as_exprs(i)) / f32(double(n)) + f32(eps)});
+    });
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      Expr y = x(as_exprs(i)) * inv_rms(row_of(i));
+      return in.size() > 1 ? y * broadcast_read(in[1], i) : y;
     });
   } else if (op == "MaxPool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
     if (x.shape().size() != 4) return unsupported(node, "only 2-D pooling of NCHW tensors is supported");

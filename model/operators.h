@@ -17,6 +17,11 @@ namespace tunefarm::model {
 // True for the operators whose output is their input's storage under another shape.
 bool is_view(const std::string& op);
 
+// True for the operators whose definition computes statistics of rows across the row's lanes
+// (Softmax, the normalizations, a reduction of the last axis alone): the plain schedule vectorizes
+// them, where other reductions run scalar.
+bool is_row_wise(const Graph& graph, const Node& node);
+
 // A definition with the values it reads and writes, in its argument order (the output last).
 struct Computed {
   ops::ComputeDef def;

@@ -244,12 +244,10 @@ class Lowering {
       TF_ASSIGN_OR_RETURN(in, plain(node, in));
     }
     TF_ASSIGN_OR_RETURN(Computed c, operator_compute(graph_, n));
-    // Softmax and LayerNorm vectorize across the row, their statistics in lanes too
+    // Softmax and the normalizations vectorize across the row, their statistics in lanes too
     // (operators.cc's row_statistic); other reductions run scalar.
     bool pooling = node.op == "MaxPool" || node.op == "GlobalMaxPool" || node.op == "AveragePool";
-    bool row_wise = node.op == "Softmax" || node.op == "LogSoftmax" || node.op == "LayerNormalization" ||
-                    node.op == "SkipLayerNormalization" || node.op == "InstanceNormalization";
-    bool scalar_only = !pooling && !row_wise && has_reduction(c.def.output.op);
+    bool scalar_only = !pooling && !is_row_wise(graph_, node) && has_reduction(c.def.output.op);
     add_step(node.name, node.op, c, !scalar_only, deferrable(node));
     return Status();
   }

@@ -147,11 +147,11 @@ bool has_epilogue(const Node& node, const std::string& op, size_t at) {
   return node.epilogue.size() > at && node.epilogue[at].op == op;
 }
 
-// The prefix of a dense layer's epilogues its kernel applies: a bias, a residual add, then ReLU or
-// GELU (erf or tanh). `own_bias`: a Gemm's C input is the bias, and the epilogues start after it.
+// The prefix of a dense layer's epilogues its kernel applies: a bias, a residual add, then ReLU,
+// GELU (erf or tanh) or SiLU. `own_bias`: a Gemm's C input is the bias, and the epilogues start after it.
 struct DenseEpilogues {
   size_t count = 0;  // Of the node's epilogues, how many the kernel applies.
-  bool bias = false, residual = false, relu = false, gelu = false, gelu_tanh = false;
+  bool bias = false, residual = false, relu = false, gelu = false, gelu_tanh = false, silu = false;
 };
 
 DenseEpilogues dense_epilogues(const Node& node, bool own_bias) {
@@ -163,6 +163,7 @@ DenseEpilogues dense_epilogues(const Node& node, bool own_bias) {
   if (at("relu")) d.relu = true, ++d.count;
   else if (at("gelu")) d.gelu = true, ++d.count;
   else if (at("gelu_tanh")) d.gelu_tanh = true, ++d.count;
+  else if (at("silu")) d.silu = true, ++d.count;
   return d;
 }
 
@@ -173,8 +174,8 @@ DenseEpilogues dense_epilogues(const Node& node, bool own_bias) {
 // vectors of 16): tasks are extracted before any board is chosen.
 std::string dense_text(int64_t m, int64_t n, int64_t k, const DenseEpilogues& e, bool constant_weight) {
   int64_t w_block = constant_weight ? ops::dense_weight_block(m, n, k, ops::CpuModel{}) : 0;
-  return fmt::format("dense:M={},N={},K={}{}{}{}{}{}{}", m, n, k, e.bias ? ",bias=1" : "", e.residual ? ",residual=1" : "",
-                     e.relu ? ",relu=1" : "", e.gelu ? ",gelu=1" : "", e.gelu_tanh ? ",gelu_tanh=1" : "",
+  return fmt::format("dense:M={},N={},K={}{}{}{}{}{}{}{}", m, n, k, e.bias ? ",bias=1" : "", e.residual ? ",residual=1" : "",
+                     e.relu ? ",relu=1" : "", e.gelu ? ",gelu=1" : "", e.gelu_tanh ? ",gelu_tanh=1" : "", e.silu ? ",silu=1" : "",
                      w_block > 0 ? fmt::format(",w_block={}", w_block) : "");
 }
 

@@ -319,14 +319,14 @@ def token_encoder(small=True):
 
 
 def unbuildable(small=True):
-    """A model that imports but that a build cannot run: CumSum and Sin after a convolution."""
+    """A model that imports but that a build cannot run: CumSum and Det after a convolution."""
     b = Builder(7)
     x = "input"
     y = b.node("Relu", [b.node("Conv", [x, b.weight((8, 3, 3, 3), 27)], kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
     b.nodes.append(helper.make_node("CumSum", [y, b.const(np.int64(1), "axis")], ["cumsum"], name="running_sum"))
-    b.nodes.append(helper.make_node("Sin", ["cumsum"], ["out"], name="wave"))
+    b.nodes.append(helper.make_node("Det", ["cumsum"], ["out"], name="determinant"))
     return b.model("unbuildable", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 8, 8])],
-                   [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 8, 8])])
+                   [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8])])
 
 
 # --- Today's exporters (run with a current onnx package) ------------------------------------
@@ -671,7 +671,8 @@ def exporter_patterns(out_dir):
             path = os.path.join(out_dir, model.graph.name + ".onnx")
             save_with_external_data(model, path)
             print(path)
-    for model in (convnext_stages(small=True), gpt2_block(small=True)):
+    for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
+                  llama_block(small=True, opset=18)):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
@@ -823,12 +824,113 @@ def resnet18_160():
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])])
 
 
+def llama_block(small=True, opset=17):
+    """A LLaMA-style decoder layer (Llama, Mistral, Qwen) as the TorchScript exporter writes Hugging
+    Face's LlamaDecoderLayer (opset 17): token ids in, the embedding a Gather; RMSNorm written out
+    (Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul by the weight); Q, K, V by MatMul without bias;
+    rotary position embedding (cos and sin tables picked by Gather on position ids, rotate_half by
+    two Slices, Neg and Concat); grouped-query attention (K and V heads repeated by Unsqueeze, Expand
+    and Reshape); a causal mask built by Trilu and added; SiLU-gated MLP (Sigmoid, Mul, Mul).
+    Small: 8 tokens of 32, 4 heads, 2 KV heads, MLP 64; else 128 tokens of 512, 8 heads, 2 KV heads,
+    MLP 1408 (a TinyLlama-sized width).
+
+    At opset 18, as the dynamo exporter writes the current LlamaModel: the rotary tables computed at
+    run time from the position ids (Cast, MatMul by the inverse frequencies, Concat, Cos, Sin), the
+    mask from an attention_mask input (the causal constant plus the padding: Unsqueeze, Cast, Add,
+    Equal, Where), and scaled_dot_product_attention decomposed with the square root of the scale
+    multiplied into Q and into K transposed."""
+    b = Builder(3, opset=opset)
+    dynamo = opset >= 18
+    tokens, hidden, heads, kv_heads, ffn, vocab = (8, 32, 4, 2, 64, 100) if small else (128, 512, 8, 2, 1408, 2000)
+    head_dim = hidden // heads
+    ids, positions, attention = "input_ids", "position_ids", "attention_mask"
+
+    def rms_norm(t):
+        variance = b.reduce("ReduceMean", b.node("Pow", [t, b.const(np.float32(2.0), "two")]), [-1])
+        inv = b.node("Reciprocal", [b.node("Sqrt", [b.node("Add", [variance, b.const(np.float32(1e-6), "eps")])])])
+        weight = b.const((1 + 0.1 * b.rng.standard_normal(hidden)).astype(np.float32), "rms_weight")
+        return b.node("Mul", [weight, b.node("Mul", [t, inv])])
+
+    def proj(t, fin, fout):
+        return b.node("MatMul", [t, b.weight((fin, fout), fin)])
+
+    def heads_of(t, n):
+        t = b.node("Reshape", [t, b.const(np.array([1, tokens, n, head_dim], np.int64), "shape")])
+        return b.node("Transpose", [t], perm=[0, 2, 1, 3])
+
+    inv_freq = 1.0 / (10000 ** (np.arange(0, head_dim, 2) / head_dim))
+    angles = np.outer(np.arange(4 * tokens), inv_freq)
+    angles = np.concatenate([angles, angles], axis=-1)
+    if dynamo:
+        inverse = b.const(inv_freq.astype(np.float32).reshape(1, -1, 1), "inv_freq")
+        where = b.node("Unsqueeze", [b.node("Cast", [positions], to=TensorProto.FLOAT), b.const(np.array([1], np.int64), "axes")])
+        freqs = b.node("Transpose", [b.node("MatMul", [inverse, where])], perm=[0, 2, 1])
+        emb = b.node("Concat", [freqs, freqs], axis=-1)
+        cos, sin = (b.node("Unsqueeze", [b.node(op, [emb]), b.const(np.array([1], np.int64), "axes")]) for op in ("Cos", "Sin"))
+    else:
+        cos = b.node("Unsqueeze", [b.node("Gather", [b.const(np.cos(angles).astype(np.float32), "cos_cached"), positions], axis=0),
+                                   b.const(np.array([1], np.int64), "axes")])
+        sin = b.node("Unsqueeze", [b.node("Gather", [b.const(np.sin(angles).astype(np.float32), "sin_cached"), positions], axis=0),
+                                   b.const(np.array([1], np.int64), "axes")])
+
+    def rotate(t):
+        half = head_dim // 2
+        x1 = b.node("Slice", [t, b.const(np.array([0], np.int64), "starts"), b.const(np.array([half], np.int64), "ends"),
+                              b.const(np.array([3], np.int64), "axes")])
+        x2 = b.node("Slice", [t, b.const(np.array([half], np.int64), "starts"),
+                              b.const(np.array([np.iinfo(np.int64).max], np.int64), "ends"), b.const(np.array([3], np.int64), "axes")])
+        rotated = b.node("Concat", [b.node("Neg", [x2]), x1], axis=-1)
+        return b.node("Add", [b.node("Mul", [t, cos]), b.node("Mul", [rotated, sin])])
+
+    def repeat_kv(t):
+        t = b.node("Unsqueeze", [t, b.const(np.array([2], np.int64), "axes")])
+        t = b.node("Expand", [t, b.const(np.array([1, kv_heads, heads // kv_heads, tokens, head_dim], np.int64), "shape")])
+        return b.node("Reshape", [t, b.const(np.array([1, heads, tokens, head_dim], np.int64), "shape")])
+
+    x = b.node("Gather", [b.weight((vocab, hidden), 1), ids], axis=0)
+    h = rms_norm(x)
+    q = rotate(heads_of(proj(h, hidden, hidden), heads))
+    k = repeat_kv(rotate(heads_of(proj(h, hidden, kv_heads * head_dim), kv_heads)))
+    v = repeat_kv(heads_of(proj(h, hidden, kv_heads * head_dim), kv_heads))
+    lowest = np.finfo(np.float32).min
+    full = b.node("ConstantOfShape", [b.const(np.array([tokens, tokens], np.int64), "shape")],
+                  value=numpy_helper.from_array(np.array([lowest], np.float32)))
+    mask = b.node("Trilu", [full, b.const(np.int64(1), "diagonal")], upper=1)
+    if dynamo:
+        root = b.const(np.float32(head_dim ** -0.25), "scale_root")
+        scores = b.node("MatMul", [b.node("Mul", [q, root]), b.node("Mul", [b.node("Transpose", [k], perm=[0, 1, 3, 2]), root])])
+        causal = b.node("Expand", [b.node("Unsqueeze", [mask, b.const(np.array([0, 1], np.int64), "axes")]),
+                                   b.const(np.array([1, 1, tokens, tokens], np.int64), "shape")])
+        padding = b.node("Cast", [b.node("Unsqueeze", [attention, b.const(np.array([1, 2], np.int64), "axes")])], to=TensorProto.FLOAT)
+        padded = b.node("Equal", [b.node("Add", [causal, padding]), b.const(np.float32(0.0), "zero")])
+        mask = b.node("Where", [padded, b.const(np.float32(lowest), "lowest"), causal])
+    else:
+        scores = b.node("Div", [b.node("MatMul", [q, b.node("Transpose", [k], perm=[0, 1, 3, 2])]),
+                                b.const(np.float32(head_dim ** 0.5), "scale")])
+    scores = b.node("Add", [scores, mask])
+    probs = b.node("Softmax", [scores], axis=-1)
+    context = b.node("Transpose", [b.node("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    context = b.node("Reshape", [context, b.const(np.array([1, tokens, hidden], np.int64), "shape")])
+    y = b.node("Add", [x, proj(context, hidden, hidden)])
+    h = rms_norm(y)
+    gate = proj(h, hidden, ffn)
+    act = b.node("Mul", [gate, b.node("Sigmoid", [gate])])
+    out = b.node("Add", [y, proj(b.node("Mul", [act, proj(h, hidden, ffn)]), ffn, hidden)])
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, [1, tokens])
+              for name in ([ids, attention, positions] if dynamo else [ids, positions])]
+    return b.model(f"llama_block_opset{opset}" + ("_small" if small else ""), inputs,
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, tokens, hidden])], ir_version=None if dynamo else 8)
+
+
 # Written only when named by --only: the CNNs of today's exporters in their patterns, for
 # benchmarks (bench/RESULTS.md), not for the tests.
 BENCH_MODELS = {"efficientnet_b0": efficientnet_b0, "mobilenet_v3_small": mobilenet_v3_small,
                 "mobilenet_v3_large": mobilenet_v3_large, "resnet18_160": resnet18_160,
                 "convnext_stages": lambda: convnext_stages(small=False), "gpt2_block": lambda: gpt2_block(small=False),
-                "densenet121_blocks": densenet121_blocks}
+                "densenet121_blocks": densenet121_blocks,
+                "llama_block": lambda: llama_block(small=False), "llama_block_small": llama_block,
+                "llama_block_opset18": lambda: llama_block(small=False, opset=18),
+                "llama_block_opset18_small": lambda: llama_block(opset=18)}
 
 
 def main():

@@ -17,6 +17,7 @@ GemmShape read_gemm(const Workload& w, bool batched, bool transpose_b) {
   g.relu = w.param("relu") != 0;
   g.gelu = w.param("gelu") != 0;
   g.gelu_tanh = w.param("gelu_tanh") != 0;
+  g.silu = w.param("silu") != 0;
   if (transpose_b) g.w_block = w.param("w_block");
   return g;
 }
@@ -42,8 +43,8 @@ double gemm_flops(const GemmShape& g) { return 2.0 * g.batch * g.M * g.N * g.K; 
 int64_t gemm_reduction_length(const GemmShape& g) { return g.K; }
 
 Status check_gemm(const GemmShape& g) {
-  if (int(g.relu) + int(g.gelu) + int(g.gelu_tanh) > 1)
-    return invalid_argument("relu=1, gelu=1 and gelu_tanh=1 exclude each other (one activation)");
+  if (int(g.relu) + int(g.gelu) + int(g.gelu_tanh) + int(g.silu) > 1)
+    return invalid_argument("relu=1, gelu=1, gelu_tanh=1 and silu=1 exclude each other (one activation)");
   return Status();
 }
 

@@ -15,7 +15,7 @@ struct GemmShape {
   bool transpose_b = false;  // dense: the second operand is W[N, K].
   // dense's epilogue, in this order: a bias per column, a residual tensor like C added, then one
   // activation (ReLU, GELU with erf as ONNX's Gelu computes it, or GELU's tanh approximation).
-  bool bias = false, residual = false, relu = false, gelu = false, gelu_tanh = false;
+  bool bias = false, residual = false, relu = false, gelu = false, gelu_tanh = false, silu = false;
   int64_t batch = 1, M = 0, N = 0, K = 0;
   // dense: W arrives packed in column panels, [ceil(N / w_block), K, w_block] with the last panel
   // zero-padded (a model packs its constant weights so once when it is built); 0: W[N, K].

@@ -460,12 +460,55 @@ class CodeGen {
     return b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::copysign, {t}), {y, x});
   }
 
+  // sin(x) or cos(x) as arithmetic in vector lanes: x = n pi/2 + r with |r| <= pi/4, the reduction
+  // in double precision (n pi/2 with pi/2 in two parts; float32's reduction loses the low bits
+  // past |x| ~ 8000, where a rotary embedding's angles of long sequences are), r then in float32
+  // through Cephes' polynomials of sin and cos on [-pi/4, pi/4] (error ~1e-7), the quadrant n mod 4
+  // choosing which and its sign (cos x = sin(x + pi/2): one quadrant on). NaN and +-inf give NaN,
+  // and so does |x| >= 2^50, where x 2/pi in double no longer rounds to the nearest multiple (a
+  // float32 there is a multiple of 2^27: its sine says nothing of a phase).
+  llvm::Value* emit_sin_cos(llvm::Value* x, bool cosine) {
+    llvm::Type* t = x->getType();
+    auto with_element = [&](llvm::Type* e) {
+      return t->isVectorTy() ? llvm::VectorType::get(e, llvm::cast<llvm::VectorType>(t)->getElementCount()) : e;
+    };
+    llvm::Type* dt = with_element(b_.getDoubleTy());
+    llvm::Type* it = with_element(b_.getInt32Ty());
+    auto c = [&](double v) { return llvm::ConstantFP::get(t, v); };
+    auto d = [&](double v) { return llvm::ConstantFP::get(dt, v); };
+    auto i = [&](int64_t v) { return llvm::ConstantInt::get(it, static_cast<uint64_t>(v), true); };
+    auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* addend) {
+      return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {a->getType()}, {a, b, addend});
+    };
+    llvm::Value* xd = b_.CreateFPExt(x, dt);
+    llvm::Value* n = unary_intrinsic(llvm::Intrinsic::rint, b_.CreateFMul(xd, d(0.63661977236758134308)));
+    llvm::Value* rd = fma(n, d(-1.57079632679489655800), xd);
+    rd = fma(n, d(-6.12323399573676603587e-17), rd);
+    llvm::Value* huge = b_.CreateFCmpUGE(unary_intrinsic(llvm::Intrinsic::fabs, xd), d(1125899906842624.0));
+    llvm::Value* r = b_.CreateFPTrunc(b_.CreateSelect(huge, d(std::numeric_limits<double>::quiet_NaN()), rd), t);
+    // n mod 4 in [0, 4) computed in double, then converted (a NaN quadrant, from NaN or inf, as 0:
+    // the result is NaN through r anyway).
+    llvm::Value* q = b_.CreateFSub(n, b_.CreateFMul(d(4.0), unary_intrinsic(llvm::Intrinsic::floor, b_.CreateFMul(n, d(0.25)))));
+    q = b_.CreateSelect(b_.CreateFCmpUNO(q, q), d(0.0), q);
+    llvm::Value* quadrant = b_.CreateFPToSI(q, it);
+    if (cosine) quadrant = b_.CreateAdd(quadrant, i(1));
+    llvm::Value* z = b_.CreateFMul(r, r);
+    llvm::Value* ps = fma(fma(c(-1.9515295891e-4), z, c(8.3321608736e-3)), z, c(-1.6666654611e-1));
+    llvm::Value* sine = fma(b_.CreateFMul(r, z), ps, r);
+    llvm::Value* pc = fma(fma(c(2.443315711809948e-5), z, c(-1.388731625493765e-3)), z, c(4.166664568298827e-2));
+    llvm::Value* cos_r = fma(b_.CreateFMul(z, z), pc, fma(z, c(-0.5), c(1.0)));
+    llvm::Value* odd = b_.CreateICmpNE(b_.CreateAnd(quadrant, i(1)), i(0));
+    llvm::Value* y = b_.CreateSelect(odd, cos_r, sine);
+    llvm::Value* negative = b_.CreateICmpNE(b_.CreateAnd(quadrant, i(2)), i(0));
+    return b_.CreateSelect(negative, b_.CreateFNeg(y), y);
+  }
+
   // The math functions that operators outside the tuned templates need (softmax, layer norm, GELU):
-  // sqrt as an LLVM intrinsic, exp, erf and tanh as arithmetic on CPUs, so that they vectorize (the
+  // sqrt as an LLVM intrinsic, exp, erf, tanh, log, sin and cos as arithmetic on CPUs, so that they vectorize (the
   // exp intrinsic on a vector is a call of the C library's expf per lane: softmax's exponentials
   // through it were 14% of a transformer layer; GELU's erf, 15% of a BERT layer).
   llvm::Value* emit_math(const Call* op) {
-    static const std::set<std::string> kNames = {"exp", "sqrt", "erf", "tanh", "log"};
+    static const std::set<std::string> kNames = {"exp", "sqrt", "erf", "tanh", "log", "sin", "cos"};
     if (!kNames.count(op->name)) return nullptr;
     if (op->args.size() != 1 || !op->type.is_float() || op->type.bits != 32) {
       fail("codegen: " + op->name + " takes one float32");
@@ -476,6 +519,7 @@ class CodeGen {
     if (op->name == "erf") return emit_erf(x);
     if (op->name == "tanh") return emit_tanh(x);
     if (op->name == "log") return emit_log(x);
+    if (op->name == "sin" || op->name == "cos") return emit_sin_cos(x, op->name == "cos");
     // On GPUs too: NVPTX lowers the exp intrinsic to a call of expf, which a kernel cannot link.
     return emit_exp_arith(x);
   }

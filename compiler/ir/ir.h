@@ -264,8 +264,8 @@ Expr cast(Type t, Expr v);
 Expr load(Buffer buf, std::vector<Expr> indices, Expr predicate = nullptr);
 Expr broadcast(Expr v, int lanes);
 Expr ramp(Expr base, Expr stride, int lanes);
-// A call of an intrinsic the code generators know: "exp", "sqrt", "erf", "tanh" (float32 in and
-// out), "gpu.barrier".
+// A call of an intrinsic the code generators know: "exp", "sqrt", "erf", "tanh", "log", "sin",
+// "cos" (float32 in and out), "gpu.barrier".
 Expr call(Type t, std::string name, std::vector<Expr> args);
 
 Stmt for_loop(Var v, Expr min, Expr extent, ForKind kind, Stmt body, std::string tag = "");

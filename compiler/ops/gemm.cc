@@ -72,6 +72,7 @@ void gemm_reference(const Workload& w, const std::vector<const float*>& in, floa
         if (g.relu && acc < 0) acc = 0;
         if (g.gelu) acc = gelu_reference(acc);
         if (g.gelu_tanh) acc = gelu_tanh_reference(acc);
+        if (g.silu) acc = acc / (1.0 + std::exp(-acc));
         cn[i * g.N + j] = static_cast<float>(acc);
       }
     }
@@ -85,7 +86,7 @@ struct EpilogueInputs {
   te::Tensor bias, residual;
 };
 
-bool has_epilogue(const Gemm& g) { return g.bias || g.residual || g.relu || g.gelu || g.gelu_tanh; }
+bool has_epilogue(const Gemm& g) { return g.bias || g.residual || g.relu || g.gelu || g.gelu_tanh || g.silu; }
 
 EpilogueInputs epilogue_inputs(const Gemm& g, std::vector<te::Tensor>& inputs) {
   EpilogueInputs e;
@@ -100,6 +101,7 @@ Expr apply_epilogue(const Gemm& g, const EpilogueInputs& e, Expr val, const std:
   if (g.relu) val = ir::max(val, ir::float_imm(0));
   if (g.gelu) val = gelu(val);
   if (g.gelu_tanh) val = gelu_tanh(val);
+  if (g.silu) val = val * sigmoid(val);
   return val;
 }
 

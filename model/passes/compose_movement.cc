@@ -87,10 +87,44 @@ bool fold_transpose(const Graph& g, Node& outer) {
   return true;
 }
 
+// A node whose output is its input, element for element: Identity, Dropout at inference, a Cast
+// of float32 to float32 (the dynamo exporter's around RMSNorm and softmax), an Expand to the shape
+// the input has. Its readers may read the input instead.
+bool copies(const Graph& g, const Node& n) {
+  if (n.inputs.empty() || n.outputs.empty() || n.outputs[0].empty()) return false;
+  const Value* in = g.find(n.inputs[0]);
+  const Value* out = g.find(n.outputs[0]);
+  if (!in || !out || in->shape != out->shape || in->dtype != out->dtype) return false;
+  if (n.op == "Identity") return true;
+  // Dropout's mask output, when asked for, is a value of its own.
+  if (n.op == "Dropout") return n.outputs.size() == 1 || n.outputs[1].empty() || g.readers(n.outputs[1]) == 0;
+  if (n.op == "Cast") return n.int_attr("to", 0) == 1 && in->dtype == "float32";
+  return n.op == "Expand";
+}
+
+// Readers of a copy's output read its input (a graph output stays written by its node).
+int drop_copies(Graph& graph) {
+  int dropped = 0;
+  for (size_t i = 0; i < graph.nodes.size();) {
+    const Node& n = graph.nodes[i];
+    if (!copies(graph, n) || std::count(graph.outputs.begin(), graph.outputs.end(), n.outputs[0])) {
+      ++i;
+      continue;
+    }
+    std::string from = n.outputs[0], to = n.inputs[0];
+    for (Node& reader : graph.nodes)
+      for (std::string& input : reader.inputs)
+        if (input == from) input = to;
+    graph.nodes.erase(graph.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+    ++dropped;
+  }
+  return dropped;
+}
+
 }  // namespace
 
 StatusOr<int> compose_movement(Graph& graph) {
-  int composed = 0;
+  int composed = drop_copies(graph);
   // In topological order: a chain's inner links are composed before the outer ones read them.
   for (Node& node : graph.nodes)
     if (fold_gather(graph, node) || fold_transpose(graph, node)) ++composed;

@@ -8,7 +8,10 @@
 //   Transpose(Transpose(x, p1), p2)  becomes  Transpose(x, p1 composed with p2), the inner one's
 //     selected axis kept, where the composed copy still reads x's last axis innermost (a copy
 //     that gathers each vector from rows far apart costs more than the copy it saves).
-// A Transpose that nothing reads any more (nor the graph's outputs) is dropped.
+// A Transpose that nothing reads any more (nor the graph's outputs) is dropped. First, nodes that
+// copy their input unchanged (Identity, Dropout, a Cast of float32 to float32, an Expand to the
+// input's own shape) are dropped, their readers reading the input: the patterns after this pass
+// (RMSNorm, GELU) then see the chain the exporter meant.
 #pragma once
 
 #include "common/status.h"

@@ -118,7 +118,7 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
   static const std::set<std::string> kOps = {"ConstantOfShape", "Slice", "ScatterND", "Where", "Equal", "Not", "Sub",
                                              "Add", "Mul", "Div", "Mod", "Neg", "Expand", "Concat", "Gather", "Range",
                                              "GatherElements", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
-                                             "And", "Or"};
+                                             "And", "Or", "Trilu"};
   static const std::set<std::string> kBinary = {"Where", "Equal", "Sub", "Add", "Mul", "Div", "Mod", "Less",
                                                 "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or"};
   if (!kOps.count(node.op) || node.outputs.size() != 1) return false;
@@ -146,6 +146,18 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
     for (size_t i = 0; i < data.size(); ++i) data[i] = element(*in[0], 0) + static_cast<double>(i) * element(*in[2], 0);
   } else if ((op == "Not" || op == "Neg") && in[0]->elements() == out.elements()) {
     for (size_t i = 0; i < data.size(); ++i) data[i] = op == "Not" ? element(*in[0], static_cast<int64_t>(i)) == 0 : -element(*in[0], static_cast<int64_t>(i));
+  } else if (op == "Trilu") {
+    // Causal masks: the part of each matrix on and above (upper) or below the k-th diagonal kept.
+    const Value& x = *in[0];
+    if (x.shape.size() < 2 || x.shape != out.shape || (in.size() > 1 && in[1] && (in[1]->is_float || in[1]->ints.size() != 1)))
+      return false;
+    int64_t k = in.size() > 1 && in[1] ? in[1]->ints[0] : 0;
+    bool upper = node.int_attr("upper", 1) != 0;
+    size_t rank = x.shape.size();
+    for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
+      int64_t above = i[rank - 1] - i[rank - 2];
+      data[flat] = (upper ? above >= k : above <= k) ? element(x, flat) : 0.0;
+    });
   } else if (op == "Expand" && broadcasts(*in[0], out.shape)) {
     for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) { data[flat] = element(*in[0], broadcast_index(*in[0], out.shape, i)); });
   } else if (kBinary.count(op)) {

@@ -153,9 +153,21 @@ bool match_mish(const Graph& g, int softplus, std::vector<int>& chain, std::stri
   return true;
 }
 
+// A ReduceMean over the last axis alone, keeping it (as a row-wise step's statistic is read). A
+// LayerNorm written over another axis (timm's channels-first LayerNorm2d: the mean over axis 1)
+// stays as its nodes.
+bool means_last_axis(const Graph& g, const Node& mean) {
+  const Value* x = mean.inputs.empty() ? nullptr : g.find(mean.inputs[0]);
+  std::vector<int64_t> axes = mean.ints_attr("axes");
+  if (mean.op != "ReduceMean" || !x || x->shape.empty() || axes.size() != 1 || mean.int_attr("keepdims", 1) == 0) return false;
+  auto rank = static_cast<int64_t>(x->shape.size());
+  return axes[0] == -1 || axes[0] == rank - 1;
+}
+
 bool match_layer_norm(const Graph& g, int mean, std::vector<int>& chain, std::string& input, std::string& output,
                       std::vector<std::string>& affine, float& eps) {
   const Node& m = g.nodes[mean];
+  if (!means_last_axis(g, m)) return false;
   input = m.inputs[0];
   // x - mean, read by Pow and by Div.
   int sub = -1;
@@ -175,7 +187,7 @@ bool match_layer_norm(const Graph& g, int mean, std::vector<int>& chain, std::st
   float k;
   if (pow < 0 || div < 0 || !g.scalar(g.nodes[pow].inputs[1], k) || k != 2.f) return false;
   int var = next(g, g.nodes[pow].outputs[0], "ReduceMean");
-  if (var < 0) return false;
+  if (var < 0 || !means_last_axis(g, g.nodes[var])) return false;
   int add = next(g, g.nodes[var].outputs[0], "Add");
   if (add < 0 || !g.scalar(other_input(g.nodes[add], g.nodes[var].outputs[0]), eps)) return false;
   int sqrt = next(g, g.nodes[add].outputs[0], "Sqrt");
@@ -203,6 +215,51 @@ bool match_layer_norm(const Graph& g, int mean, std::vector<int>& chain, std::st
   return true;
 }
 
+// RMSNorm as LLaMA, T5 and Mistral write it (Hugging Face's, through either exporter):
+// ReduceMean(Pow(x, 2) or Mul(x, x)) -> Add(eps) -> Sqrt, then Div(x, that) or
+// Mul(x, Reciprocal(that)), then Mul by a constant weight where there is one (either order).
+bool match_rms_norm(const Graph& g, int mean, std::vector<int>& chain, std::string& input, std::string& output,
+                    std::string& weight, float& eps) {
+  const Node& m = g.nodes[mean];
+  int square = g.producer(m.inputs[0]);
+  if (square < 0 || !means_last_axis(g, m) || g.readers(m.inputs[0]) != 1) return false;
+  const Node& sq = g.nodes[square];
+  float k;
+  if (sq.op == "Pow" && sq.inputs.size() == 2 && g.scalar(sq.inputs[1], k) && k == 2.f) input = sq.inputs[0];
+  else if (sq.op == "Mul" && sq.inputs.size() == 2 && sq.inputs[0] == sq.inputs[1]) input = sq.inputs[0];
+  else return false;
+  int add = next(g, m.outputs[0], "Add");
+  if (add < 0 || !g.scalar(other_input(g.nodes[add], m.outputs[0]), eps)) return false;
+  int sqrt = next(g, g.nodes[add].outputs[0], "Sqrt");
+  if (sqrt < 0) return false;
+  const std::string& root = g.nodes[sqrt].outputs[0];
+  chain = {square, mean, add, sqrt};
+  int scaled = g.only_reader(root);
+  if (scaled < 0) return false;
+  const Node& r = g.nodes[scaled];
+  if (r.op == "Div" && r.inputs.size() == 2 && r.inputs[0] == input && r.inputs[1] == root) {
+    chain.push_back(scaled);
+  } else if (r.op == "Reciprocal") {
+    int mul = next(g, r.outputs[0], "Mul");
+    if (mul < 0 || other_input(g.nodes[mul], r.outputs[0]) != input) return false;
+    chain.push_back(scaled);
+    chain.push_back(mul);
+  } else {
+    return false;
+  }
+  output = g.nodes[chain.back()].outputs[0];
+  const Value* x = g.find(input);
+  if (int scale = next(g, output, "Mul"); scale >= 0 && x && !x->shape.empty()) {
+    const Value* w = g.find(other_input(g.nodes[scale], output));
+    if (w && w->constant && w->is_float && w->shape == std::vector<int64_t>{x->shape.back()}) {
+      chain.push_back(scale);
+      weight = w->name;
+      output = g.nodes[scale].outputs[0];
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 StatusOr<int> fuse_patterns(Graph& graph) {
@@ -224,11 +281,19 @@ StatusOr<int> fuse_patterns(Graph& graph) {
         replacement.inputs = {input};
       } else if (graph.nodes[i].op == "ReduceMean") {
         std::vector<std::string> affine;
+        std::string weight;
         float eps = 0;
-        if (!match_layer_norm(graph, static_cast<int>(i), chain, input, output, affine, eps)) continue;
-        replacement.op = "LayerNormalization";
-        replacement.inputs = {input};
-        replacement.inputs.insert(replacement.inputs.end(), affine.begin(), affine.end());
+        if (match_layer_norm(graph, static_cast<int>(i), chain, input, output, affine, eps)) {
+          replacement.op = "LayerNormalization";
+          replacement.inputs = {input};
+          replacement.inputs.insert(replacement.inputs.end(), affine.begin(), affine.end());
+        } else if (match_rms_norm(graph, static_cast<int>(i), chain, input, output, weight, eps)) {
+          replacement.op = "RMSNormalization";
+          replacement.inputs = {input};
+          if (!weight.empty()) replacement.inputs.push_back(weight);
+        } else {
+          continue;
+        }
         replacement.attributes["epsilon"].f = eps;
       } else {
         continue;

@@ -256,11 +256,11 @@ TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
   std::tie(rc, out) = tune_client_output(farm_, {"--server", tunerd.address(), "tasks", "--model", unbuildable}, "tasks");
   EXPECT_NE(rc, 0);
   EXPECT_THAT(out, ::testing::HasSubstr("node 'running_sum' (CumSum)"));
-  EXPECT_THAT(out, ::testing::HasSubstr("node 'wave' (Sin)"));
+  EXPECT_THAT(out, ::testing::HasSubstr("node 'determinant' (Det)"));
   std::tie(rc, out) = tune_client_output(
       farm_, {"--server", tunerd.address(), "submit", "--model", unbuildable, "--trials", "8"}, "submit");
   EXPECT_NE(rc, 0);
-  EXPECT_THAT(out, ::testing::HasSubstr("node 'wave' (Sin)"));
+  EXPECT_THAT(out, ::testing::HasSubstr("node 'determinant' (Det)"));
   // External data is read beside the model by tune-client and uploaded with it; a location outside
   // the model's folder is refused.
   auto with_external_weight = [&](const std::string& path, const std::string& location) {

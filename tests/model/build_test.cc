@@ -750,5 +750,31 @@ TEST(ModelBuild, Gpt2ConvOneDLayersTakeTheirGeluAndResidualsIntoTheirKernels) {
   builds_and_matches(graph, dir + "/gpt2_block_small.onnx", dir + "/built");
 }
 
+// A LLaMA decoder layer as both exporters write it: RMSNorm written out becomes one row-wise step
+// each (no Pow, ReduceMean, Sqrt or Reciprocal left), the gate projection takes its SiLU into its
+// kernel, the causal mask of Trilu folds into a constant (TorchScript) or is computed from the
+// attention_mask input (dynamo), and the rotary tables are computed at run time by Cos and Sin
+// (dynamo). Outputs within 1e-4 of ONNX Runtime's.
+TEST(ModelBuild, LlamaDecoderLayersBuildAsTheExportersWriteThem) {
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/llama";
+  for (const char* name : {"llama_block_opset17_small", "llama_block_opset18_small"}) {
+    Graph graph;
+    Program program;
+    ASSERT_NO_FATAL_FAILURE(lower_pattern(dir, name, graph, program));
+    std::string steps;
+    int norms = 0, silu = 0;
+    for (const Step& step : program.steps) {
+      steps += " " + step.op;
+      norms += step.op == "RMSNormalization";
+      if (step.workload && step.workload->to_string().find("silu=1") != std::string::npos) ++silu;
+    }
+    EXPECT_EQ(norms, 2) << name << ":" << steps;
+    EXPECT_EQ(silu, 1) << name << ":" << steps;
+    for (const char* gone : {" Pow", " ReduceMean", " Sqrt", " Reciprocal", " Sigmoid", " Trilu"})
+      EXPECT_EQ(steps.find(gone), std::string::npos) << name << ":" << steps;
+    builds_and_matches(graph, dir + "/" + name + ".onnx", dir + "/" + name);
+  }
+}
+
 }  // namespace
 }  // namespace tunefarm::model

@@ -266,10 +266,10 @@ TEST(FusePatterns, TheReduceMeanChainWithItsScaleAndShiftBecomesOneLayerNorm) {
   b.scalar("eps", 1e-5f);
   b.constant("gamma", {8}, std::vector<float>(8, 1.5f));
   b.constant("beta", {8}, std::vector<float>(8, 0.25f));
-  b.node("ReduceMean", {"x"}, "mean");
+  b.node("ReduceMean", {"x"}, "mean").attributes["axes"].ints = {-1};
   b.node("Sub", {"x", "mean"}, "d");
   b.node("Pow", {"d", "two"}, "sq");
-  b.node("ReduceMean", {"sq"}, "var");
+  b.node("ReduceMean", {"sq"}, "var").attributes["axes"].ints = {1};
   b.node("Add", {"var", "eps"}, "ve");
   b.node("Sqrt", {"ve"}, "sd");
   b.node("Div", {"d", "sd"}, "n");
@@ -286,6 +286,140 @@ TEST(FusePatterns, TheReduceMeanChainWithItsScaleAndShiftBecomesOneLayerNorm) {
   EXPECT_EQ(ln.outputs, (std::vector<std::string>{"y"}));
   EXPECT_FLOAT_EQ(ln.float_attr("epsilon", 0), 1e-5f);
   EXPECT_EQ(ln.sources.size(), 9u);
+}
+
+// The same chain over the channels of an NCHW map (timm's channels-first LayerNorm2d: the means
+// over axis 1) is not a LayerNormalization, which normalizes the last axis: its nodes stay.
+TEST(FusePatterns, AReduceMeanChainOverAnotherAxisStays) {
+  GraphBuilder b;
+  b.value("x", {1, 4, 3, 3});
+  for (const char* v : {"mean", "var", "ve", "sd"}) b.value(v, {1, 1, 3, 3});
+  for (const char* v : {"d", "sq", "y"}) b.value(v, {1, 4, 3, 3});
+  b.scalar("two", 2.f);
+  b.scalar("eps", 1e-5f);
+  b.node("ReduceMean", {"x"}, "mean").attributes["axes"].ints = {1};
+  b.node("Sub", {"x", "mean"}, "d");
+  b.node("Pow", {"d", "two"}, "sq");
+  b.node("ReduceMean", {"sq"}, "var").attributes["axes"].ints = {1};
+  b.node("Add", {"var", "eps"}, "ve");
+  b.node("Sqrt", {"ve"}, "sd");
+  b.node("Div", {"d", "sd"}, "y");
+  b.g.inputs = {"x"};
+  b.g.outputs = {"y"};
+  auto fused = fuse_patterns(b.g);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(*fused, 0);
+  EXPECT_EQ(b.g.nodes.size(), 7u);
+}
+
+// RMSNorm as LLaMA's exporters write it becomes one node: Pow(2), ReduceMean, Add(eps), Sqrt, then
+// Reciprocal and Mul(x) or Div(x), then the weight (on either side) where there is one; a chain
+// whose root something else reads, or over another axis, stays.
+TEST(FusePatterns, RmsNormWrittenOutBecomesOneNode) {
+  struct Form {
+    bool reciprocal, weight_first, with_weight, square_by_mul;
+  };
+  for (Form form : {Form{true, true, true, false}, Form{false, false, true, true}, Form{true, false, false, false}}) {
+    GraphBuilder b;
+    b.value("x", {2, 8});
+    for (const char* v : {"ms", "ve", "rt", "inv"}) b.value(v, {2, 1});
+    for (const char* v : {"sq", "n", "y"}) b.value(v, {2, 8});
+    b.scalar("two", 2.f);
+    b.scalar("eps", 1e-6f);
+    b.constant("w", {8}, std::vector<float>(8, 1.5f));
+    if (form.square_by_mul) b.node("Mul", {"x", "x"}, "sq");
+    else b.node("Pow", {"x", "two"}, "sq");
+    b.node("ReduceMean", {"sq"}, "ms").attributes["axes"].ints = {-1};
+    b.node("Add", {"ms", "eps"}, "ve");
+    b.node("Sqrt", {"ve"}, "rt");
+    const char* normed = form.with_weight ? "n" : "y";
+    if (form.reciprocal) {
+      b.node("Reciprocal", {"rt"}, "inv");
+      b.node("Mul", {"x", "inv"}, normed);
+    } else {
+      b.node("Div", {"x", "rt"}, normed);
+    }
+    if (form.with_weight) b.node("Mul", form.weight_first ? std::vector<std::string>{"w", "n"} : std::vector<std::string>{"n", "w"}, "y");
+    b.g.inputs = {"x"};
+    b.g.outputs = {"y"};
+    auto fused = fuse_patterns(b.g);
+    ASSERT_TRUE(fused.ok());
+    EXPECT_EQ(*fused, 1);
+    ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"RMSNormalization"}));
+    const Node& norm = b.g.nodes[0];
+    EXPECT_EQ(norm.inputs, form.with_weight ? (std::vector<std::string>{"x", "w"}) : (std::vector<std::string>{"x"}));
+    EXPECT_EQ(norm.outputs, (std::vector<std::string>{"y"}));
+    EXPECT_FLOAT_EQ(norm.float_attr("epsilon", 0), 1e-6f);
+  }
+  GraphBuilder b;
+  b.value("x", {2, 8});
+  for (const char* v : {"ms", "ve", "rt"}) b.value(v, {2, 1});
+  for (const char* v : {"sq", "y"}) b.value(v, {2, 8});
+  b.scalar("two", 2.f);
+  b.scalar("eps", 1e-6f);
+  b.node("Pow", {"x", "two"}, "sq");
+  b.node("ReduceMean", {"sq"}, "ms").attributes["axes"].ints = {-1};
+  b.node("Add", {"ms", "eps"}, "ve");
+  b.node("Sqrt", {"ve"}, "rt");
+  b.node("Div", {"x", "rt"}, "y");
+  b.g.inputs = {"x"};
+  b.g.outputs = {"y", "rt"};
+  auto fused = fuse_patterns(b.g);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(*fused, 0) << "the root is an output too";
+}
+
+// Nodes that copy their input unchanged go, their readers reading the input: Identity, a Cast of
+// float32 to float32, an Expand to the input's own shape. A Cast to an integer type, an Expand
+// that broadcasts, and a copy that writes a graph output stay.
+TEST(ComposeMovement, NodesThatCopyTheirInputAreDropped) {
+  GraphBuilder b;
+  for (const char* v : {"x", "a", "c", "e", "y", "out"}) b.value(v, {2, 4});
+  b.value("i", {2, 4});
+  b.g.values["i"].is_float = false;
+  b.g.values["i"].dtype = "int64";
+  b.value("wide", {3, 2, 4});
+  b.constant("shape", {2}, {});
+  b.g.values["shape"].is_float = false;
+  b.g.values["shape"].ints = {2, 4};
+  b.constant("shape3", {3}, {});
+  b.g.values["shape3"].is_float = false;
+  b.g.values["shape3"].ints = {3, 2, 4};
+  b.node("Identity", {"x"}, "a");
+  b.node("Cast", {"a"}, "c").attributes["to"].i = 1;
+  b.node("Expand", {"c", "shape"}, "e");
+  b.node("Relu", {"e"}, "y");
+  b.node("Cast", {"y"}, "i").attributes["to"].i = 7;
+  b.node("Expand", {"y", "shape3"}, "wide");
+  b.node("Identity", {"y"}, "out");
+  b.g.inputs = {"x"};
+  b.g.outputs = {"i", "wide", "out"};
+  auto composed = compose_movement(b.g);
+  ASSERT_TRUE(composed.ok());
+  EXPECT_EQ(*composed, 3);
+  EXPECT_EQ(ops_of(b.g), (std::vector<std::string>{"Relu", "Cast", "Expand", "Identity"}));
+  EXPECT_EQ(b.g.nodes[0].inputs, (std::vector<std::string>{"x"}));
+}
+
+// A causal mask written as Trilu of a constant (the TorchScript exporter's LLaMA) folds: upper
+// keeps the k-th diagonal and above, lower the k-th and below.
+TEST(FoldConstants, TriluOfAConstantFolds) {
+  GraphBuilder b;
+  b.constant("full", {3, 3}, std::vector<float>(9, 1.f));
+  b.constant("k", {}, {});
+  b.g.values["k"].is_float = false;
+  b.g.values["k"].ints = {1};
+  b.value("upper", {3, 3});
+  b.value("lower", {3, 3});
+  b.node("Trilu", {"full", "k"}, "upper");
+  b.node("Trilu", {"full"}, "lower").attributes["upper"].i = 0;
+  b.g.outputs = {"upper", "lower"};
+  auto folded = fold_constants(b.g);
+  ASSERT_TRUE(folded.ok());
+  EXPECT_EQ(*folded, 2);
+  EXPECT_TRUE(b.g.nodes.empty());
+  EXPECT_EQ(b.g.find("upper")->floats, (std::vector<float>{0, 1, 1, 0, 0, 1, 0, 0, 0}));
+  EXPECT_EQ(b.g.find("lower")->floats, (std::vector<float>{1, 0, 0, 1, 1, 0, 1, 1, 1}));
 }
 
 // A residual Add of two computed tensors joins the LayerNorm after it (its scale and bias after the
