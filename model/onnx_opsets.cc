@@ -35,6 +35,21 @@ onnx::OpSchema unary_schema(const char* name, int since, const std::function<voi
   return s;
 }
 
+// A normalization added after opset 17: X and its scale (and bias), Y shaped and typed as X.
+onnx::OpSchema normalization_schema(const char* name, int since, bool bias,
+                                    const std::function<void(onnx::OpSchema&)>& attributes) {
+  onnx::OpSchema s(name, __FILE__, __LINE__);
+  s.SetDomain("").SinceVersion(since);
+  attributes(s);
+  s.Input(0, "X", "", "T").Input(1, "scale", "", "T");
+  if (bias) s.Input(2, "bias", "", "T");
+  s.Output(0, "Y", "", "T");
+  s.TypeConstraint("T", {"tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)"}, "");
+  s.TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
+  s.Finalize();
+  return s;
+}
+
 // Einsum's output shape from its equation, where libonnx 1.12 infers its rank only (attention's
 // scores would have no shape then); equations with an ellipsis or no output keep libonnx's answer.
 void infer_einsum(onnx::InferenceContext& ctx, const onnx::InferenceFunction& library) {
@@ -86,6 +101,20 @@ class Schemas final : public onnx::ISchemaRegistry {
     }));
     added_.push_back(unary_schema("Swish", 24, [](onnx::OpSchema& s) {
       s.Attr("alpha", "", onnx::AttributeProto::FLOAT, 1.0f);
+    }));
+    // GroupNormalization's scale and bias are one per group in opset 18, one per channel from 21
+    // (the newer first: GetSchema takes the first whose opset is not past the model's).
+    for (int since : {21, 18}) {
+      added_.push_back(normalization_schema("GroupNormalization", since, true, [since](onnx::OpSchema& s) {
+        s.Attr("epsilon", "", onnx::AttributeProto::FLOAT, 1e-5f);
+        s.Attr("num_groups", "", onnx::AttributeProto::INT, true);
+        if (since >= 21) s.Attr("stash_type", "", onnx::AttributeProto::INT, static_cast<int64_t>(1));
+      }));
+    }
+    added_.push_back(normalization_schema("RMSNormalization", 23, false, [](onnx::OpSchema& s) {
+      s.Attr("axis", "", onnx::AttributeProto::INT, static_cast<int64_t>(-1));
+      s.Attr("epsilon", "", onnx::AttributeProto::FLOAT, 1e-5f);
+      s.Attr("stash_type", "", onnx::AttributeProto::INT, static_cast<int64_t>(1));
     }));
   }
 

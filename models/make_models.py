@@ -452,7 +452,8 @@ def transformer_blocks(opset):
     (Concat) and position embedding, LayerNorm, attention with the heads split by Reshape/Transpose
     and picked by Gather, the scores through Einsum (as written for attention), a mask applied by
     Where, Softmax on the last axis, GELU (the Gelu operator from opset 20, its tanh approximation
-    otherwise), Swin's window partition (6-D Reshape/Transpose) and the class token taken by Gather."""
+    otherwise), Swin's window partition (6-D Reshape/Transpose) and the class token taken by Gather,
+    after the last norm (RMSNormalization from opset 23)."""
     b = Builder(17, opset=opset)
     hidden, heads, tokens = 32, 2, 17
     head_dim = hidden // heads
@@ -513,7 +514,12 @@ def transformer_blocks(opset):
                            b.node("Add", [t, b.const(np.float32(1.0), "one")])])
     h = b.gelu(b.linear(h, 2 * hidden, hidden)) if opset < 20 else b.node("Gelu", [b.linear(h, 2 * hidden, hidden)])
     y = b.node("Add", [y, h])
-    y = b.layer_norm(y, hidden)
+    if opset >= 23:
+        # RMSNormalization, an operator from opset 23.
+        y = b.node("RMSNormalization", [y, b.const((1 + 0.1 * b.rng.standard_normal(hidden)).astype(np.float32), "rms_weight")],
+                   epsilon=1e-6)
+    else:
+        y = b.layer_norm(y, hidden)
     first = b.node("Gather", [y, b.const(np.int64(0), "index")], axis=1)
     out = b.node("Gemm", [first, b.weight((10, hidden), hidden), b.const(np.zeros(10, np.float32), "fc_bias")], transB=1)
     return b.model(f"transformer_blocks_opset{opset}",
@@ -529,7 +535,8 @@ def vision_operators(opset):
     (half_pixel, and align_corners), SRGAN's PRelu and pixel shuffle (DepthToSpace, CRD), ELU, SELU,
     Sum of three, Tile, the max of three, GroupNorm as the TorchScript exporter writes it (Reshape
     to groups, InstanceNormalization, Reshape back, Mul and Add per channel), ConvTranspose (U-Net's
-    2x2 at stride 2, DCGAN's 4x4 at stride 2 with padding), Softplus, Log and a LogSoftmax head."""
+    2x2 at stride 2, DCGAN's 4x4 at stride 2 with padding), Softplus, Log and a LogSoftmax head;
+    from opset 21 also the GroupNormalization operator."""
     b = Builder(23, opset=opset)
     x = "input"
     y = b.conv_bn(x, 3, 16, 3)
@@ -557,13 +564,18 @@ def vision_operators(opset):
                                                                           b.const(np.array([1], np.int64), "a")]),
                                                      b.const(np.array([1, 2, 1, 1], np.int64), "repeats")])])
     y = b.node("Max", [y, wide, corners])
-    # GroupNorm (2 groups of 4 channels) as the TorchScript exporter writes it.
+    # GroupNorm (2 groups of 4 channels) as the TorchScript exporter writes it, and from opset 21 as
+    # the GroupNormalization operator (onnx's checker refuses opset 18's form, deprecated in 21).
     g = b.node("Reshape", [y, b.const(np.array([1, 2, -1], np.int64), "shape")])
     g = b.node("InstanceNormalization", [g, b.const(np.array([1.1, 0.9], np.float32), "ones"),
                                          b.const(np.array([0.1, -0.1], np.float32), "zeros")], epsilon=1e-5)
     g = b.node("Reshape", [g, b.const(np.array([1, 8, 11, 13], np.int64), "shape")])
     y = b.node("Add", [b.node("Mul", [g, b.const((1 + 0.1 * b.rng.standard_normal((8, 1, 1))).astype(np.float32), "gn_weight")]),
                        b.const((0.1 * b.rng.standard_normal((8, 1, 1))).astype(np.float32), "gn_bias")])
+    if opset >= 21:
+        y = b.node("GroupNormalization", [y, b.const((1 + 0.1 * b.rng.standard_normal(8)).astype(np.float32), "gn_scale"),
+                                          b.const((0.1 * b.rng.standard_normal(8)).astype(np.float32), "gn_bias")],
+                   num_groups=2, epsilon=1e-5)
     # U-Net's 2x2 up-convolution, then DCGAN's 4x4 at stride 2 (its windows overlap).
     y = b.node("ConvTranspose", [y, b.weight((8, 4, 2, 2), 32), b.const(np.full(4, 0.1, np.float32), "bias")],
                kernel_shape=[2, 2], strides=[2, 2])

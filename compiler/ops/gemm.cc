@@ -412,9 +412,13 @@ StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
     // tiles of the block, or one thread of two did all the work. The innermost tile loop stays
     // (the register tile is computed at it), and a loop of tiles joins only where its blocks are
     // whole (a last, shorter block's loop has no constant extent to fuse) or the only block (every
-    // one of its tiles holds rows or columns, the last perhaps fewer).
+    // one of its tiles holds rows or columns, the last perhaps fewer). A loop of blocks joins an
+    // outer one only where its blocks are whole too: fused, the last block's bound is a guard in
+    // every iteration, no longer a last iteration of its own (LLaMA's 128 x 512 x 1408 GEMM in
+    // blocks of 10 rows inside the column blocks: 2.1 ms fused against 0.73 ms on one thread).
+    const bool rows_whole = g.M % (mb * mr) == 0 || mb * mr >= g.M, columns_whole = g.N % (nb * nr) == 0 || nb * nr >= g.N;
     const int64_t extents[] = {(g.M + mb * mr - 1) / (mb * mr), (g.N + nb * nr - 1) / (nb * nr), mb, nb};
-    const bool whole[] = {true, true, g.M % (mb * mr) == 0 || mb * mr >= g.M, g.N % (nb * nr) == 0 || nb * nr >= g.N};
+    const bool whole[] = {rows_whole, columns_whole, rows_whole, columns_whole};
     te::IterVar outer = leaf_order[0];
     if (!g.batched) {
       int64_t iterations = extents[order[0]];
@@ -471,10 +475,13 @@ StatusOr<Scheduled> blocked_k_schedule(const Gemm& g, const Config& c) {
   te::IterVar block = jo;
   if (par) {
     // The blocks of rows, fused with the blocks of columns where they are too few to share (a
-    // BERT layer's 128 rows are one block: its 4 or 16 blocks of columns are what threads share).
+    // BERT layer's 128 rows are one block: its 4 or 16 blocks of columns are what threads share),
+    // where the blocks of columns are whole (as in cpu_schedule: a last, shorter one's bound would
+    // be a guard in every fused iteration).
     int64_t row_blocks = (g.M + mb * mr - 1) / (mb * mr);
-    if (row_blocks < kEnoughIterations) block = out.fuse(io, jo);
-    out.parallel(row_blocks < kEnoughIterations ? block : io);
+    bool fused = row_blocks < kEnoughIterations && (g.N % (nb * nr) == 0 || nb * nr >= g.N);
+    if (fused) block = out.fuse(io, jo);
+    out.parallel(fused ? block : io);
   }
   te::IterVar rn, rk;
   schedule::Stage* r = &out;

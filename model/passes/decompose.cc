@@ -20,6 +20,7 @@ class Decomposer {
     if (node.op == "Conv") return grouped_conv(node);
     if (node.op == "Einsum") return einsum(node);
     if (node.op == "ConvTranspose") return upsampling_conv(node);
+    if (node.op == "GroupNormalization") return group_norm(node);
     return std::vector<Node>{};
   }
 
@@ -59,6 +60,53 @@ class Decomposer {
     return derived(from, name, "Slice",
                    {x, constant(name + "/starts", {begin}), constant(name + "/ends", {end}), constant(name + "/axes", {axis})},
                    out);
+  }
+
+  // GroupNormalization (Stable Diffusion's UNet and VAE, as opsets 18 and 21 write it) as the
+  // TorchScript exporter spells GroupNorm: x [N, C, ...] -> Reshape [N, G, C/G x ...] -> each row
+  // normalized (a LayerNormalization without scale) -> Reshape back -> Mul by the scale and Add the
+  // bias as constants [C, 1, ...]. Opset 18's scale and bias are one per group (each repeated over
+  // its C/G channels), 21's one per channel: told apart by their length.
+  StatusOr<std::vector<Node>> group_norm(const Node& node) {
+    auto refuse = [&](const std::string& why) { return invalid_argument(fmt::format("node '{}' (GroupNormalization): {}", node.name, why)); };
+    if (node.inputs.size() != 3 || node.outputs.size() != 1) return refuse("expects X, scale and bias");
+    TF_ASSIGN_OR_RETURN(const Value* x, graph_.value_of(node, node.inputs[0]));
+    TF_ASSIGN_OR_RETURN(const Value* scale, graph_.value_of(node, node.inputs[1]));
+    TF_ASSIGN_OR_RETURN(const Value* bias, graph_.value_of(node, node.inputs[2]));
+    int64_t groups = node.int_attr("num_groups", 0);
+    if (x->shape.size() < 2) return refuse("its input has no channel axis");
+    int64_t n = x->shape[0], c = x->shape[1];
+    if (groups < 1 || c % groups != 0) return refuse(fmt::format("{} channels do not split into {} groups", c, groups));
+    auto per_channel = [&](const Value* v, const std::string& name) -> StatusOr<std::string> {
+      int64_t count = v->elements();
+      if (!v->constant || !v->is_float || static_cast<int64_t>(v->floats.size()) != count || (count != c && count != groups))
+        return refuse(fmt::format("its {} must be a constant of {} (channels) or {} (groups) values", name, c, groups));
+      Value out;
+      out.name = node.name + "/" + name;
+      out.constant = true;
+      out.shape.assign(x->shape.size() - 1, 1);
+      out.shape[0] = c;
+      for (int64_t ch = 0; ch < c; ++ch) out.floats.push_back(v->floats[static_cast<size_t>(count == c ? ch : ch / (c / groups))]);
+      graph_.values[out.name] = out;
+      return out.name;
+    };
+    TF_ASSIGN_OR_RETURN(std::string scale_c, per_channel(scale, "scale"));
+    TF_ASSIGN_OR_RETURN(std::string bias_c, per_channel(bias, "bias"));
+    std::vector<int64_t> rows = {n, groups, x->elements() / (n * groups)};
+    std::string name = node.name;
+    std::vector<Node> out;
+    value(name + "/rows", rows);
+    out.push_back(derived(node, name + "/rows", "Reshape", {x->name, constant(name + "/rows/shape", rows)}, name + "/rows"));
+    value(name + "/normalized", rows);
+    Node norm = derived(node, name + "/normalized", "LayerNormalization", {name + "/rows"}, name + "/normalized");
+    norm.attributes["epsilon"].f = node.float_attr("epsilon", 1e-5f);
+    out.push_back(std::move(norm));
+    value(name + "/back", x->shape);
+    out.push_back(derived(node, name + "/back", "Reshape", {name + "/normalized", constant(name + "/back/shape", x->shape)}, name + "/back"));
+    value(name + "/scaled", x->shape);
+    out.push_back(derived(node, name + "/scaled", "Mul", {name + "/back", scale_c}, name + "/scaled"));
+    out.push_back(derived(node, name + "/shifted", "Add", {name + "/scaled", bias_c}, node.outputs[0]));
+    return out;
   }
 
   StatusOr<std::vector<Node>> split(const Node& node) {

@@ -11,7 +11,10 @@
 //   ConvTranspose    whose windows do not overlap (stride = kernel, no padding: U-Net's up
 //                    convolutions) becomes a MatMul of each pixel's channels by the weight, its
 //                    products placed by Reshape and Transpose, then the bias (other ConvTransposes
-//                    run as a step of their own).
+//                    run as a step of their own);
+//   GroupNormalization  (opsets 18 and 21) becomes Reshape to [N, groups, rest], a
+//                    LayerNormalization of each row, Reshape back, Mul by the scale and Add the
+//                    bias per channel (the TorchScript exporter's spelling of GroupNorm).
 #pragma once
 
 #include "common/status.h"

@@ -188,7 +188,7 @@ TEST(OnnxImport, AnOpsetItDoesNotKnowIsRefusedNamingItAndTheOperatorsThatNeedIt)
 }
 
 // Operators added after opset 17 (libonnx's newest) that tunefarm has no schema for are named
-// with their nodes; those it has (Gelu, opset 20) import with their shapes.
+// with their nodes; those it has (Gelu, opset 20; RMSNormalization, 23) import with their shapes.
 TEST(OnnxImport, OperatorsOfNewerOpsetsAreReadOrRefusedByName) {
   ModelBuilder m;
   m.set_opset(20);
@@ -200,18 +200,28 @@ TEST(OnnxImport, OperatorsOfNewerOpsetsAreReadOrRefusedByName) {
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   EXPECT_EQ(g->find("g")->shape, (std::vector<int64_t>{1, 4, 8}));
 
+  ModelBuilder r;
+  r.set_opset(23);
+  r.input("x", {1, 4, 8});
+  r.weight("scale", {8});
+  r.node("RMSNormalization", {"x", "scale"}, "y", "norm");
+  r.output("y", {1, 4, 8});
+  auto rms = import_onnx(r.bytes(), "rms.onnx");
+  ASSERT_TRUE(rms.ok()) << rms.status().to_string();
+  EXPECT_EQ(rms->find("y")->shape, (std::vector<int64_t>{1, 4, 8}));
+
   ModelBuilder n;
   n.set_opset(23);
   n.input("x", {1, 4, 8});
-  n.node("RMSNormalization", {"x"}, "a", "norm_1");
-  n.node("RMSNormalization", {"a"}, "b", "norm_2");
+  n.node("RotaryEmbedding", {"x"}, "a", "rotary_1");
+  n.node("RotaryEmbedding", {"a"}, "b", "rotary_2");
   n.node("Relu", {"b"}, "y", "relu");
   n.output("y", {1, 4, 8});
-  auto refused = import_onnx(n.bytes(), "rms.onnx");
+  auto refused = import_onnx(n.bytes(), "rotary.onnx");
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("opset 23"));
-  EXPECT_THAT(refused.status().message(), HasSubstr("RMSNormalization"));
-  EXPECT_THAT(refused.status().message(), HasSubstr("nodes 'norm_1', 'norm_2'"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("RotaryEmbedding"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("nodes 'rotary_1', 'rotary_2'"));
   EXPECT_THAT(refused.status().message(), ::testing::Not(HasSubstr("Relu")));
 }
 

@@ -401,6 +401,47 @@ TEST(ComposeMovement, NodesThatCopyTheirInputAreDropped) {
   EXPECT_EQ(b.g.nodes[0].inputs, (std::vector<std::string>{"x"}));
 }
 
+// GroupNormalization becomes rows of each group normalized between two Reshapes, then the scale
+// and the bias per channel: opset 21's one per channel kept, opset 18's one per group repeated over
+// its channels. Channels that do not split into the groups, or a scale of another length, are
+// refused naming the node.
+TEST(Decompose, GroupNormalizationBecomesRowsNormalizedThenScaledPerChannel) {
+  auto decomposed = [](int64_t channels, int64_t scale_count, int64_t groups, Graph& g) {
+    GraphBuilder b;
+    b.value("x", {1, channels, 2, 3});
+    b.value("y", {1, channels, 2, 3});
+    std::vector<float> scale, bias;
+    for (int64_t k = 0; k < scale_count; ++k) scale.push_back(1.f + static_cast<float>(k)), bias.push_back(-static_cast<float>(k));
+    b.constant("scale", {scale_count}, scale);
+    b.constant("bias", {scale_count}, bias);
+    b.node("GroupNormalization", {"x", "scale", "bias"}, "y").attributes["num_groups"].i = groups;
+    b.g.nodes.back().attributes["epsilon"].f = 1e-3f;
+    b.g.inputs = {"x"};
+    b.g.outputs = {"y"};
+    auto count = decompose(b.g);
+    g = b.g;
+    return count.status();
+  };
+  for (int64_t scale_count : {4, 2}) {
+    Graph g;
+    ASSERT_TRUE(decomposed(4, scale_count, 2, g).ok());
+    ASSERT_EQ(ops_of(g), (std::vector<std::string>{"Reshape", "LayerNormalization", "Reshape", "Mul", "Add"}));
+    EXPECT_EQ(g.find(g.nodes[0].outputs[0])->shape, (std::vector<int64_t>{1, 2, 12}));
+    EXPECT_FLOAT_EQ(g.nodes[1].float_attr("epsilon", 0), 1e-3f);
+    EXPECT_EQ(g.nodes[4].outputs[0], "y");
+    const Value* scale = g.find(g.nodes[3].inputs[1]);
+    ASSERT_TRUE(scale && scale->constant);
+    EXPECT_EQ(scale->shape, (std::vector<int64_t>{4, 1, 1}));
+    EXPECT_EQ(scale->floats, scale_count == 4 ? (std::vector<float>{1, 2, 3, 4}) : (std::vector<float>{1, 1, 2, 2}));
+  }
+  for (auto [channels, scale_count] : {std::pair<int64_t, int64_t>{3, 3}, {4, 3}}) {
+    Graph g;
+    Status s = decomposed(channels, scale_count, 2, g);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("y_node"), std::string::npos) << s.message();
+  }
+}
+
 // A causal mask written as Trilu of a constant (the TorchScript exporter's LLaMA) folds: upper
 // keeps the k-th diagonal and above, lower the k-th and below.
 TEST(FoldConstants, TriluOfAConstantFolds) {
