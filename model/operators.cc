@@ -200,17 +200,23 @@ Expr as_float(const Expr& c) { return ir::select(c, f32(1), f32(0)); }
 
 Expr is_true(const Expr& x) { return ir::compare(ir::CompareOp::kNE, x, f32(0)); }
 
-StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>& in, const std::vector<int64_t>& out,
-                                 bool integer_out) {
-  const std::string& op = node.op;
-  // Every input is read with broadcasting (broadcast_read): each of its axes, aligned on the right,
-  // is 1 or the output's. Shape inference checks it for most operators, not for PRelu's slope.
+// Inputs read with broadcasting (broadcast_read) must broadcast to the output: each of their axes,
+// aligned on the right, 1 or the output's. Shape inference checks it for most operators, not for
+// PRelu's slope nor a normalization's scale and bias (ONNX Runtime refuses those when it runs).
+Status check_broadcasts(const Node& node, const std::vector<te::Tensor>& in, const std::vector<int64_t>& out) {
   for (const te::Tensor& t : in) {
     const auto& d = t.shape();
     bool fits = d.size() <= out.size();
     for (size_t k = 0; fits && k < d.size(); ++k) fits = d[k] == 1 || d[k] == out[out.size() - d.size() + k];
     if (!fits) return unsupported(node, fmt::format("input {} does not broadcast to its output {}", shape_string(d), shape_string(out)));
   }
+  return Status();
+}
+
+StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>& in, const std::vector<int64_t>& out,
+                                 bool integer_out) {
+  const std::string& op = node.op;
+  TF_RETURN_IF_ERROR(check_broadcasts(node, in, out));
   // Integer division truncates, which float32 does not; the exporters' integer divisions are of
   // shapes, folded before.
   if ((op == "Div" || op == "Mod") && integer_out) return unsupported(node, "integer division at run time is not supported");
@@ -766,6 +772,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     });
   } else if (op == "Softmax" || op == "LogSoftmax") {
     if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
+    TF_RETURN_IF_ERROR(check_broadcasts(node, in, out));
     std::vector<int64_t> rows(out.begin(), out.end() - 1);
     int64_t n = out.back();
     // Attention's scale and mask, when the passes folded them in (passes/fuse_row_inputs.h): the
@@ -809,6 +816,8 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       in[0] = te::placeholder("in0", out);
     } else if (!is_last_axis(node.int_attr("axis", -1), out.size())) {
       return unsupported(node, "only the last axis is supported");
+    } else {
+      TF_RETURN_IF_ERROR(check_broadcasts(node, in, out));
     }
     float eps = node.float_attr("epsilon", 1e-5f);
     int64_t n = out.back();
@@ -842,6 +851,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     // x / sqrt(mean of x^2 + eps) x scale over the last axis (LLaMA's, T5's; passes/fuse_patterns.h
     // recognizes it written out): the square root and the division once a row.
     if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
+    TF_RETURN_IF_ERROR(check_broadcasts(node, in, out));
     float eps = node.float_attr("epsilon", 1e-5f);
     int64_t n = out.back();
     std::vector<int64_t> rows(out.begin(), out.end() - 1);
