@@ -50,6 +50,61 @@ onnx::OpSchema normalization_schema(const char* name, int since, bool bias,
   return s;
 }
 
+// Attention's output Y (opset 23): [B, q_heads, q_seq, v_head] for 4-D inputs, [B, q_seq, q_heads x
+// v_head] for 3-D ones (v_head = V's hidden size / kv_num_heads); its other outputs are left
+// without shapes (the build refuses a node whose cache outputs are read).
+void infer_attention(onnx::InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (ctx.getNumInputs() < 3) return;
+  const auto* q = ctx.getInputType(0);
+  const auto* v = ctx.getInputType(2);
+  if (!q || !v || !q->tensor_type().has_shape() || !v->tensor_type().has_shape()) return;
+  const auto& qs = q->tensor_type().shape();
+  const auto& vs = v->tensor_type().shape();
+  if (qs.dim_size() != vs.dim_size() || (qs.dim_size() != 3 && qs.dim_size() != 4)) return;
+  for (int d = 0; d < qs.dim_size(); ++d)
+    if (!qs.dim(d).has_dim_value() || !vs.dim(d).has_dim_value()) return;
+  auto* out = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  out->clear_dim();
+  if (qs.dim_size() == 4) {
+    for (int64_t d : {qs.dim(0).dim_value(), qs.dim(1).dim_value(), qs.dim(2).dim_value(), vs.dim(3).dim_value()})
+      out->add_dim()->set_dim_value(d);
+    return;
+  }
+  const auto* qh = ctx.getAttribute("q_num_heads");
+  const auto* kvh = ctx.getAttribute("kv_num_heads");
+  if (!qh || !kvh || kvh->i() <= 0) return;
+  for (int64_t d : {qs.dim(0).dim_value(), qs.dim(1).dim_value(), qh->i() * (vs.dim(2).dim_value() / kvh->i())})
+    out->add_dim()->set_dim_value(d);
+}
+
+onnx::OpSchema attention_schema(int since) {
+  onnx::OpSchema s("Attention", __FILE__, __LINE__);
+  s.SetDomain("").SinceVersion(since);
+  s.Attr("is_causal", "", onnx::AttributeProto::INT, static_cast<int64_t>(0));
+  s.Attr("kv_num_heads", "", onnx::AttributeProto::INT, false);
+  s.Attr("q_num_heads", "", onnx::AttributeProto::INT, false);
+  s.Attr("qk_matmul_output_mode", "", onnx::AttributeProto::INT, static_cast<int64_t>(0));
+  s.Attr("scale", "", onnx::AttributeProto::FLOAT, false);
+  s.Attr("softcap", "", onnx::AttributeProto::FLOAT, 0.0f);
+  s.Attr("softmax_precision", "", onnx::AttributeProto::INT, false);
+  s.Input(0, "Q", "", "T1").Input(1, "K", "", "T1").Input(2, "V", "", "T2");
+  s.Input(3, "attn_mask", "", "U", onnx::OpSchema::Optional);
+  s.Input(4, "past_key", "", "T1", onnx::OpSchema::Optional).Input(5, "past_value", "", "T2", onnx::OpSchema::Optional);
+  if (since >= 24) s.Input(6, "nonpad_kv_seqlen", "", "tensor(int64)", onnx::OpSchema::Optional);
+  s.Output(0, "Y", "", "T1");
+  s.Output(1, "present_key", "", "T1", onnx::OpSchema::Optional).Output(2, "present_value", "", "T2", onnx::OpSchema::Optional);
+  s.Output(3, "qk_matmul_output", "", "T1", onnx::OpSchema::Optional);
+  const std::vector<std::string> floats = {"tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)"};
+  s.TypeConstraint("T1", floats, "").TypeConstraint("T2", floats, "");
+  std::vector<std::string> masks = floats;
+  masks.push_back("tensor(bool)");
+  s.TypeConstraint("U", masks, "");
+  s.TypeAndShapeInferenceFunction(infer_attention);
+  s.Finalize();
+  return s;
+}
+
 // Einsum's output shape from its equation, where libonnx 1.12 infers its rank only (attention's
 // scores would have no shape then); equations with an ellipsis or no output keep libonnx's answer.
 void infer_einsum(onnx::InferenceContext& ctx, const onnx::InferenceFunction& library) {
@@ -111,6 +166,9 @@ class Schemas final : public onnx::ISchemaRegistry {
         if (since >= 21) s.Attr("stash_type", "", onnx::AttributeProto::INT, static_cast<int64_t>(1));
       }));
     }
+    // Attention as opset 24 writes it (a nonpad_kv_seqlen input added), then 23's.
+    added_.push_back(attention_schema(24));
+    added_.push_back(attention_schema(23));
     added_.push_back(normalization_schema("RMSNormalization", 23, false, [](onnx::OpSchema& s) {
       s.Attr("axis", "", onnx::AttributeProto::INT, static_cast<int64_t>(-1));
       s.Attr("epsilon", "", onnx::AttributeProto::FLOAT, 1e-5f);

@@ -527,6 +527,35 @@ def transformer_blocks(opset):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 10])], ir_version=None)
 
 
+def attention_operator(opset):
+    """The Attention operator of opset 23 (scaled_dot_product_attention as one node), as exporters
+    that fuse it write it: 3-D Q, K and V (heads in attributes) with grouped-query attention (4
+    query heads over 2 KV heads) and is_causal, then 4-D ones with a boolean padding mask computed
+    from an input and an explicit scale, then 4-D with a float mask added."""
+    b = Builder(29, opset=opset)
+    tokens, hidden, heads, kv_heads = 6, 16, 4, 2
+    head_dim = hidden // heads
+    x, keep = "x", "attention_mask"
+    q = b.node("MatMul", [x, b.weight((hidden, hidden), hidden)])
+    k = b.node("MatMul", [x, b.weight((hidden, kv_heads * head_dim), hidden)])
+    v = b.node("MatMul", [x, b.weight((hidden, kv_heads * head_dim), hidden)])
+    y = b.node("Attention", [q, k, v], q_num_heads=heads, kv_num_heads=kv_heads, is_causal=1)
+    h = b.node("Transpose", [b.node("Reshape", [y, b.const(np.array([1, tokens, heads, head_dim], np.int64), "shape")])],
+               perm=[0, 2, 1, 3])
+    # Each query row spelled out (ONNX Runtime's opset-23 kernel does not broadcast the mask over the queries).
+    mask = b.node("Expand", [b.node("Unsqueeze", [keep, b.const(np.array([1, 2], np.int64), "axes")]),
+                             b.const(np.array([1, 1, tokens, tokens], np.int64), "shape")])
+    mask = b.node("Cast", [mask], to=TensorProto.BOOL)
+    h = b.node("Attention", [h, h, h, mask], scale=0.3)
+    bias = b.const((0.5 * b.rng.standard_normal((1, 1, tokens, tokens))).astype(np.float32), "bias")
+    h = b.node("Attention", [h, h, h, bias])
+    out = b.node("Reshape", [b.node("Transpose", [h], perm=[0, 2, 1, 3]), b.const(np.array([1, tokens, hidden], np.int64), "shape")])
+    return b.model(f"attention_operator_opset{opset}",
+                   [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, tokens, hidden]),
+                    helper.make_tensor_value_info(keep, TensorProto.INT64, [1, tokens])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, tokens, hidden])], ir_version=None)
+
+
 def vision_operators(opset):
     """Operators of detection, segmentation and older classification networks: DenseNet's
     BatchNormalization before ReLU (no convolution to fold it into) and its 2x2 AveragePool,
@@ -684,7 +713,7 @@ def exporter_patterns(out_dir):
             save_with_external_data(model, path)
             print(path)
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
-                  llama_block(small=True, opset=18)):
+                  llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest)):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)

@@ -1,6 +1,8 @@
 #include "model/passes/decompose.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -21,6 +23,7 @@ class Decomposer {
     if (node.op == "Einsum") return einsum(node);
     if (node.op == "ConvTranspose") return upsampling_conv(node);
     if (node.op == "GroupNormalization") return group_norm(node);
+    if (node.op == "Attention") return attention(node);
     return std::vector<Node>{};
   }
 
@@ -106,6 +109,133 @@ class Decomposer {
     value(name + "/scaled", x->shape);
     out.push_back(derived(node, name + "/scaled", "Mul", {name + "/back", scale_c}, name + "/scaled"));
     out.push_back(derived(node, name + "/shifted", "Add", {name + "/scaled", bias_c}, node.outputs[0]));
+    return out;
+  }
+
+  // Attention (opsets 23, 24: scaled_dot_product_attention as one operator) as the nodes exporters
+  // write for it, which the passes after this one take as they take those: 3-D Q, K and V split
+  // into heads (Reshape, Transpose), K and V heads repeated for grouped-query attention (Reshape,
+  // Expand, Reshape), the scores MatMul(Q, K transposed), scaled (Mul), masked (a boolean mask by
+  // Where with -inf, a float one and is_causal's upper-left triangle of -inf added), Softmax, then
+  // MatMul by V and, for 3-D inputs, the heads merged back. Refused: a KV cache (past_key,
+  // past_value, nonpad_kv_seqlen), softcap, and a node whose cache or score outputs are read.
+  StatusOr<std::vector<Node>> attention(const Node& node) {
+    auto refuse = [&](const std::string& why) { return invalid_argument(fmt::format("node '{}' (Attention): {}", node.name, why)); };
+    auto given = [&](size_t i) { return node.inputs.size() > i && !node.inputs[i].empty(); };
+    if (!given(0) || !given(1) || !given(2) || node.outputs.empty()) return refuse("expects Q, K and V");
+    if (given(4) || given(5) || given(6)) return refuse("a KV cache (past_key, past_value, nonpad_kv_seqlen) is not supported");
+    for (size_t o = 1; o < node.outputs.size(); ++o)
+      if (!node.outputs[o].empty() && (graph_.readers(node.outputs[o]) > 0 || std::count(graph_.outputs.begin(), graph_.outputs.end(), node.outputs[o])))
+        return refuse("its present_key, present_value and qk_matmul_output are not supported");
+    if (node.float_attr("softcap", 0.f) != 0.f) return refuse("softcap is not supported");
+    TF_ASSIGN_OR_RETURN(const Value* q, graph_.value_of(node, node.inputs[0]));
+    TF_ASSIGN_OR_RETURN(const Value* k, graph_.value_of(node, node.inputs[1]));
+    TF_ASSIGN_OR_RETURN(const Value* v, graph_.value_of(node, node.inputs[2]));
+    TF_ASSIGN_OR_RETURN(const Value* y, graph_.value_of(node, node.outputs[0]));
+    size_t rank = q->shape.size();
+    if ((rank != 3 && rank != 4) || k->shape.size() != rank || v->shape.size() != rank)
+      return refuse("Q, K and V must all be 3-D or all 4-D");
+    std::string name = node.name;
+    std::vector<Node> out;
+    int64_t batch = q->shape[0];
+    // [B, S, heads x d] -> [B, heads, S, d].
+    auto heads_of = [&](const Value* t, int64_t heads, const std::string& tag) -> StatusOr<std::string> {
+      if (rank == 4) return t->name;
+      if (heads < 1 || t->shape[2] % heads != 0) return refuse(fmt::format("{} of width {} does not split into {} heads", tag, t->shape[2], heads));
+      std::vector<int64_t> split = {batch, t->shape[1], heads, t->shape[2] / heads}, moved = {batch, heads, t->shape[1], t->shape[2] / heads};
+      value(name + "/" + tag + "_split", split);
+      out.push_back(derived(node, name + "/" + tag + "_split", "Reshape", {t->name, constant(name + "/" + tag + "_split/shape", split)},
+                            name + "/" + tag + "_split"));
+      value(name + "/" + tag + "_heads", moved);
+      Node t4 = derived(node, name + "/" + tag + "_heads", "Transpose", {name + "/" + tag + "_split"}, name + "/" + tag + "_heads");
+      t4.attributes["perm"].ints = {0, 2, 1, 3};
+      out.push_back(std::move(t4));
+      return name + "/" + tag + "_heads";
+    };
+    int64_t q_heads = rank == 4 ? q->shape[1] : node.int_attr("q_num_heads", 0);
+    int64_t kv_heads = rank == 4 ? k->shape[1] : node.int_attr("kv_num_heads", 0);
+    TF_ASSIGN_OR_RETURN(std::string qh, heads_of(q, q_heads, "q"));
+    TF_ASSIGN_OR_RETURN(std::string kh, heads_of(k, kv_heads, "k"));
+    TF_ASSIGN_OR_RETURN(std::string vh, heads_of(v, kv_heads, "v"));
+    const std::vector<int64_t> q4 = graph_.values[qh].shape, k4 = graph_.values[kh].shape, v4 = graph_.values[vh].shape;
+    if (q4[3] != k4[3] || k4[2] != v4[2] || kv_heads < 1 || q_heads % kv_heads != 0 || k4[0] != batch || v4[0] != batch)
+      return refuse("Q, K and V do not agree in batch, head size, sequence or heads");
+    int64_t sq = q4[2], skv = k4[2], group = q_heads / kv_heads;
+    // Grouped-query attention: each K and V head serves `group` query heads.
+    auto repeated = [&](const std::string& t, const std::vector<int64_t>& s, const std::string& tag) {
+      if (group == 1) return t;
+      std::vector<int64_t> one = {batch, kv_heads, 1, s[2], s[3]}, wide = {batch, kv_heads, group, s[2], s[3]},
+                           merged = {batch, q_heads, s[2], s[3]};
+      std::string base = name + "/" + tag + "_repeat";
+      value(base + "_one", one);
+      out.push_back(derived(node, base + "_one", "Reshape", {t, constant(base + "_one/shape", one)}, base + "_one"));
+      value(base + "_wide", wide);
+      out.push_back(derived(node, base + "_wide", "Expand", {base + "_one", constant(base + "_wide/shape", wide)}, base + "_wide"));
+      value(base, merged);
+      out.push_back(derived(node, base, "Reshape", {base + "_wide", constant(base + "/shape", merged)}, base));
+      return base;
+    };
+    kh = repeated(kh, k4, "k");
+    vh = repeated(vh, v4, "v");
+    value(name + "/k_t", {batch, q_heads, k4[3], skv});
+    Node kt = derived(node, name + "/k_t", "Transpose", {kh}, name + "/k_t");
+    kt.attributes["perm"].ints = {0, 1, 3, 2};
+    out.push_back(std::move(kt));
+    std::vector<int64_t> scores_shape = {batch, q_heads, sq, skv};
+    value(name + "/scores", scores_shape);
+    out.push_back(derived(node, name + "/scores", "MatMul", {qh, name + "/k_t"}, name + "/scores"));
+    auto scalar = [&](const std::string& n, float f) {
+      Value c;
+      c.name = n;
+      c.constant = true;
+      c.floats = {f};
+      graph_.values[n] = c;
+      return n;
+    };
+    float scale = node.attributes.count("scale") ? node.float_attr("scale", 1.f) : static_cast<float>(1.0 / std::sqrt(double(q4[3])));
+    value(name + "/scaled", scores_shape);
+    out.push_back(derived(node, name + "/scaled", "Mul", {name + "/scores", scalar(name + "/scale", scale)}, name + "/scaled"));
+    std::string s = name + "/scaled";
+    const float inf = std::numeric_limits<float>::infinity();
+    if (given(3)) {
+      TF_ASSIGN_OR_RETURN(const Value* mask, graph_.value_of(node, node.inputs[3]));
+      if (mask->shape.empty() || mask->shape.back() != skv) return refuse("its mask must cover the keys (its last axis as long as K's sequence)");
+      value(name + "/masked", scores_shape);
+      // A boolean mask (held as 0 and 1, not float) says which keys a query attends.
+      if (!mask->is_float)
+        out.push_back(derived(node, name + "/masked", "Where", {mask->name, s, scalar(name + "/hidden", -inf)}, name + "/masked"));
+      else
+        out.push_back(derived(node, name + "/masked", "Add", {s, mask->name}, name + "/masked"));
+      s = name + "/masked";
+    }
+    if (node.int_attr("is_causal", 0) != 0) {
+      Value causal;
+      causal.name = name + "/causal";
+      causal.constant = true;
+      causal.shape = {sq, skv};
+      for (int64_t i = 0; i < sq; ++i)
+        for (int64_t j = 0; j < skv; ++j) causal.floats.push_back(j <= i ? 0.f : -inf);
+      graph_.values[causal.name] = causal;
+      value(name + "/causal_masked", scores_shape);
+      out.push_back(derived(node, name + "/causal_masked", "Add", {s, causal.name}, name + "/causal_masked"));
+      s = name + "/causal_masked";
+    }
+    value(name + "/probs", scores_shape);
+    Node softmax = derived(node, name + "/probs", "Softmax", {s}, name + "/probs");
+    softmax.attributes["axis"].i = -1;
+    out.push_back(std::move(softmax));
+    std::vector<int64_t> context = {batch, q_heads, sq, v4[3]};
+    if (rank == 4) {
+      out.push_back(derived(node, name + "/context", "MatMul", {name + "/probs", vh}, y->name));
+      return out;
+    }
+    value(name + "/context", context);
+    out.push_back(derived(node, name + "/context", "MatMul", {name + "/probs", vh}, name + "/context"));
+    value(name + "/merged", {batch, sq, q_heads, v4[3]});
+    Node merged = derived(node, name + "/merged", "Transpose", {name + "/context"}, name + "/merged");
+    merged.attributes["perm"].ints = {0, 2, 1, 3};
+    out.push_back(std::move(merged));
+    out.push_back(derived(node, name + "/output", "Reshape", {name + "/merged", constant(name + "/output/shape", y->shape)}, y->name));
     return out;
   }
 

@@ -12,6 +12,9 @@
 //                    convolutions) becomes a MatMul of each pixel's channels by the weight, its
 //                    products placed by Reshape and Transpose, then the bias (other ConvTransposes
 //                    run as a step of their own);
+//   Attention        (opsets 23, 24) becomes the nodes of attention as exporters wrote it before:
+//                    heads split, K and V heads repeated for grouped queries, MatMul, scale,
+//                    mask (Where or Add; is_causal's triangle added), Softmax, MatMul, heads merged;
 //   GroupNormalization  (opsets 18 and 21) becomes Reshape to [N, groups, rest], a
 //                    LayerNormalization of each row, Reshape back, Mul by the scale and Add the
 //                    bias per channel (the TorchScript exporter's spelling of GroupNorm).

@@ -442,6 +442,39 @@ TEST(Decompose, GroupNormalizationBecomesRowsNormalizedThenScaledPerChannel) {
   }
 }
 
+// Attention (opset 23) with what the build cannot run is refused naming the node: a KV cache, a
+// softcap, a present_key output something reads, heads that do not divide the width.
+TEST(Decompose, AttentionWithACacheOrSoftcapIsRefusedByName) {
+  auto refused = [](const std::function<void(GraphBuilder&, Node&)>& change) {
+    GraphBuilder b;
+    for (const char* v : {"q", "k", "v", "y"}) b.value(v, {1, 2, 3, 4});
+    b.value("past", {1, 2, 5, 4});
+    b.value("present", {1, 2, 8, 4});
+    b.node("Attention", {"q", "k", "v"}, "y");
+    b.g.inputs = {"q", "k", "v", "past"};
+    b.g.outputs = {"y"};
+    change(b, b.g.nodes.back());
+    return decompose(b.g).status();
+  };
+  EXPECT_TRUE(refused([](GraphBuilder&, Node&) {}).ok());
+  std::vector<Status> refusals = {
+      refused([](GraphBuilder&, Node& n) { n.inputs = {"q", "k", "v", "", "past", "past"}; }),
+      refused([](GraphBuilder&, Node& n) { n.attributes["softcap"].f = 30.f; }),
+      refused([](GraphBuilder& b, Node& n) {
+        n.outputs = {"y", "present"};
+        b.g.outputs.push_back("present");
+      }),
+      refused([](GraphBuilder& b, Node& n) {
+        for (const char* v : {"q", "k", "v", "y"}) b.value(v, {1, 3, 8});
+        n.attributes["q_num_heads"].i = 3;
+        n.attributes["kv_num_heads"].i = 3;
+      })};
+  for (size_t i = 0; i < refusals.size(); ++i) {
+    EXPECT_FALSE(refusals[i].ok()) << "case " << i;
+    EXPECT_NE(refusals[i].message().find("node 'y_node' (Attention)"), std::string::npos) << refusals[i].message();
+  }
+}
+
 // A causal mask written as Trilu of a constant (the TorchScript exporter's LLaMA) folds: upper
 // keeps the k-th diagonal and above, lower the k-th and below.
 TEST(FoldConstants, TriluOfAConstantFolds) {
