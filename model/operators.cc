@@ -402,6 +402,50 @@ te::Tensor concat(const std::vector<te::Tensor>& in, const std::vector<int64_t>&
   });
 }
 
+// The running sums of `x` along `axis` (CumSum: OPT's and Bloom's positions from the attention
+// mask), in two levels so that a row of n costs about n x (block + 1) + (n / block)^2 additions
+// rather than n^2: the sums of blocks of `block` values, each block's exclusive prefix of those,
+// then each value's prefix inside its block added to it. `exclusive` leaves the value itself out,
+// `reverse` sums from the end.
+te::Tensor cumulative_sum(const te::Tensor& x, size_t axis, bool exclusive, bool reverse) {
+  const std::vector<int64_t>& shape = x.shape();
+  int64_t n = shape[axis];
+  int64_t block = 1;
+  while (block * block < n) block *= 2;
+  int64_t blocks = (n + block - 1) / block;
+  // x along the axis, from the end where `reverse`; position k in [0, n).
+  auto read = [&](std::vector<Expr> at, Expr k) {
+    at[axis] = reverse ? ir::int_imm(n - 1) - k : k;
+    return x(at);
+  };
+  std::vector<int64_t> block_shape = shape;
+  block_shape[axis] = blocks;
+  auto t = te::reduce_axis(block, "t");
+  te::Tensor sums = te::compute("block_sums", block_shape, [&](const std::vector<Var>& i) {
+    Expr k = Expr(i[axis]) * block + Expr(t->var);
+    return te::sum(ir::select(ir::lt(k, ir::int_imm(n)), read(as_exprs(i), ir::min(k, ir::int_imm(n - 1))), f32(0)), {t});
+  });
+  auto j = te::reduce_axis(blocks, "j");
+  te::Tensor before = te::compute("blocks_before", block_shape, [&](const std::vector<Var>& i) {
+    std::vector<Expr> at = as_exprs(i);
+    at[axis] = Expr(j->var);
+    return te::sum(ir::select(ir::lt(Expr(j->var), Expr(i[axis])), sums(at), f32(0)), {j});
+  });
+  auto u = te::reduce_axis(block, "u");
+  te::Tensor within = te::compute("within_block", shape, [&](const std::vector<Var>& i) {
+    Expr pos = reverse ? ir::int_imm(n - 1) - Expr(i[axis]) : Expr(i[axis]);
+    Expr start = pos / block * block, at_k = start + Expr(u->var);
+    Expr taken = exclusive ? ir::lt(at_k, pos) : ir::ge(pos, at_k);
+    return te::sum(ir::select(taken, read(as_exprs(i), ir::min(at_k, ir::int_imm(n - 1))), f32(0)), {u});
+  });
+  return te::compute("out", shape, [&](const std::vector<Var>& i) {
+    std::vector<Expr> at = as_exprs(i);
+    Expr pos = reverse ? ir::int_imm(n - 1) - Expr(i[axis]) : Expr(i[axis]);
+    at[axis] = pos / block;
+    return before(at) + within(as_exprs(i));
+  });
+}
+
 // floor(v) and ceil(v) of a float32 from its truncation toward zero.
 Expr floor_of(const Expr& v) {
   Expr t = ir::cast(ir::Type::i64(), v);
@@ -554,7 +598,8 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
   // A Clip's bounds, a Slice's ranges, Gather's indices, a reduction's axes, Pow's exponent and
   // Expand's shape are constants that become part of the definition, not tensors it reads.
   static const std::set<std::string> kFirstInputOnly = {"Clip", "Expand", "Slice", "Gather", "Pow", "Pad", "ReduceMean",
-                                                        "ReduceSum", "ReduceMax", "ReduceMin", "Resize", "Upsample", "Tile"};
+                                                        "ReduceSum", "ReduceMax", "ReduceMin", "Resize", "Upsample", "Tile",
+                                                        "CumSum"};
   // Gather reads its indices as a tensor when they are computed at run time (token ids) or too
   // many to write into the definition (a position per token).
   const Value* indices = node.op == "Gather" && node.inputs.size() > 1 ? graph.find(node.inputs[1]) : nullptr;
@@ -929,6 +974,12 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       Expr channel = crd ? (Expr(i[1]) * b + bi) * b + bj : (bi * b + bj) * c_out + Expr(i[1]);
       return x(i[0], channel, Expr(i[2]) / b, Expr(i[3]) / b);
     });
+  } else if (op == "CumSum") {
+    std::vector<int64_t> axis;
+    if (!constant_ints(graph, node, 1, axis) || axis.size() != 1) return unsupported(node, "an axis computed at run time is not supported");
+    int64_t a = normalize_axis(axis[0], out.size());
+    if (a < 0) return unsupported(node, fmt::format("axis {} is out of range", axis[0]));
+    result = cumulative_sum(x, static_cast<size_t>(a), node.int_attr("exclusive", 0) != 0, node.int_attr("reverse", 0) != 0);
   } else if (op == "Tile") {
     const auto& xs = x.shape();
     if (out.size() != xs.size()) return unsupported(node, "its output's rank is not its input's");

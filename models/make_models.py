@@ -319,12 +319,12 @@ def token_encoder(small=True):
 
 
 def unbuildable(small=True):
-    """A model that imports but that a build cannot run: CumSum and Det after a convolution."""
+    """A model that imports but that a build cannot run: LpNormalization and Det after a convolution."""
     b = Builder(7)
     x = "input"
     y = b.node("Relu", [b.node("Conv", [x, b.weight((8, 3, 3, 3), 27)], kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
-    b.nodes.append(helper.make_node("CumSum", [y, b.const(np.int64(1), "axis")], ["cumsum"], name="running_sum"))
-    b.nodes.append(helper.make_node("Det", ["cumsum"], ["out"], name="determinant"))
+    b.nodes.append(helper.make_node("LpNormalization", [y], ["normalized"], name="lp_norm", axis=1, p=2))
+    b.nodes.append(helper.make_node("Det", ["normalized"], ["out"], name="determinant"))
     return b.model("unbuildable", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 8, 8])],
                    [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8])])
 
@@ -527,6 +527,27 @@ def transformer_blocks(opset):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 10])], ir_version=None)
 
 
+def opt_embeddings():
+    """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
+    by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
+    - 1, plus OPT's offset of 2) and Gather, then LayerNorm; and a running sum from the end,
+    exclusive, of the normalized features (CumSum's reverse and exclusive)."""
+    b = Builder(31, opset=17)
+    tokens, hidden, vocab = 7, 16, 50
+    ids, mask = "input_ids", "attention_mask"
+    x = b.node("Gather", [b.weight((vocab, hidden), 1), ids], axis=0)
+    counted = b.node("CumSum", [mask, b.const(np.int64(1), "axis")])
+    positions = b.node("Sub", [b.node("Mul", [counted, mask]), b.const(np.int64(1), "one")])
+    positions = b.node("Add", [positions, b.const(np.int64(2), "offset")])
+    x = b.node("Add", [x, b.node("Gather", [b.weight((tokens + 2, hidden), 1), positions], axis=0)])
+    h = b.layer_norm(x, hidden, eps=1e-5)
+    tail = b.node("CumSum", [h, b.const(np.int64(-1), "axis")], exclusive=1, reverse=1)
+    out = b.node("Add", [h, b.node("Mul", [tail, b.const(np.float32(0.1), "scale")])])
+    return b.model("opt_embeddings", [helper.make_tensor_value_info(ids, TensorProto.INT64, [1, tokens]),
+                                      helper.make_tensor_value_info(mask, TensorProto.INT64, [1, tokens])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, tokens, hidden])], ir_version=None)
+
+
 def attention_operator(opset):
     """The Attention operator of opset 23 (scaled_dot_product_attention as one node), as exporters
     that fuse it write it: 3-D Q, K and V (heads in attributes) with grouped-query attention (4
@@ -713,7 +734,8 @@ def exporter_patterns(out_dir):
             save_with_external_data(model, path)
             print(path)
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
-                  llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest)):
+                  llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
+                  opt_embeddings()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)

@@ -319,7 +319,7 @@ TEST(ModelTasks, AModelWithOperatorsTheBuildCannotRunIsRefusedNamingEachNode) {
   auto table = extract_tasks(*graph);
   ASSERT_FALSE(table.ok());
   EXPECT_THAT(table.status().message(), ::testing::HasSubstr("2 nodes cannot be built"));
-  EXPECT_THAT(table.status().message(), ::testing::HasSubstr("node 'running_sum' (CumSum)"));
+  EXPECT_THAT(table.status().message(), ::testing::HasSubstr("node 'lp_norm' (LpNormalization)"));
   EXPECT_THAT(table.status().message(), ::testing::HasSubstr("node 'determinant' (Det)"));
 }
 
