@@ -62,6 +62,10 @@ Config with_parallelism(Config config, bool parallel) {
   return config;
 }
 
+Config as_built(const Workload& workload, Config config) {
+  return with_parallelism(std::move(config), parallel_pays(workload));
+}
+
 bool parallel_pays(double flops, double bytes) {
   // A fork/join of the kernel runtime on 2 threads cost 2-4 us above half the work's single-thread
   // time, for 2-10 us of work (an AMD EPYC 2-vCPU guest at load ~7, the pool's workers spinning

@@ -76,6 +76,10 @@ StatusOr<Config> default_config(const Workload& workload, const Target& target);
 Config with_outer_parallelism(Config config);
 // The same with the knob "outer" where `parallel`, else "none" (the loop runs on the calling thread).
 Config with_parallelism(Config config, bool parallel);
+
+// `config` with `parallel` as the builds set it for `workload` (parallel_pays below): the kernel a
+// model or a kernel library runs, which candidates are measured as.
+Config as_built(const Workload& workload, Config config);
 // Whether a step of a program (a model's) repays running its loop on the kernel runtime's threads:
 // whether its work, `flops` operations or `bytes` of its arguments read and written, is large
 // beside the cost of a fork/join. A step below it runs on one thread whatever the thread count.

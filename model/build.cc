@@ -202,7 +202,7 @@ StatusOr<BuiltModel> build_model(Graph graph, const std::string& name, const Tar
         continue;
       }
       const ChosenKernel& chosen = chosen_of.at(key);
-      Config config = with_parallelism(chosen.config, parallel_pays(*step.workload));
+      Config config = as_built(*step.workload, chosen.config);
       auto object = build_kernel_object(*step.workload, target, config, entry);
       if (!object.ok()) return object.status().with_context(fmt::format("node '{}' ({})", step.node, key));
       parts.objects.push_back(std::move(*object));

@@ -111,10 +111,12 @@ std::optional<v1::Record> default_record(db::RecordStore& store, const Workload&
   auto space = config_space(w, request.target, def->template_name);
   auto ranked = store.query_best(w, request.target, request.device_key, kRecordsScanned);
   if (!space.ok() || !ranked.ok()) return std::nullopt;
-  std::string want = def->to_json();
+  // The default as its candidates are measured (as built), or as histories from before that
+  // recorded it.
+  std::string want = as_built(w, *def).to_json(), recorded = def->to_json();
   for (const v1::Record& r : *ranked) {
     auto c = space->complete(from_proto(r.config()));
-    if (c.ok() && c->to_json() == want && r.device_key() == device_key) return r;
+    if (c.ok() && (c->to_json() == want || c->to_json() == recorded) && r.device_key() == device_key) return r;
   }
   return std::nullopt;
 }
@@ -230,8 +232,9 @@ StatusOr<BuiltLibrary> build_library(const LibraryRequest& request, db::RecordSt
   for (const Workload& w : request.workloads) {
     TF_ASSIGN_OR_RETURN(model::ChosenKernel chosen, choose_kernel(store, w, request, out.warnings));
     choices.push_back(chosen);
-    // The kernels run on the threads the program sets (tk_set_num_threads), as a model's do.
-    LibraryKernel k{w, with_outer_parallelism(chosen.config), {}};
+    // The kernels run on the threads the program sets (tk_set_num_threads), as a model's do, split
+    // where that pays, as their candidates were measured.
+    LibraryKernel k{w, as_built(w, chosen.config), {}};
     json entry = {{"workload", w.to_string()}, {"function", library_function_name(request.name, w)}};
     if (chosen.tuned) {
       k.notes.push_back(fmt::format("tuned: {:.1f} GFLOP/s, {:.3f} ms on device key '{}'", chosen.gflops,

@@ -67,6 +67,16 @@ void ConfigSpace::define_reorder(const std::string& name, const std::vector<std:
   add(name, KnobKind::kReorder, std::vector<KnobValue>(permutations.begin(), permutations.end()));
 }
 
+bool ConfigSpace::pin(const std::string& name, const KnobValue& value) {
+  for (Knob& k : knobs_) {
+    if (k.name != name) continue;
+    if (std::find(k.choices.begin(), k.choices.end(), value) == k.choices.end()) return false;
+    k.choices = {value};
+    return true;
+  }
+  return false;
+}
+
 void ConfigSpace::define_annotate(const std::string& name, const std::vector<std::string>& choices) {
   add(name, KnobKind::kAnnotate, std::vector<KnobValue>(choices.begin(), choices.end()));
 }

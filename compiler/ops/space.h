@@ -40,6 +40,11 @@ class ConfigSpace {
   void define_knob(const std::string& name, const std::vector<int64_t>& choices);
   void define_knob(const std::string& name, const std::vector<std::string>& choices);
 
+  // Restricts knob `name` to one of its choices, as a knob the builds set themselves (`parallel`,
+  // which a model's build sets by the work's size) is measured as it will be built. False where the
+  // space has no such knob or choice.
+  bool pin(const std::string& name, const KnobValue& value);
+
   // Extra validity rules of the template, checked after the knob-by-knob checks.
   void set_validator(std::function<Status(const Config&)> validator) { validator_ = std::move(validator); }
 
