@@ -911,6 +911,22 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       Expr y = x(as_exprs(i)) * inv_rms(row_of(i));
       return in.size() > 1 ? y * broadcast_read(in[1], i) : y;
     });
+  } else if ((op == "GlobalAveragePool" || op == "GlobalMaxPool") && x.shape().size() != 4) {
+    // Over a 1-D (audio: [N, C, L]) or 3-D map: every axis after the channels.
+    if (x.shape().size() < 3 || out.size() != x.shape().size()) return unsupported(node, "expects an input of 3 or more axes");
+    std::vector<te::IterVar> axes;
+    double count = 1;
+    for (size_t d = 2; d < x.shape().size(); ++d) {
+      axes.push_back(te::reduce_axis(x.shape()[d], fmt::format("r{}", d)));
+      count *= static_cast<double>(x.shape()[d]);
+    }
+    bool average = op == "GlobalAveragePool";
+    te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
+      std::vector<Expr> at = {i[0], i[1]};
+      for (const auto& a : axes) at.push_back(a->var);
+      return average ? te::sum(x(at), axes) : te::max_reduce(x(at), axes);
+    });
+    result = average ? te::compute("out", out, [&](const std::vector<Var>& i) { return total(as_exprs(i)) / f32(count); }) : total;
   } else if (op == "MaxPool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
     if (x.shape().size() != 4) return unsupported(node, "only 2-D pooling of NCHW tensors is supported");
     int64_t h = x.shape()[2], w = x.shape()[3];

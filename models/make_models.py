@@ -527,6 +527,45 @@ def transformer_blocks(opset):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 10])], ir_version=None)
 
 
+def audio_front_ends(opset):
+    """Audio models' 1-D convolutions: wav2vec 2.0's feature encoder (a strided Conv1d of the raw
+    wave without padding, GroupNorm with a group per channel, GELU, another strided Conv1d),
+    Whisper's (Conv1d over mel frames, GELU, a Conv1d at stride 2, then channels-last with a
+    position embedding and LayerNorm) and a Conformer's depthwise Conv1d (kernel 7, padded, groups =
+    channels) with SiLU. GroupNorm as the TorchScript exporter writes it, as GroupNormalization
+    from opset 21."""
+    b = Builder(37, opset=opset)
+    wave, mel = "waveform", "mel"
+
+    def conv1d(x, cin, cout, k, stride=1, pad=0, groups=1, bias=True):
+        inputs = [x, b.weight((cout, cin // groups, k), cin // groups * k)]
+        if bias:
+            inputs.append(b.const((0.1 * b.rng.standard_normal(cout)).astype(np.float32), "bias"))
+        return b.node("Conv", inputs, kernel_shape=[k], strides=[stride], pads=[pad, pad], group=groups)
+
+    w = conv1d(wave, 1, 16, 10, stride=5, bias=False)
+    scale = (1 + 0.1 * b.rng.standard_normal(16)).astype(np.float32)
+    shift = (0.1 * b.rng.standard_normal(16)).astype(np.float32)
+    if opset >= 21:
+        w = b.node("GroupNormalization", [w, b.const(scale, "gn_scale"), b.const(shift, "gn_bias")], num_groups=16, epsilon=1e-5)
+    else:
+        w = b.node("InstanceNormalization", [w, b.const(scale, "gn_scale"), b.const(shift, "gn_bias")], epsilon=1e-5)
+    w = b.gelu(w)
+    w = b.gelu(conv1d(w, 16, 16, 3, stride=2, bias=False))
+    w = b.node("GlobalAveragePool", [w])
+    m = b.gelu(conv1d(mel, 8, 16, 3, pad=1))
+    m = b.gelu(conv1d(m, 16, 16, 3, stride=2, pad=1))
+    m = b.node("Mul", [b.node("Sigmoid", [conv1d(m, 16, 16, 7, pad=3, groups=16)]), m])
+    m = b.node("Add", [m, w])
+    m = b.node("Transpose", [m], perm=[0, 2, 1])
+    m = b.node("Add", [m, b.const((0.02 * b.rng.standard_normal((1, 16, 16))).astype(np.float32), "positions")])
+    out = b.layer_norm(m, 16, eps=1e-5)
+    return b.model(f"audio_front_ends_opset{opset}",
+                   [helper.make_tensor_value_info(wave, TensorProto.FLOAT, [1, 1, 400]),
+                    helper.make_tensor_value_info(mel, TensorProto.FLOAT, [1, 8, 32])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 16, 16])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -735,7 +774,7 @@ def exporter_patterns(out_dir):
             print(path)
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
-                  opt_embeddings()):
+                  opt_embeddings(), audio_front_ends(17), audio_front_ends(21)):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)

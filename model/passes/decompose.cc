@@ -19,7 +19,10 @@ class Decomposer {
   // The nodes `node` becomes, or none when it stays as it is.
   StatusOr<std::vector<Node>> rewrite(const Node& node) {
     if (node.op == "Split") return split(node);
-    if (node.op == "Conv") return grouped_conv(node);
+    if (node.op == "Conv") {
+      TF_ASSIGN_OR_RETURN(std::vector<Node> as_2d, conv1d(node));
+      return as_2d.empty() ? grouped_conv(node) : as_2d;
+    }
     if (node.op == "Einsum") return einsum(node);
     if (node.op == "ConvTranspose") return upsampling_conv(node);
     if (node.op == "GroupNormalization") return group_norm(node);
@@ -315,6 +318,60 @@ class Decomposer {
       graph_.values[b.name] = std::move(b);
       out.push_back(derived(node, name + "/bias_add", "Add", {last, name + "/bias"}, node.outputs[0]));
     }
+    return out;
+  }
+
+  // A 1-D convolution (Whisper's and wav2vec 2.0's audio front ends, TCNs) as a 2-D one over a map
+  // of one row: x [N, C, L] -> Pad along L (the 2-D templates pad every side alike, and a row of one
+  // must not grow) -> [N, C, 1, L] -> Conv with a 1 x k kernel, the stride and dilation on both axes
+  // (the one row's output is one row whatever they are) -> [N, K, 1, L'] -> [N, K, L']. Bias, groups
+  // and the activations after it stay the 2-D Conv's.
+  StatusOr<std::vector<Node>> conv1d(const Node& node) {
+    if (node.inputs.size() < 2 || node.outputs.size() != 1) return std::vector<Node>{};
+    TF_ASSIGN_OR_RETURN(const Value* x, graph_.value_of(node, node.inputs[0]));
+    TF_ASSIGN_OR_RETURN(const Value* w, graph_.value_of(node, node.inputs[1]));
+    TF_ASSIGN_OR_RETURN(const Value* y, graph_.value_of(node, node.outputs[0]));
+    std::string auto_pad = node.attributes.count("auto_pad") ? node.attributes.at("auto_pad").s : "NOTSET";
+    if (x->shape.size() != 3 || w->shape.size() != 3 || y->shape.size() != 3 || !w->constant ||
+        (auto_pad != "NOTSET" && auto_pad != "VALID"))
+      return std::vector<Node>{};
+    auto one = [&](const char* key, int64_t fallback) {
+      std::vector<int64_t> v = node.ints_attr(key);
+      return v.size() == 1 ? v[0] : fallback;
+    };
+    std::vector<int64_t> pads = node.ints_attr("pads");
+    if (pads.empty() || auto_pad == "VALID") pads = {0, 0};
+    if (pads.size() != 2) return std::vector<Node>{};
+    int64_t stride = one("strides", 1), dilation = one("dilations", 1);
+    int64_t n = x->shape[0], c = x->shape[1], l = x->shape[2] + pads[0] + pads[1];
+    std::string name = node.name;
+    std::vector<Node> out;
+    std::string padded = x->name;
+    if (pads[0] != 0 || pads[1] != 0) {
+      padded = name + "/padded";
+      value(padded, {n, c, l});
+      out.push_back(derived(node, padded, "Pad", {x->name, constant(padded + "/pads", {0, 0, pads[0], 0, 0, pads[1]})}, padded));
+    }
+    std::string row = name + "/row";
+    value(row, {n, c, 1, l});
+    out.push_back(derived(node, row, "Reshape", {padded, constant(row + "/shape", {n, c, 1, l})}, row));
+    Value weight = *w;
+    weight.name = name + "/weight";
+    weight.shape = {w->shape[0], w->shape[1], 1, w->shape[2]};
+    graph_.values[weight.name] = std::move(weight);
+    std::string conv = name + "/conv";
+    value(conv, {y->shape[0], y->shape[1], 1, y->shape[2]});
+    std::vector<std::string> inputs = {row, name + "/weight"};
+    if (node.inputs.size() > 2 && !node.inputs[2].empty()) inputs.push_back(node.inputs[2]);
+    Node c2 = derived(node, conv, "Conv", inputs, conv);
+    c2.attributes["kernel_shape"].ints = {1, w->shape[2]};
+    c2.attributes["strides"].ints = {stride, stride};
+    c2.attributes["dilations"].ints = {dilation, dilation};
+    c2.attributes["pads"].ints = {0, 0, 0, 0};
+    c2.attributes["group"].i = node.int_attr("group", 1);
+    c2.name = name;
+    out.push_back(std::move(c2));
+    out.push_back(derived(node, name + "/back", "Reshape", {conv, constant(name + "/back/shape", y->shape)}, y->name));
     return out;
   }
 

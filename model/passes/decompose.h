@@ -1,6 +1,8 @@
 // Writes operators a built model runs as several ones as those ones, so that the rest of the
 // pipeline (tasks, lowering) knows one form each:
 //   Split            becomes one Slice per output (ShuffleNet's channel split, Swin's chunks);
+//   1-D Conv         (audio front ends) becomes Pad, Reshape to one row, a 2-D Conv of a 1 x k
+//                    kernel, Reshape back;
 //   grouped Conv     (RegNet, ResNeXt: groups of several channels) over a batch larger than one
 //                    becomes one Conv per group over a Slice of its channels, then a Concat: each
 //                    group is an ordinary convolution tuned once for all of them (a batch of one

@@ -442,6 +442,32 @@ TEST(Decompose, GroupNormalizationBecomesRowsNormalizedThenScaledPerChannel) {
   }
 }
 
+// A 1-D convolution becomes a 2-D one over a row: its padding a Pad of its own, the kernel 1 x k,
+// the stride and dilation on both axes, then the output reshaped back; a 2-D one stays.
+TEST(Decompose, AOneDimensionalConvolutionBecomesATwoDimensionalOneOverARow) {
+  GraphBuilder b;
+  b.value("x", {1, 4, 20});
+  b.constant("w", {8, 4, 3}, std::vector<float>(96, 0.5f));
+  b.value("y", {1, 8, 10});
+  Node& conv = b.node("Conv", {"x", "w"}, "y");
+  conv.attributes["kernel_shape"].ints = {3};
+  conv.attributes["strides"].ints = {2};
+  conv.attributes["pads"].ints = {1, 1};
+  b.g.inputs = {"x"};
+  b.g.outputs = {"y"};
+  auto count = decompose(b.g);
+  ASSERT_TRUE(count.ok()) << count.status().to_string();
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Pad", "Reshape", "Conv", "Reshape"}));
+  const Node& c = b.g.nodes[2];
+  EXPECT_EQ(b.g.find(c.inputs[0])->shape, (std::vector<int64_t>{1, 4, 1, 22}));
+  EXPECT_EQ(b.g.find(c.inputs[1])->shape, (std::vector<int64_t>{8, 4, 1, 3}));
+  EXPECT_EQ(c.ints_attr("kernel_shape"), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(c.ints_attr("strides"), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(c.ints_attr("pads"), (std::vector<int64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(b.g.find(c.outputs[0])->shape, (std::vector<int64_t>{1, 8, 1, 10}));
+  EXPECT_EQ(b.g.nodes[3].outputs[0], "y");
+}
+
 // Attention (opset 23) with what the build cannot run is refused naming the node: a KV cache, a
 // softcap, a present_key output something reads, heads that do not divide the width.
 TEST(Decompose, AttentionWithACacheOrSoftcapIsRefusedByName) {
