@@ -137,6 +137,29 @@ TEST(GemmBlocks, WeightInPanelsIsReadWithoutAPackStage) {
 
 // A tile tail whose position depends on the block (45 columns in blocks of 32 in tiles of 16)
 // runs as masked vectors; the result must not change.
+// The extent of the first parallel loop of a dense config's kernel (`knobs` its tiles and order,
+// parallel "outer"), which also computes on two threads what the reference does.
+void parallel_extent(const std::string& workload, const std::string& knobs, int& extent) {
+  Workload w = *parse_workload(workload);
+  auto c = parse_config_json(std::string(R"({"template":"dense.cpu.packed","knobs":{)") + knobs +
+                             R"(,"pack_b":0,"parallel":"outer","tile_k":0}})");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto f = lower_candidate(w, Target{}, *c);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  std::string text = ir::to_string(*f);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(, 0, (\d+)\) parallel)"))) << text;
+  extent = std::stoi(m[1]);
+  auto jit = jit_kernel(w, *c);
+  ASSERT_TRUE(jit.ok()) << jit.status().to_string();
+  auto bufs = make_buffers(w, 3);
+  auto args = bufs.arg_pointers();
+  tunefarm_runtime_set_num_threads(2);
+  ASSERT_EQ((*jit)->run(args.data()), 0);
+  tunefarm_runtime_set_num_threads(0);
+  EXPECT_EQ(compare(bufs.output, bufs.expected, bufs.tolerance_scale), "");
+}
+
 // A tuned GEMM config whose rows and columns are one block each (MiniLM's FFN layer, tuned on one
 // thread) still gives threads a loop to share when a model build makes it parallel: the tiles of
 // the block (one thread of two did all the work, 0.68 ms where the default took 0.38), and it
@@ -151,24 +174,9 @@ TEST(GemmBlocks, OneBlockOfRowsAndColumnsStillSharesItsTilesAmongThreads) {
       {"dense:M=128,N=384,K=64,bias=1,w_block=48", R"("tile_m":[-1,32,7],"tile_n":[-1,8,48],"order":[0,1,2,3])"}};
   for (const auto& [workload, tiles] : cases) {
     SCOPED_TRACE(std::string(workload) + " " + tiles);
-    Workload w = *parse_workload(workload);
-    auto c = parse_config_json(std::string(R"({"template":"dense.cpu.packed","knobs":{)") + tiles +
-                               R"(,"unroll_k":1,"pack_b":0,"parallel":"outer","tile_k":0}})");
-    ASSERT_TRUE(c.ok()) << c.status().to_string();
-    auto f = lower_candidate(w, Target{}, *c);
-    ASSERT_TRUE(f.ok()) << f.status().to_string();
-    std::string text = ir::to_string(*f);
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(, 0, (\d+)\) parallel)"))) << text;
-    EXPECT_GE(std::stoi(m[1]), 8) << text;
-    auto jit = jit_kernel(w, *c);
-    ASSERT_TRUE(jit.ok()) << jit.status().to_string();
-    auto bufs = make_buffers(w, 3);
-    auto args = bufs.arg_pointers();
-    tunefarm_runtime_set_num_threads(2);
-    ASSERT_EQ((*jit)->run(args.data()), 0);
-    tunefarm_runtime_set_num_threads(0);
-    EXPECT_EQ(compare(bufs.output, bufs.expected, bufs.tolerance_scale), "");
+    int extent = 0;
+    ASSERT_NO_FATAL_FAILURE(parallel_extent(workload, std::string(tiles) + R"(,"unroll_k":1)", extent));
+    EXPECT_GE(extent, 8);
   }
 }
 
@@ -176,24 +184,10 @@ TEST(GemmBlocks, OneBlockOfRowsAndColumnsStillSharesItsTilesAmongThreads) {
 // the column blocks' parallel loop: fused into it, the last block's bound was a guard in every
 // iteration and the kernel ran 2.9x slower on one thread (LLaMA's FFN down projection as tuned).
 TEST(GemmBlocks, APartialBlockOfRowsIsNotFusedIntoTheParallelLoop) {
-  Workload w = *parse_workload("dense:M=128,N=512,K=64,residual=1,w_block=32");
-  auto c = parse_config_json(R"({"template":"dense.cpu.packed","knobs":{"tile_m":[-1,1,10],"tile_n":[-1,4,32],)"
-                             R"("unroll_k":2,"order":[1,0,3,2],"pack_b":0,"parallel":"outer","tile_k":0}})");
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
-  auto f = lower_candidate(w, Target{}, *c);
-  ASSERT_TRUE(f.ok()) << f.status().to_string();
-  std::string text = ir::to_string(*f);
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(, 0, (\d+)\) parallel)"))) << text;
-  EXPECT_EQ(std::stoi(m[1]), 4) << "the 4 blocks of columns alone:\n" << text;
-  auto jit = jit_kernel(w, *c);
-  ASSERT_TRUE(jit.ok()) << jit.status().to_string();
-  auto bufs = make_buffers(w, 3);
-  auto args = bufs.arg_pointers();
-  tunefarm_runtime_set_num_threads(2);
-  ASSERT_EQ((*jit)->run(args.data()), 0);
-  tunefarm_runtime_set_num_threads(0);
-  EXPECT_EQ(compare(bufs.output, bufs.expected, bufs.tolerance_scale), "");
+  int extent = 0;
+  ASSERT_NO_FATAL_FAILURE(parallel_extent("dense:M=128,N=512,K=64,residual=1,w_block=32",
+                                          R"("tile_m":[-1,1,10],"tile_n":[-1,4,32],"unroll_k":2,"order":[1,0,3,2])", extent));
+  EXPECT_EQ(extent, 4) << "the 4 blocks of columns alone";
 }
 
 TEST(CpuTails, BlockDependentTailRunsMaskedAndMatches) {
