@@ -118,9 +118,11 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
   static const std::set<std::string> kOps = {"ConstantOfShape", "Slice", "ScatterND", "Where", "Equal", "Not", "Sub",
                                              "Add", "Mul", "Div", "Mod", "Neg", "Expand", "Concat", "Gather", "Range",
                                              "GatherElements", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
-                                             "And", "Or", "Trilu"};
+                                             "And", "Or", "Trilu", "Abs", "Sqrt", "Exp", "Log", "Floor", "Ceil",
+                                             "Reciprocal", "Sin", "Cos", "Pow", "Min", "Max"};
+  static const std::set<std::string> kUnary = {"Not", "Neg", "Abs", "Sqrt", "Exp", "Log", "Floor", "Ceil", "Reciprocal", "Sin", "Cos"};
   static const std::set<std::string> kBinary = {"Where", "Equal", "Sub", "Add", "Mul", "Div", "Mod", "Less",
-                                                "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or"};
+                                                "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Pow", "Min", "Max"};
   if (!kOps.count(node.op) || node.outputs.size() != 1) return false;
   std::vector<const Value*> in;
   for (const auto& name : node.inputs) {
@@ -144,8 +146,14 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
   } else if (op == "Range") {
     if (in.size() != 3) return false;
     for (size_t i = 0; i < data.size(); ++i) data[i] = element(*in[0], 0) + static_cast<double>(i) * element(*in[2], 0);
-  } else if ((op == "Not" || op == "Neg") && in[0]->elements() == out.elements()) {
-    for (size_t i = 0; i < data.size(); ++i) data[i] = op == "Not" ? element(*in[0], static_cast<int64_t>(i)) == 0 : -element(*in[0], static_cast<int64_t>(i));
+  } else if (kUnary.count(op) && in[0]->elements() == out.elements()) {
+    // Tables computed from constants (a rotary embedding's cos and sin, T5's position buckets).
+    for (size_t i = 0; i < data.size(); ++i) {
+      double v = element(*in[0], static_cast<int64_t>(i));
+      data[i] = op == "Not" ? v == 0 : op == "Neg" ? -v : op == "Abs" ? std::abs(v) : op == "Sqrt" ? std::sqrt(v)
+              : op == "Exp" ? std::exp(v) : op == "Log" ? std::log(v) : op == "Floor" ? std::floor(v)
+              : op == "Ceil" ? std::ceil(v) : op == "Reciprocal" ? 1.0 / v : op == "Sin" ? std::sin(v) : std::cos(v);
+    }
   } else if (op == "Trilu") {
     // Causal masks: the part of each matrix on and above (upper) or below the k-th diagonal kept.
     const Value& x = *in[0];
@@ -161,7 +169,8 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
   } else if (op == "Expand" && broadcasts(*in[0], out.shape)) {
     for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) { data[flat] = element(*in[0], broadcast_index(*in[0], out.shape, i)); });
   } else if (kBinary.count(op)) {
-    if (in.size() < 2 || (op == "Where" && in.size() != 3)) return false;
+    // Min and Max take any number of inputs; two are folded.
+    if (in.size() < 2 || (op == "Where" && in.size() != 3) || ((op == "Min" || op == "Max") && in.size() != 2)) return false;
     for (const Value* v : in)
       if (!v || !broadcasts(*v, out.shape)) return false;
     for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
@@ -170,6 +179,7 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
       data[flat] = op == "Where" ? (a != 0 ? b : at(2)) : op == "Equal" ? a == b : op == "Sub" ? a - b : op == "Add" ? a + b
                  : op == "Mul" ? a * b : op == "Less" ? a < b : op == "LessOrEqual" ? a <= b : op == "Greater" ? a > b
                  : op == "GreaterOrEqual" ? a >= b : op == "And" ? (a != 0 && b != 0) : op == "Or" ? (a != 0 || b != 0)
+                 : op == "Pow" ? std::pow(a, b) : op == "Min" ? std::min(a, b) : op == "Max" ? std::max(a, b)
                  : b != 0 ? a / b : 0;
       if (op == "Div" && !out.is_float && b != 0) data[flat] = std::trunc(a / b);
       // Mod of integers takes the divisor's sign (fmod=0), as Python's %.

@@ -501,6 +501,28 @@ TEST(Decompose, AttentionWithACacheOrSoftcapIsRefusedByName) {
   }
 }
 
+// Tables computed from constants fold (a rotary embedding's Cos and Sin of its angles, a scale's
+// Pow, T5's Log and Floor of position buckets); Max of three inputs stays a node.
+TEST(FoldConstants, MathOfConstantsFolds) {
+  GraphBuilder b;
+  b.constant("a", {3}, {0.f, 1.f, 4.f});
+  b.constant("half", {}, {0.5f});
+  for (const char* v : {"cos", "sin", "root", "floor", "most"}) b.value(v, {3});
+  b.node("Cos", {"a"}, "cos");
+  b.node("Sin", {"a"}, "sin");
+  b.node("Pow", {"a", "half"}, "root");
+  b.node("Floor", {"root"}, "floor");
+  b.node("Max", {"a", "root", "floor"}, "most");
+  b.g.outputs = {"cos", "sin", "floor", "most"};
+  auto folded = fold_constants(b.g);
+  ASSERT_TRUE(folded.ok());
+  EXPECT_EQ(*folded, 4);
+  EXPECT_EQ(ops_of(b.g), (std::vector<std::string>{"Max"}));
+  EXPECT_FLOAT_EQ(b.g.find("cos")->floats[1], std::cos(1.f));
+  EXPECT_FLOAT_EQ(b.g.find("sin")->floats[2], std::sin(4.f));
+  EXPECT_EQ(b.g.find("floor")->floats, (std::vector<float>{0, 1, 2}));
+}
+
 // A causal mask written as Trilu of a constant (the TorchScript exporter's LLaMA) folds: upper
 // keeps the k-th diagonal and above, lower the k-th and below.
 TEST(FoldConstants, TriluOfAConstantFolds) {
