@@ -200,6 +200,21 @@ Expr as_float(const Expr& c) { return ir::select(c, f32(1), f32(0)); }
 
 Expr is_true(const Expr& x) { return ir::compare(ir::CompareOp::kNE, x, f32(0)); }
 
+// floor(v) and ceil(v) of a float32 from its truncation toward zero.
+Expr floor_of(const Expr& v) {
+  Expr t = ir::cast(ir::Type::i64(), v);
+  return ir::select(ir::lt(v, ir::cast(ir::Type::f32(), t)), t - 1, t);
+}
+Expr ceil_of(const Expr& v) {
+  Expr t = ir::cast(ir::Type::i64(), v);
+  return ir::select(ir::lt(ir::cast(ir::Type::f32(), t), v), t + 1, t);
+}
+
+// Floor, Ceil and Round as float32: `rounded` (from the integer part) where |x| < 2^23; a float32
+// of 2^23 or more is an integer already (and past int64's range the truncation is not defined),
+// and a NaN stays NaN.
+Expr integral(const Expr& x, const Expr& rounded) { return ir::select(ir::lt(ir::max(x, f32(0) - x), f32(8388608.0)), rounded, x); }
+
 // Inputs read with broadcasting (broadcast_read) must broadcast to the output: each of their axes,
 // aligned on the right, 1 or the output's. Shape inference checks it for most operators, not for
 // PRelu's slope nor a normalization's scale and bias (ONNX Runtime refuses those when it runs).
@@ -332,6 +347,18 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
     });
   }
   if (op == "Neg") return unary([](Expr x) { return f32(0) - x; });
+  if (op == "Floor") return unary([](Expr x) { return integral(x, ir::cast(ir::Type::f32(), floor_of(x))); });
+  if (op == "Ceil") return unary([](Expr x) { return integral(x, ir::cast(ir::Type::f32(), ceil_of(x))); });
+  if (op == "Round") {
+    // Halves to the even neighbour, as ONNX's Round.
+    return unary([](Expr x) {
+      Expr f = ir::cast(ir::Type::f32(), floor_of(x)), d = x - f;
+      Expr even = ir::compare(ir::CompareOp::kEQ, f - f32(2) * ir::cast(ir::Type::f32(), floor_of(f * f32(0.5))), f32(0));
+      Expr half = ir::select(even, f, f + f32(1));
+      return integral(x, ir::select(ir::lt(d, f32(0.5)), f, ir::select(ir::lt(f32(0.5), d), f + f32(1), half)));
+    });
+  }
+  if (op == "Sign") return unary([](Expr x) { return ir::select(ir::lt(f32(0), x), f32(1), ir::select(ir::lt(x, f32(0)), f32(-1), x)); });
   if (op == "Gelu") {
     std::string approximate = node.attributes.count("approximate") ? node.attributes.at("approximate").s : "none";
     if (approximate == "tanh") return unary(gelu_tanh);
@@ -444,16 +471,6 @@ te::Tensor cumulative_sum(const te::Tensor& x, size_t axis, bool exclusive, bool
     at[axis] = pos / block;
     return before(at) + within(as_exprs(i));
   });
-}
-
-// floor(v) and ceil(v) of a float32 from its truncation toward zero.
-Expr floor_of(const Expr& v) {
-  Expr t = ir::cast(ir::Type::i64(), v);
-  return ir::select(ir::lt(v, ir::cast(ir::Type::f32(), t)), t - 1, t);
-}
-Expr ceil_of(const Expr& v) {
-  Expr t = ir::cast(ir::Type::i64(), v);
-  return ir::select(ir::lt(ir::cast(ir::Type::f32(), t), v), t + 1, t);
 }
 
 // Average pooling over a 2-D NCHW window: the padding zeros, the sum divided by the window's

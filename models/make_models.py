@@ -566,6 +566,17 @@ def audio_front_ends(opset):
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 16, 16])], ir_version=None)
 
 
+def rounding():
+    """Floor, Ceil, Round (halves to even) and Sign of computed values, exact halves among them, as
+    detection heads' box decoding and quantization-aware exports use them."""
+    b = Builder(41, opset=17)
+    x = b.node("Mul", ["x", b.const(np.float32(5.3), "scale")])
+    x = b.node("Concat", [x, b.const(np.array([[0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.0, 3e7]], np.float32), "halves")], axis=1)
+    out = b.node("Sum", [b.node(op, [x]) for op in ("Floor", "Ceil", "Round", "Sign")])
+    return b.model("rounding", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 40])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 48])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -774,7 +785,7 @@ def exporter_patterns(out_dir):
             print(path)
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
-                  opt_embeddings(), audio_front_ends(17), audio_front_ends(21)):
+                  opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
