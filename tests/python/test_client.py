@@ -315,7 +315,7 @@ def test_unreachable_has_no_socket_left(farm):
 def test_model_tasks_submit_build_and_load(client, tiny_model, tmp_path):
     tasks = client.tasks(tiny_model)
     assert [t.workload for t in tasks] == ["conv2d_nchw:N=1,C=3,H=8,W=8,K=4,R=3,S=3,stride=1,pad=1,dilation=1",
-                                           "dense:M=1,N=10,K=256,bias=1,residual=0,relu=0,gelu=0,gelu_tanh=0,w_block=0"]
+                                           "dense:M=1,N=10,K=256,bias=1,residual=0,relu=0,gelu=0,gelu_tanh=0,silu=0,w_block=0"]
     assert [t.nodes for t in tasks] == [("conv",), ("fc",)] and tasks.untuned_ops == {"Flatten": 1}
     assert tasks.tunable_nodes == 2 and sum(t.share for t in tasks) == pytest.approx(1.0)
     # A run touches at least the two weights (a 4x3x3x3 filter, a 10x256 matrix).
