@@ -421,8 +421,14 @@ StatusOr<Scheduled> cpu_schedule(const Workload& w, const Config& c) {
     const bool whole[] = {rows_whole, columns_whole, rows_whole, columns_whole};
     te::IterVar outer = leaf_order[0];
     if (!g.batched) {
-      int64_t iterations = extents[order[0]];
-      for (size_t d = 1; d < 3 && iterations < kEnoughIterations && whole[order[d]]; ++d) {
+      // A loop of one iteration shares nothing: the threads take the next one (all the rows in one
+      // block, then columns whose last block is shorter and so not fused: LLaMA's 128 x 1408 up
+      // projection ran on one thread of two).
+      size_t first = 0;
+      while (first < 2 && extents[order[first]] == 1) ++first;
+      outer = leaf_order[first];
+      int64_t iterations = extents[order[first]];
+      for (size_t d = first + 1; d < 3 && iterations < kEnoughIterations && whole[order[d]]; ++d) {
         outer = out.fuse(outer, leaf_order[d]);
         iterations *= extents[order[d]];
       }

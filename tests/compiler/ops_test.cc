@@ -183,11 +183,17 @@ TEST(GemmBlocks, OneBlockOfRowsAndColumnsStillSharesItsTilesAmongThreads) {
 // Blocks of rows that do not divide the rows (128 in blocks of 10) stay a loop of their own inside
 // the column blocks' parallel loop: fused into it, the last block's bound was a guard in every
 // iteration and the kernel ran 2.9x slower on one thread (LLaMA's FFN down projection as tuned).
+// A loop of one block leaves the threads the next loop.
 TEST(GemmBlocks, APartialBlockOfRowsIsNotFusedIntoTheParallelLoop) {
   int extent = 0;
   ASSERT_NO_FATAL_FAILURE(parallel_extent("dense:M=128,N=512,K=64,residual=1,w_block=32",
                                           R"("tile_m":[-1,1,10],"tile_n":[-1,4,32],"unroll_k":2,"order":[1,0,3,2])", extent));
   EXPECT_EQ(extent, 4) << "the 4 blocks of columns alone";
+  // All the rows in one block, the columns in 6 blocks of 256 (the last one shorter): the threads
+  // share the blocks of columns (with the row tiles inside each), not the one block of rows.
+  ASSERT_NO_FATAL_FAILURE(parallel_extent("dense:M=128,N=1408,K=64,w_block=32",
+                                          R"("tile_m":[-1,32,8],"tile_n":[-1,8,32],"unroll_k":2,"order":[0,1,2,3])", extent));
+  EXPECT_EQ(extent, 6 * 16) << "the 6 blocks of columns, 16 tiles of rows in each";
 }
 
 TEST(CpuTails, BlockDependentTailRunsMaskedAndMatches) {
