@@ -1007,6 +1007,39 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       Expr channel = crd ? (Expr(i[1]) * b + bi) * b + bj : (bi * b + bj) * c_out + Expr(i[1]);
       return x(i[0], channel, Expr(i[2]) / b, Expr(i[3]) / b);
     });
+  } else if (op == "ArgMax" || op == "ArgMin") {
+    // The index of the largest (smallest) value along the axis, the first where several are
+    // (the last with select_last_index), held as float32 like every index here (exact to 2^24).
+    size_t rank = x.shape().size();
+    int64_t a = normalize_axis(node.int_attr("axis", 0), rank);
+    if (a < 0) return unsupported(node, fmt::format("axis {} is out of range", node.int_attr("axis", 0)));
+    bool keep = node.int_attr("keepdims", 1) != 0, last = node.int_attr("select_last_index", 0) != 0, is_min = op == "ArgMin";
+    auto axis = static_cast<size_t>(a);
+    int64_t n = x.shape()[axis];
+    // x at output position i, the axis at k (the output has the axis as 1 or not at all).
+    auto read = [&](const std::vector<Var>& i, Expr k) {
+      std::vector<Expr> at;
+      for (size_t d = 0, o = 0; d < rank; ++d) {
+        if (d == axis) {
+          at.push_back(k);
+          if (keep) ++o;
+        } else {
+          at.push_back(i[o++]);
+        }
+      }
+      Expr v = x(at);
+      return is_min ? f32(0) - v : v;
+    };
+    auto r = te::reduce_axis(n, "r");
+    te::Tensor best = te::compute("best", out, [&](const std::vector<Var>& i) { return te::max_reduce(read(i, r->var), {r}); });
+    auto s = te::reduce_axis(n, "s");
+    // The largest index that hits, or the negated smallest.
+    te::Tensor found = te::compute("found", out, [&](const std::vector<Var>& i) {
+      Expr k = ir::cast(ir::Type::f32(), Expr(s->var));
+      Expr hit = ir::compare(ir::CompareOp::kEQ, read(i, s->var), best(as_exprs(i)));
+      return te::max_reduce(ir::select(hit, last ? k : f32(0) - k, f32(last ? -1.0 : -double(n))), {s});
+    });
+    result = last ? found : te::compute("out", out, [&](const std::vector<Var>& i) { return f32(0) - found(as_exprs(i)); });
   } else if (op == "CumSum") {
     std::vector<int64_t> axis;
     if (!constant_ints(graph, node, 1, axis) || axis.size() != 1) return unsupported(node, "an axis computed at run time is not supported");

@@ -577,6 +577,18 @@ def rounding():
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 48])], ir_version=None)
 
 
+def argmax_heads():
+    """A segmentation head's ArgMax over the classes (int64 labels out, ties among ReLU's zeros: the
+    first index wins) and an ArgMin along the last axis keeping it, the last index among ties."""
+    b = Builder(43, opset=17)
+    y = b.node("Relu", [b.node("Conv", ["x", b.weight((5, 3, 1, 1), 3)], kernel_shape=[1, 1])])
+    labels = b.node("ArgMax", [y], axis=1, keepdims=0)
+    lowest = b.node("ArgMin", [y], axis=-1, keepdims=1, select_last_index=1)
+    return b.model("argmax_heads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 6])],
+                   [helper.make_tensor_value_info(labels, TensorProto.INT64, [1, 4, 6]),
+                    helper.make_tensor_value_info(lowest, TensorProto.INT64, [1, 5, 4, 1])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -785,7 +797,7 @@ def exporter_patterns(out_dir):
             print(path)
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
-                  opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding()):
+                  opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
