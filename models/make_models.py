@@ -577,6 +577,22 @@ def rounding():
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 48])], ir_version=None)
 
 
+def tf_convolutions():
+    """Convolutions as tf2onnx writes TensorFlow's (opset 13): auto_pad SAME_UPPER at stride 2 on an
+    even map (one more row and column of padding at the end), a depthwise 3x3 with SAME_UPPER (even
+    padding), MaxPool and AveragePool with SAME_UPPER, and explicit uneven pads."""
+    b = Builder(47, opset=13)
+    y = b.node("Conv", ["x", b.weight((8, 3, 3, 3), 27), b.const(np.zeros(8, np.float32), "bias")],
+               kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")
+    y = b.node("Clip", [y, b.const(np.float32(0.0), "min"), b.const(np.float32(6.0), "max")])
+    y = b.node("Conv", [y, b.weight((8, 1, 3, 3), 9)], kernel_shape=[3, 3], group=8, auto_pad="SAME_UPPER")
+    y = b.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")
+    y = b.node("AveragePool", [y], kernel_shape=[3, 3], strides=[1, 1], auto_pad="SAME_UPPER")
+    y = b.node("Conv", [y, b.weight((16, 8, 2, 2), 32)], kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1])
+    return b.model("tf_convolutions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                   [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 2, 2])])
+
+
 def argmax_heads():
     """A segmentation head's ArgMax over the classes (int64 labels out, ties among ReLU's zeros: the
     first index wins) and an ArgMin along the last axis keeping it, the last index among ties."""
@@ -797,7 +813,8 @@ def exporter_patterns(out_dir):
             print(path)
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
-                  opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads()):
+                  opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
+                  tf_convolutions()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)

@@ -21,11 +21,14 @@ class Decomposer {
     if (node.op == "Split") return split(node);
     if (node.op == "Conv") {
       TF_ASSIGN_OR_RETURN(std::vector<Node> as_2d, conv1d(node));
-      return as_2d.empty() ? grouped_conv(node) : as_2d;
+      if (!as_2d.empty()) return as_2d;
+      TF_ASSIGN_OR_RETURN(std::vector<Node> padded, uneven_padding(node));
+      return padded.empty() ? grouped_conv(node) : padded;
     }
     if (node.op == "Einsum") return einsum(node);
     if (node.op == "ConvTranspose") return upsampling_conv(node);
     if (node.op == "GroupNormalization") return group_norm(node);
+    if (node.op == "MaxPool" || node.op == "AveragePool") return pool_padding(node);
     if (node.op == "Attention") return attention(node);
     return std::vector<Node>{};
   }
@@ -373,6 +376,71 @@ class Decomposer {
     out.push_back(std::move(c2));
     out.push_back(derived(node, name + "/back", "Reshape", {conv, constant(name + "/back/shape", y->shape)}, y->name));
     return out;
+  }
+
+  // A 2-D Conv padded unevenly, or by auto_pad SAME_UPPER / SAME_LOWER (TensorFlow's models through
+  // tf2onnx: a stride-2 convolution of an even map pads one more at the end): the templates pad
+  // every side alike, so the padding becomes a Pad of its own and the Conv pads nothing; SAME padding
+  // that is even becomes the Conv's explicit pads.
+  // A 2-D window's pads [top, left, bottom, right] as `node` has them, its auto_pad SAME_UPPER or
+  // SAME_LOWER worked out (the output ceil(in / stride), the padding it needs split evenly, the
+  // odd one at the end or the start) and VALID as none; false where they do not describe 2-D.
+  bool window_pads(const Node& node, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel, std::vector<int64_t>& pads) {
+    std::string auto_pad = node.attributes.count("auto_pad") ? node.attributes.at("auto_pad").s : "NOTSET";
+    std::vector<int64_t> strides = node.ints_attr("strides"), dilations = node.ints_attr("dilations");
+    if (strides.empty()) strides = {1, 1};
+    if (dilations.empty()) dilations = {1, 1};
+    pads = node.ints_attr("pads");
+    if (pads.empty() || auto_pad != "NOTSET") pads.assign(4, 0);
+    if (strides.size() != 2 || dilations.size() != 2 || kernel.size() != 2 || in.size() != 2 || pads.size() != 4) return false;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      for (size_t d = 0; d < 2; ++d) {
+        if (strides[d] < 1) return false;
+        int64_t out = (in[d] + strides[d] - 1) / strides[d];
+        int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - in[d]);
+        int64_t small = total / 2, large = total - small;
+        pads[d] = auto_pad == "SAME_UPPER" ? small : large;
+        pads[d + 2] = auto_pad == "SAME_UPPER" ? large : small;
+      }
+    }
+    return auto_pad == "NOTSET" || auto_pad == "VALID" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  }
+
+  // MaxPool and AveragePool with auto_pad: its pads written out (the pooling steps take uneven ones).
+  StatusOr<std::vector<Node>> pool_padding(const Node& node) {
+    if (!node.attributes.count("auto_pad") || node.attributes.at("auto_pad").s == "NOTSET" || node.inputs.empty())
+      return std::vector<Node>{};
+    TF_ASSIGN_OR_RETURN(const Value* x, graph_.value_of(node, node.inputs[0]));
+    std::vector<int64_t> pads;
+    if (x->shape.size() != 4 || !window_pads(node, {x->shape[2], x->shape[3]}, node.ints_attr("kernel_shape"), pads))
+      return std::vector<Node>{};
+    Node pool = node;
+    pool.attributes.erase("auto_pad");
+    pool.attributes["pads"].ints = pads;
+    return std::vector<Node>{pool};
+  }
+
+  StatusOr<std::vector<Node>> uneven_padding(const Node& node) {
+    if (node.inputs.size() < 2 || node.outputs.size() != 1) return std::vector<Node>{};
+    TF_ASSIGN_OR_RETURN(const Value* x, graph_.value_of(node, node.inputs[0]));
+    TF_ASSIGN_OR_RETURN(const Value* w, graph_.value_of(node, node.inputs[1]));
+    if (x->shape.size() != 4 || w->shape.size() != 4) return std::vector<Node>{};
+    std::string auto_pad = node.attributes.count("auto_pad") ? node.attributes.at("auto_pad").s : "NOTSET";
+    std::vector<int64_t> pads;
+    if (!window_pads(node, {x->shape[2], x->shape[3]}, {w->shape[2], w->shape[3]}, pads)) return std::vector<Node>{};
+    Node conv = node;
+    conv.attributes.erase("auto_pad");
+    if (std::all_of(pads.begin(), pads.end(), [&](int64_t p) { return p == pads[0]; })) {
+      if (auto_pad == "NOTSET" || auto_pad == "VALID") return std::vector<Node>{};
+      conv.attributes["pads"].ints = pads;
+      return std::vector<Node>{conv};
+    }
+    std::string padded = node.name + "/padded";
+    value(padded, {x->shape[0], x->shape[1], x->shape[2] + pads[0] + pads[2], x->shape[3] + pads[1] + pads[3]});
+    Node pad = derived(node, padded, "Pad", {x->name, constant(padded + "/pads", {0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]})}, padded);
+    conv.inputs[0] = padded;
+    conv.attributes["pads"].ints = {0, 0, 0, 0};
+    return std::vector<Node>{pad, conv};
   }
 
   StatusOr<std::vector<Node>> grouped_conv(const Node& node) {

@@ -1,6 +1,9 @@
 // Writes operators a built model runs as several ones as those ones, so that the rest of the
 // pipeline (tasks, lowering) knows one form each:
 //   Split            becomes one Slice per output (ShuffleNet's channel split, Swin's chunks);
+//   a Conv padded unevenly or by auto_pad SAME (TensorFlow's models) becomes a Pad and a Conv that
+//                    pads nothing (even SAME padding: the Conv's explicit pads); a MaxPool's or
+//                    AveragePool's auto_pad becomes its explicit pads;
 //   1-D Conv         (audio front ends) becomes Pad, Reshape to one row, a 2-D Conv of a 1 x k
 //                    kernel, Reshape back;
 //   grouped Conv     (RegNet, ResNeXt: groups of several channels) over a batch larger than one

@@ -468,6 +468,33 @@ TEST(Decompose, AOneDimensionalConvolutionBecomesATwoDimensionalOneOverARow) {
   EXPECT_EQ(b.g.nodes[3].outputs[0], "y");
 }
 
+// auto_pad SAME_UPPER (tf2onnx's): a stride-2 convolution of an even map pads one more at the end,
+// which becomes a Pad of its own before a Conv that pads nothing; a MaxPool's becomes its pads.
+TEST(Decompose, SamePaddingIsWrittenOut) {
+  GraphBuilder b;
+  b.value("x", {1, 2, 8, 8});
+  b.constant("w", {4, 2, 3, 3}, std::vector<float>(72, 0.5f));
+  b.value("y", {1, 4, 4, 4});
+  b.value("z", {1, 4, 2, 2});
+  Node& conv = b.node("Conv", {"x", "w"}, "y");
+  conv.attributes["kernel_shape"].ints = {3, 3};
+  conv.attributes["strides"].ints = {2, 2};
+  conv.attributes["auto_pad"].s = "SAME_UPPER";
+  Node& pool = b.node("MaxPool", {"y"}, "z");
+  pool.attributes["kernel_shape"].ints = {3, 3};
+  pool.attributes["strides"].ints = {2, 2};
+  pool.attributes["auto_pad"].s = "SAME_UPPER";
+  b.g.inputs = {"x"};
+  b.g.outputs = {"z"};
+  auto count = decompose(b.g);
+  ASSERT_TRUE(count.ok()) << count.status().to_string();
+  ASSERT_EQ(ops_of(b.g), (std::vector<std::string>{"Pad", "Conv", "MaxPool"}));
+  EXPECT_EQ(b.g.find(b.g.nodes[0].inputs[1])->ints, (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(b.g.nodes[1].ints_attr("pads"), (std::vector<int64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(b.g.nodes[1].attributes.count("auto_pad"), 0u);
+  EXPECT_EQ(b.g.nodes[2].ints_attr("pads"), (std::vector<int64_t>{0, 0, 1, 1}));
+}
+
 // Attention (opset 23) with what the build cannot run is refused naming the node: a KV cache, a
 // softcap, a present_key output something reads, heads that do not divide the width.
 TEST(Decompose, AttentionWithACacheOrSoftcapIsRefusedByName) {
