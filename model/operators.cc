@@ -740,8 +740,12 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     if (node.inputs.size() > 1 && !constant_ints(graph, node, 1, pads))
       return unsupported(node, "pads computed at run time are not supported");
     std::string mode = node.attributes.count("mode") ? node.attributes.at("mode").s : "constant";
-    if (mode != "constant" || pads.size() != 2 * rank)
+    if ((mode != "constant" && mode != "edge" && mode != "reflect") || pads.size() != 2 * rank)
       return unsupported(node, fmt::format("mode '{}' with {} pads for {} axes is not supported", mode, pads.size(), rank));
+    // Reflection mirrors about the edge without repeating it: each pad shorter than its axis.
+    for (size_t d = 0; mode == "reflect" && d < rank; ++d)
+      if (std::max(pads[d], pads[d + rank]) >= x.shape()[d] || std::min(pads[d], pads[d + rank]) < 0)
+        return unsupported(node, fmt::format("reflect pads {} of an axis of {}", shape_string(pads), x.shape()[d]));
     float fill = node.float_attr("value", 0.f);
     if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
       const Value* v = graph.find(node.inputs[2]);
@@ -749,16 +753,18 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       fill = v->is_float ? v->floats.at(0) : static_cast<float>(v->ints.at(0));
     }
     result = te::compute("out", out, [&](const std::vector<Var>& i) {
-      // Inside the input, read it (clamped, so that lanes outside read in bounds); else the fill.
+      // Inside the input, read it (clamped, so that lanes outside read in bounds); outside, the
+      // fill (constant), the nearest edge (edge) or the mirror image about the edge (reflect).
       Expr inside = ir::bool_imm(true);
       std::vector<Expr> at;
       for (size_t d = 0; d < rank; ++d) {
         int64_t n = x.shape()[d];
         Expr p = Expr(i[d]) - pads[d];
         inside = ir::logical_and(inside, ir::logical_and(ir::ge(p, ir::int_imm(0)), ir::lt(p, ir::int_imm(n))));
+        if (mode == "reflect") p = ir::select(ir::lt(p, ir::int_imm(0)), ir::int_imm(0) - p, ir::select(ir::lt(p, ir::int_imm(n)), p, ir::int_imm(2 * (n - 1)) - p));
         at.push_back(ir::max(ir::min(p, ir::int_imm(n - 1)), ir::int_imm(0)));
       }
-      return ir::select(inside, x(at), f32(fill));
+      return mode == "constant" ? ir::select(inside, x(at), f32(fill)) : x(at);
     });
   } else if (op == "Gather" && runtime_indices) {
     size_t rank = x.shape().size();

@@ -593,6 +593,20 @@ def tf_convolutions():
                    [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 2, 2])])
 
 
+def padding_modes():
+    """CycleGAN's and style transfer's residual blocks as the TorchScript exporter writes them
+    (opset 17): ReflectionPad2d before a convolution that pads nothing, InstanceNorm, ReLU; then
+    ReplicationPad2d (Pad mode edge) of uneven sides."""
+    b = Builder(53, opset=17)
+    y = b.node("Pad", ["x", b.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")], mode="reflect")
+    y = b.node("Conv", [y, b.weight((4, 3, 3, 3), 27)], kernel_shape=[3, 3])
+    y = b.node("InstanceNormalization", [y, b.const(np.ones(4, np.float32), "scale"), b.const(np.zeros(4, np.float32), "bias")])
+    y = b.node("Relu", [y])
+    y = b.node("Pad", [y, b.const(np.array([0, 0, 2, 0, 0, 0, 0, 3], np.int64), "pads")], mode="edge")
+    return b.model("padding_modes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                   [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 4, 10, 11])])
+
+
 def argmax_heads():
     """A segmentation head's ArgMax over the classes (int64 labels out, ties among ReLU's zeros: the
     first index wins) and an ArgMin along the last axis keeping it, the last index among ties."""
@@ -814,7 +828,7 @@ def exporter_patterns(out_dir):
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
-                  tf_convolutions()):
+                  tf_convolutions(), padding_modes()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
