@@ -594,7 +594,8 @@ bool is_row_wise(const Graph& graph, const Node& node) {
   static const std::set<std::string> kRowWise = {"Softmax", "LogSoftmax", "LayerNormalization", "SkipLayerNormalization",
                                                  "InstanceNormalization", "RMSNormalization"};
   if (kRowWise.count(node.op)) return true;
-  static const std::set<std::string> kReductions = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"};
+  static const std::set<std::string> kReductions = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+                                                    "ReduceL1", "ReduceL2", "ReduceSumSquare"};
   const Value* x = node.inputs.empty() ? nullptr : graph.find(node.inputs[0]);
   std::vector<int64_t> axes = node.ints_attr("axes");
   // ReduceSum takes its axes as an input from opset 13.
@@ -615,7 +616,8 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
   // A Clip's bounds, a Slice's ranges, Gather's indices, a reduction's axes, Pow's exponent and
   // Expand's shape are constants that become part of the definition, not tensors it reads.
   static const std::set<std::string> kFirstInputOnly = {"Clip", "Expand", "Slice", "Gather", "Pow", "Pad", "ReduceMean",
-                                                        "ReduceSum", "ReduceMax", "ReduceMin", "Resize", "Upsample", "Tile",
+                                                        "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2",
+                                                        "ReduceSumSquare", "ReduceLogSumExp", "Resize", "Upsample", "Tile",
                                                         "CumSum"};
   // Gather reads its indices as a tensor when they are computed at run time (token ids) or too
   // many to write into the definition (a position per token).
@@ -648,7 +650,8 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       for (int k = 1; k < static_cast<int>(p); ++k) y = y * v;
       return y;
     });
-  } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin") {
+  } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceL1" ||
+             op == "ReduceL2" || op == "ReduceSumSquare" || op == "ReduceLogSumExp") {
     size_t rank = x.shape().size();
     std::vector<int64_t> axes = node.ints_attr("axes");
     if (op == "ReduceSum" && node.inputs.size() > 1 && !constant_ints(graph, node, 1, axes))
@@ -667,12 +670,13 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
         axes_iter.push_back(te::reduce_axis(x.shape()[d], fmt::format("r{}", d)));
         count *= static_cast<double>(x.shape()[d]);
       }
-    auto read = [&](const std::vector<Var>& i) {
+    // x at output position i, the reduced axes at `over`'s variables.
+    auto read_over = [&](const std::vector<Var>& i, const std::vector<te::IterVar>& over) {
       std::vector<Expr> at;
       size_t next = 0, r = 0;
       for (size_t d = 0; d < rank; ++d) {
         if (reduced[d]) {
-          at.push_back(axes_iter[r++]->var);
+          at.push_back(over[r++]->var);
           if (keep) ++next;
         } else {
           at.push_back(i[next++]);
@@ -680,28 +684,46 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       }
       return x(at);
     };
+    auto read = [&](const std::vector<Var>& i) { return read_over(i, axes_iter); };
     // A reduction is a stage of its own; the minimum is the negated maximum of the negated input.
-    bool is_max = op == "ReduceMax", is_min = op == "ReduceMin";
+    // L1, L2 and the sum of squares sum |x| or x^2 (L2 then its square root: F.normalize's norm in
+    // sentence embeddings and CLIP); LogSumExp sums e^(x - max) after a stage of the maxima.
+    bool is_max = op == "ReduceMax", is_min = op == "ReduceMin", log_sum_exp = op == "ReduceLogSumExp";
     double scale = op == "ReduceMean" ? 1.0 / count : is_min ? -1.0 : 1.0;
-    if (rank > 0 && axes_iter.size() == 1 && reduced[rank - 1]) {
+    auto term = [&](Expr v) {
+      if (is_min) return f32(0) - v;
+      if (op == "ReduceL1") return ir::max(v, f32(0) - v);
+      if (op == "ReduceL2" || op == "ReduceSumSquare") return v * v;
+      return v;
+    };
+    auto finish = [&](Expr v) {
+      if (op == "ReduceL2") return ir::call(ir::Type::f32(), "sqrt", {v});
+      return scale == 1.0 ? v : v * f32(scale);
+    };
+    if (rank > 0 && axes_iter.size() == 1 && reduced[rank - 1] && !log_sum_exp) {
       // The last axis alone: a statistic of rows, across the row's lanes (RMSNorm's mean of squares
       // written out, a pooling over tokens).
       std::vector<int64_t> rows(x.shape().begin(), x.shape().end() - 1);
-      te::Tensor stat = row_statistic("total", rows, x.shape().back(), is_max || is_min, [&](const std::vector<Expr>& r, Expr k) {
-        Expr v = x(with_last(r, k));
-        return is_min ? f32(0) - v : v;
+      te::Tensor stat = row_statistic("total", rows, x.shape().back(), is_max || is_min,
+                                      [&](const std::vector<Expr>& r, Expr k) { return term(x(with_last(r, k))); });
+      result = te::compute("out", out, [&](const std::vector<Var>& i) { return finish(stat(keep ? row_of(i) : as_exprs(i))); });
+    } else if (log_sum_exp) {
+      te::Tensor most = te::compute("most", out, [&](const std::vector<Var>& i) { return te::max_reduce(read(i), axes_iter); });
+      // The sum's own reduction axes (an axis belongs to one stage).
+      std::vector<te::IterVar> again;
+      for (size_t k = 0; k < axes_iter.size(); ++k) again.push_back(te::reduce_axis(axes_iter[k]->extent, fmt::format("e{}", k)));
+      te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
+        return te::sum(ir::call(ir::Type::f32(), "exp", {read_over(i, again) - most(as_exprs(i))}), again);
       });
       result = te::compute("out", out, [&](const std::vector<Var>& i) {
-        Expr v = stat(keep ? row_of(i) : as_exprs(i));
-        return scale == 1.0 ? v : v * f32(scale);
+        return most(as_exprs(i)) + ir::call(ir::Type::f32(), "log", {total(as_exprs(i))});
       });
     } else {
       te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
-        if (is_max) return te::max_reduce(read(i), axes_iter);
-        if (is_min) return te::max_reduce(f32(0) - read(i), axes_iter);
-        return te::sum(read(i), axes_iter);
+        if (is_max || is_min) return te::max_reduce(term(read(i)), axes_iter);
+        return te::sum(term(read(i)), axes_iter);
       });
-      result = scale == 1.0 ? total : te::compute("out", out, [&](const std::vector<Var>& i) { return total(as_exprs(i)) * f32(scale); });
+      result = scale == 1.0 && op != "ReduceL2" ? total : te::compute("out", out, [&](const std::vector<Var>& i) { return finish(total(as_exprs(i))); });
     }
   } else if (op == "Slice") {
     size_t rank = x.shape().size();

@@ -593,16 +593,23 @@ def tf_convolutions():
                    [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 2, 2])])
 
 
-def last_axis_reductions():
-    """Reductions over the last axis alone, which run as row-wise steps across the row's lanes:
+def reductions():
+    """Reductions: over the last axis alone, which run as row-wise steps across the row's lanes:
     ReduceMax keeping the axis, ReduceMin dropping it, ReduceSum with its axes as an input (opset
-    13), ReduceMean, over rows of 197 (ViT's tokens: not a multiple of the vector)."""
+    13), ReduceMean, over rows of 197 (ViT's tokens: not a multiple of the vector); then a sentence
+    embedding's head as the TorchScript exporter writes sentence-transformers' (mean pooling, then
+    F.normalize: ReduceL2, Clip, Expand, Div), and ReduceL1, ReduceSumSquare and ReduceLogSumExp
+    over the middle axis."""
     b = Builder(59, opset=13)
     outs = [b.node("ReduceMax", ["x"], axes=[-1], keepdims=1), b.node("ReduceMin", ["x"], axes=[2], keepdims=0),
             b.node("ReduceSum", ["x", b.const(np.array([-1], np.int64), "axes")], keepdims=1),
             b.node("ReduceMean", ["x"], axes=[-1], keepdims=0)]
-    shapes = [[2, 3, 1], [2, 3], [2, 3, 1], [2, 3]]
-    return b.model("last_axis_reductions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 197])],
+    pooled = b.node("ReduceMean", ["x"], axes=[1], keepdims=0)
+    norm = b.node("Clip", [b.node("ReduceL2", [pooled], axes=[-1], keepdims=1), b.const(np.float32(1e-12), "eps")])
+    outs.append(b.node("Div", [pooled, b.node("Expand", [norm, b.const(np.array([2, 197], np.int64), "shape")])]))
+    outs += [b.node(op, ["x"], axes=[1], keepdims=0) for op in ("ReduceL1", "ReduceSumSquare", "ReduceLogSumExp")]
+    shapes = [[2, 3, 1], [2, 3], [2, 3, 1], [2, 3], [2, 197], [2, 197], [2, 197], [2, 197]]
+    return b.model("reductions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 197])],
                    [helper.make_tensor_value_info(o, TensorProto.FLOAT, s) for o, s in zip(outs, shapes)])
 
 
@@ -841,7 +848,7 @@ def exporter_patterns(out_dir):
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
-                  tf_convolutions(), padding_modes(), last_axis_reductions()):
+                  tf_convolutions(), padding_modes(), reductions()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
