@@ -591,9 +591,11 @@ StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tens
 }  // namespace
 
 bool is_row_wise(const Graph& graph, const Node& node) {
-  static const std::set<std::string> kRowWise = {"Softmax", "LogSoftmax", "LayerNormalization", "SkipLayerNormalization",
-                                                 "InstanceNormalization", "RMSNormalization"};
+  static const std::set<std::string> kRowWise = {"LayerNormalization", "SkipLayerNormalization", "InstanceNormalization",
+                                                 "RMSNormalization"};
   if (kRowWise.count(node.op)) return true;
+  const Value* out = node.outputs.empty() ? nullptr : graph.find(node.outputs[0]);
+  if (node.op == "Softmax" || node.op == "LogSoftmax") return out && is_last_axis(node.int_attr("axis", -1), out->shape.size());
   static const std::set<std::string> kReductions = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                                     "ReduceL1", "ReduceL2", "ReduceSumSquare"};
   const Value* x = node.inputs.empty() ? nullptr : graph.find(node.inputs[0]);
@@ -861,10 +863,34 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       return x(at);
     });
   } else if (op == "Softmax" || op == "LogSoftmax") {
-    if (!is_last_axis(node.int_attr("axis", -1), out.size())) return unsupported(node, "only the last axis is supported");
+    int64_t a = normalize_axis(node.int_attr("axis", -1), out.size());
+    if (a < 0) return unsupported(node, fmt::format("axis {} is out of range", node.int_attr("axis", -1)));
     TF_RETURN_IF_ERROR(check_broadcasts(node, in, out));
-    std::vector<int64_t> rows(out.begin(), out.end() - 1);
-    int64_t n = out.back();
+    // Rows along `axis`: the last one's statistics in the row's lanes (row_statistic), another's
+    // (YOLOv8's distribution focal loss over axis 1) as a plain reduction.
+    auto axis = static_cast<size_t>(a);
+    bool last = axis + 1 == out.size();
+    std::vector<int64_t> rows = out;
+    rows.erase(rows.begin() + a);
+    int64_t n = out[axis];
+    auto row_of = [&](const std::vector<Var>& i) {
+      std::vector<Expr> r = as_exprs(i);
+      r.erase(r.begin() + a);
+      return r;
+    };
+    auto with_last = [&](std::vector<Expr> r, Expr k) {
+      r.insert(r.begin() + a, std::move(k));
+      return r;
+    };
+    auto row_statistic = [&](const std::string& name, const std::vector<int64_t>& shape, int64_t count, bool max,
+                             const std::function<Expr(const std::vector<Expr>&, Expr)>& f) {
+      if (last) return model::row_statistic(name, shape, count, max, f);
+      auto k = te::reduce_axis(count, name + "_k");
+      return te::compute(name, shape, [&](const std::vector<Var>& r) {
+        Expr v = f(as_exprs(r), k->var);
+        return max ? te::max_reduce(v, {k}) : te::sum(v, {k});
+      });
+    };
     // Attention's scale and mask, when the passes folded them in (passes/fuse_row_inputs.h): the
     // softmax of x * scale + mask, each term computed where it is read.
     float scale = node.float_attr("scale", 1.f);

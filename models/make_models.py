@@ -593,6 +593,23 @@ def tf_convolutions():
                    [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 2, 2])])
 
 
+def yolo_head():
+    """YOLOv8's box decoding (opset 17): the distribution focal loss's Softmax over axis 1 of
+    [1, 16, 4, anchors] (a Reshape and Transpose of the 64 box channels), its expectation by a 1x1
+    convolution with weights 0..15, and the class scores by Sigmoid; a LogSoftmax over axis 1 too."""
+    b = Builder(61, opset=17)
+    anchors = 21
+    x = b.node("Reshape", ["boxes", b.const(np.array([1, 4, 16, anchors], np.int64), "shape")])
+    x = b.node("Softmax", [b.node("Transpose", [x], perm=[0, 2, 1, 3])], axis=1)
+    expect = b.const(np.arange(16, dtype=np.float32).reshape(1, 16, 1, 1), "bins")
+    x = b.node("Reshape", [b.node("Conv", [x, expect], kernel_shape=[1, 1]), b.const(np.array([1, 4, anchors], np.int64), "shape")])
+    scores = b.node("LogSoftmax", [b.node("Sigmoid", ["classes"])], axis=1)
+    out = b.node("Concat", [x, scores], axis=1)
+    return b.model("yolo_head", [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 64, anchors]),
+                                 helper.make_tensor_value_info("classes", TensorProto.FLOAT, [1, 5, anchors])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 9, anchors])])
+
+
 def reductions():
     """Reductions: over the last axis alone, which run as row-wise steps across the row's lanes:
     ReduceMax keeping the axis, ReduceMin dropping it, ReduceSum with its axes as an input (opset
@@ -848,7 +865,7 @@ def exporter_patterns(out_dir):
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
-                  tf_convolutions(), padding_modes(), reductions()):
+                  tf_convolutions(), padding_modes(), reductions(), yolo_head()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
