@@ -55,9 +55,21 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
   };
   const std::string& op = n.op_type();
   if (op == "Shape") {
+    // From opset 15, the dimensions [start, end) only (the dynamo exporter's size of one axis).
     auto it = shapes.find(n.input(0));
-    if (it == shapes.end() || n.attribute_size() > 0) return std::nullopt;
-    return IntTensor{{static_cast<int64_t>(it->second.size())}, it->second};
+    if (it == shapes.end()) return std::nullopt;
+    auto rank = static_cast<int64_t>(it->second.size());
+    auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+    int64_t start = clamp(attr_int(n, "start", 0)), end = clamp(attr_int(n, "end", rank));
+    std::vector<int64_t> dims(it->second.begin() + start, it->second.begin() + std::max(start, end));
+    return IntTensor{{static_cast<int64_t>(dims.size())}, dims};
+  }
+  if (op == "Size") {
+    auto it = shapes.find(n.input(0));
+    if (it == shapes.end()) return std::nullopt;
+    int64_t count = 1;
+    for (int64_t d : it->second) count *= d;
+    return IntTensor{{}, {count}};
   }
   if (op == "Gather") {
     const IntTensor *data = in(0), *index = in(1);

@@ -593,6 +593,20 @@ def tf_convolutions():
                    [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 2, 2])])
 
 
+def symbolic_sizes():
+    """Sizes as the dynamo exporter computes them for a model exported with dynamic shapes (opset
+    18): one axis by Shape with start and end, the element count by Size, divided into the target
+    of a Reshape."""
+    b = Builder(67, opset=18)
+    tokens = b.node("Shape", ["x"], start=1, end=2)
+    count = b.node("Size", ["x"])
+    rest = b.node("Div", [count, b.node("Squeeze", [tokens, b.const(np.array([0], np.int64), "axes")])])
+    shape = b.node("Concat", [tokens, b.node("Unsqueeze", [rest, b.const(np.array([0], np.int64), "axes")])], axis=0)
+    out = b.node("Relu", [b.node("Reshape", ["x", shape])])
+    return b.model("symbolic_sizes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 4])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [6, 4])], ir_version=None)
+
+
 def yolo_head():
     """YOLOv8's box decoding (opset 17): the distribution focal loss's Softmax over axis 1 of
     [1, 16, 4, anchors] (a Reshape and Transpose of the 64 box channels), its expectation by a 1x1
@@ -865,7 +879,7 @@ def exporter_patterns(out_dir):
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
-                  tf_convolutions(), padding_modes(), reductions(), yolo_head()):
+                  tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
