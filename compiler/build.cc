@@ -56,15 +56,21 @@ StatusOr<ops::ConfigSpace> config_space(const Workload& workload, const Target& 
 
 Config with_outer_parallelism(Config config) { return with_parallelism(std::move(config), true); }
 
+namespace {
+std::string parallel_knob(bool parallel) { return parallel ? "outer" : "none"; }
+}  // namespace
+
 Config with_parallelism(Config config, bool parallel) {
   for (auto& [name, value] : config.knobs)
-    if (name == "parallel" && std::holds_alternative<std::string>(value)) value = std::string(parallel ? "outer" : "none");
+    if (name == "parallel" && std::holds_alternative<std::string>(value)) value = parallel_knob(parallel);
   return config;
 }
 
 Config as_built(const Workload& workload, Config config) {
   return with_parallelism(std::move(config), parallel_pays(workload));
 }
+
+std::string parallel_as_built(const Workload& workload) { return parallel_knob(parallel_pays(workload)); }
 
 bool parallel_pays(double flops, double bytes) {
   // A fork/join of the kernel runtime on 2 threads cost 2-4 us above half the work's single-thread

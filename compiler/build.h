@@ -78,8 +78,9 @@ Config with_outer_parallelism(Config config);
 Config with_parallelism(Config config, bool parallel);
 
 // `config` with `parallel` as the builds set it for `workload` (parallel_pays below): the kernel a
-// model or a kernel library runs, which candidates are measured as.
+// model or a kernel library runs, which candidates are measured as; and that knob's value.
 Config as_built(const Workload& workload, Config config);
+std::string parallel_as_built(const Workload& workload);
 // Whether a step of a program (a model's) repays running its loop on the kernel runtime's threads:
 // whether its work, `flops` operations or `bytes` of its arguments read and written, is large
 // beside the cost of a fork/join. A step below it runs on one thread whatever the thread count.

@@ -215,6 +215,30 @@ Expr ceil_of(const Expr& v) {
 // and a NaN stays NaN.
 Expr integral(const Expr& x, const Expr& rounded) { return ir::select(ir::lt(ir::max(x, f32(0) - x), f32(8388608.0)), rounded, x); }
 
+// `x` read for output position `i` of a reduction over the axes `reduced` marks: those axes at
+// `over` (in order), the others at i's positions; `keep`: the output keeps the reduced axes as 1s
+// (keepdims), whose positions in i are skipped. Reductions, ArgMax, global pooling.
+Expr read_reduced(const te::Tensor& x, const std::vector<bool>& reduced, bool keep, const std::vector<Var>& i,
+                  const std::vector<Expr>& over) {
+  std::vector<Expr> at;
+  size_t next = 0, r = 0;
+  for (size_t d = 0; d < reduced.size(); ++d) {
+    if (reduced[d]) {
+      at.push_back(over[r++]);
+      if (keep) ++next;
+    } else {
+      at.push_back(i[next++]);
+    }
+  }
+  return x(at);
+}
+
+std::vector<Expr> vars_of(const std::vector<te::IterVar>& axes) {
+  std::vector<Expr> v;
+  for (const auto& a : axes) v.push_back(a->var);
+  return v;
+}
+
 // Inputs read with broadcasting (broadcast_read) must broadcast to the output: each of their axes,
 // aligned on the right, 1 or the output's. Shape inference checks it for most operators, not for
 // PRelu's slope nor a normalization's scale and bias (ONNX Runtime refuses those when it runs).
@@ -672,21 +696,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
         axes_iter.push_back(te::reduce_axis(x.shape()[d], fmt::format("r{}", d)));
         count *= static_cast<double>(x.shape()[d]);
       }
-    // x at output position i, the reduced axes at `over`'s variables.
-    auto read_over = [&](const std::vector<Var>& i, const std::vector<te::IterVar>& over) {
-      std::vector<Expr> at;
-      size_t next = 0, r = 0;
-      for (size_t d = 0; d < rank; ++d) {
-        if (reduced[d]) {
-          at.push_back(over[r++]->var);
-          if (keep) ++next;
-        } else {
-          at.push_back(i[next++]);
-        }
-      }
-      return x(at);
-    };
-    auto read = [&](const std::vector<Var>& i) { return read_over(i, axes_iter); };
+    auto read = [&](const std::vector<Var>& i) { return read_reduced(x, reduced, keep, i, vars_of(axes_iter)); };
     // A reduction is a stage of its own; the minimum is the negated maximum of the negated input.
     // L1, L2 and the sum of squares sum |x| or x^2 (L2 then its square root: F.normalize's norm in
     // sentence embeddings and CLIP); LogSumExp sums e^(x - max) after a stage of the maxima.
@@ -715,7 +725,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       std::vector<te::IterVar> again;
       for (size_t k = 0; k < axes_iter.size(); ++k) again.push_back(te::reduce_axis(axes_iter[k]->extent, fmt::format("e{}", k)));
       te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
-        return te::sum(ir::call(ir::Type::f32(), "exp", {read_over(i, again) - most(as_exprs(i))}), again);
+        return te::sum(ir::call(ir::Type::f32(), "exp", {read_reduced(x, reduced, keep, i, vars_of(again)) - most(as_exprs(i))}), again);
       });
       result = te::compute("out", out, [&](const std::vector<Var>& i) {
         return most(as_exprs(i)) + ir::call(ir::Type::f32(), "log", {total(as_exprs(i))});
@@ -873,20 +883,19 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     std::vector<int64_t> rows = out;
     rows.erase(rows.begin() + a);
     int64_t n = out[axis];
-    auto row_of = [&](const std::vector<Var>& i) {
+    auto row_at = [&](const std::vector<Var>& i) {
       std::vector<Expr> r = as_exprs(i);
       r.erase(r.begin() + a);
       return r;
     };
-    auto with_last = [&](std::vector<Expr> r, Expr k) {
+    auto at_k = [&](std::vector<Expr> r, Expr k) {
       r.insert(r.begin() + a, std::move(k));
       return r;
     };
-    auto row_statistic = [&](const std::string& name, const std::vector<int64_t>& shape, int64_t count, bool max,
-                             const std::function<Expr(const std::vector<Expr>&, Expr)>& f) {
-      if (last) return model::row_statistic(name, shape, count, max, f);
-      auto k = te::reduce_axis(count, name + "_k");
-      return te::compute(name, shape, [&](const std::vector<Var>& r) {
+    auto statistic = [&](const std::string& name, bool max, const std::function<Expr(const std::vector<Expr>&, Expr)>& f) {
+      if (last) return row_statistic(name, rows, n, max, f);
+      auto k = te::reduce_axis(n, name + "_k");
+      return te::compute(name, rows, [&](const std::vector<Var>& r) {
         Expr v = f(as_exprs(r), k->var);
         return max ? te::max_reduce(v, {k}) : te::sum(v, {k});
       });
@@ -899,23 +908,23 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       if (scale != 1.f) v = v * f32(scale);
       return in.size() > 1 ? v + broadcast_read(in[1], at) : v;
     };
-    te::Tensor m = row_statistic("row_max", rows, n, true, [&](const std::vector<Expr>& r, Expr k) { return term(with_last(r, k)); });
+    te::Tensor m = statistic("row_max", true, [&](const std::vector<Expr>& r, Expr k) { return term(at_k(r, k)); });
     // The exponentials once, in a stage of their own that the sum and the quotient read.
     te::Tensor e = te::compute("shifted_exp", out, [&](const std::vector<Var>& i) {
-      return ir::call(ir::Type::f32(), "exp", {term(as_exprs(i)) - m(row_of(i))});
+      return ir::call(ir::Type::f32(), "exp", {term(as_exprs(i)) - m(row_at(i))});
     });
-    te::Tensor s = row_statistic("row_sum", rows, n, false, [&](const std::vector<Expr>& r, Expr k) { return e(with_last(r, k)); });
+    te::Tensor s = statistic("row_sum", false, [&](const std::vector<Expr>& r, Expr k) { return e(at_k(r, k)); });
     if (op == "LogSoftmax") {
       // x - max - ln(sum of e^(x - max)): the logarithm once a row.
       te::Tensor log_sum = te::compute("log_sum", rows, [&](const std::vector<Var>& i) {
         return m(as_exprs(i)) + ir::call(ir::Type::f32(), "log", {s(as_exprs(i))});
       });
-      result = te::compute("out", out, [&](const std::vector<Var>& i) { return term(as_exprs(i)) - log_sum(row_of(i)); });
+      result = te::compute("out", out, [&](const std::vector<Var>& i) { return term(as_exprs(i)) - log_sum(row_at(i)); });
     }
     // Divisions once a row: the row's elements multiply.
     if (op == "Softmax") {
       te::Tensor inv = te::compute("inv_sum", rows, [&](const std::vector<Var>& i) { return f32(1) / s(as_exprs(i)); });
-      result = te::compute("out", out, [&](const std::vector<Var>& i) { return e(as_exprs(i)) * inv(row_of(i)); });
+      result = te::compute("out", out, [&](const std::vector<Var>& i) { return e(as_exprs(i)) * inv(row_at(i)); });
     }
   } else if (op == "LayerNormalization" || op == "SkipLayerNormalization" || op == "InstanceNormalization") {
     // InstanceNormalization (style transfer, and GroupNorm as the TorchScript exporter writes it:
@@ -986,6 +995,8 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     // Over a 1-D (audio: [N, C, L]) or 3-D map: every axis after the channels.
     if (x.shape().size() < 3 || out.size() != x.shape().size()) return unsupported(node, "expects an input of 3 or more axes");
     std::vector<te::IterVar> axes;
+    std::vector<bool> reduced(x.shape().size(), true);
+    reduced[0] = reduced[1] = false;
     double count = 1;
     for (size_t d = 2; d < x.shape().size(); ++d) {
       axes.push_back(te::reduce_axis(x.shape()[d], fmt::format("r{}", d)));
@@ -993,9 +1004,8 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     }
     bool average = op == "GlobalAveragePool";
     te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
-      std::vector<Expr> at = {i[0], i[1]};
-      for (const auto& a : axes) at.push_back(a->var);
-      return average ? te::sum(x(at), axes) : te::max_reduce(x(at), axes);
+      Expr v = read_reduced(x, reduced, true, i, vars_of(axes));
+      return average ? te::sum(v, axes) : te::max_reduce(v, axes);
     });
     result = average ? te::compute("out", out, [&](const std::vector<Var>& i) { return total(as_exprs(i)) / f32(count); }) : total;
   } else if (op == "MaxPool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
@@ -1070,18 +1080,10 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     bool keep = node.int_attr("keepdims", 1) != 0, last = node.int_attr("select_last_index", 0) != 0, is_min = op == "ArgMin";
     auto axis = static_cast<size_t>(a);
     int64_t n = x.shape()[axis];
-    // x at output position i, the axis at k (the output has the axis as 1 or not at all).
+    std::vector<bool> reduced(rank, false);
+    reduced[axis] = true;
     auto read = [&](const std::vector<Var>& i, Expr k) {
-      std::vector<Expr> at;
-      for (size_t d = 0, o = 0; d < rank; ++d) {
-        if (d == axis) {
-          at.push_back(k);
-          if (keep) ++o;
-        } else {
-          at.push_back(i[o++]);
-        }
-      }
-      Expr v = x(at);
+      Expr v = read_reduced(x, reduced, keep, i, {k});
       return is_min ? f32(0) - v : v;
     };
     auto r = te::reduce_axis(n, "r");

@@ -161,7 +161,7 @@ StatusOr<std::unique_ptr<CompilerTask>> CompilerTask::create(const Workload& wor
   // Candidates are measured as the builds make them: a model's and a kernel library's builds set
   // `parallel` by the work's size (as_built), and a config tuned as "none" but built "outer" is
   // another loop nest (LLaMA's down projection ran 2.9x slower in the model than measured).
-  space.pin("parallel", std::string(parallel_pays(workload) ? "outer" : "none"));
+  space.pin("parallel", parallel_as_built(workload));
   if (space.knobs().empty())
     return invalid_argument(fmt::format("template {} has no knobs to tune", space.template_name()));
   TF_ASSIGN_OR_RETURN(double flops, workload_flops(workload));

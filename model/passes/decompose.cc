@@ -45,6 +45,16 @@ class Decomposer {
     return name;
   }
 
+  std::string float_constant(const std::string& name, std::vector<int64_t> shape, std::vector<float> floats) {
+    Value v;
+    v.name = name;
+    v.constant = true;
+    v.shape = std::move(shape);
+    v.floats = std::move(floats);
+    graph_.values[name] = std::move(v);
+    return name;
+  }
+
   void value(const std::string& name, std::vector<int64_t> shape) {
     Value v;
     v.name = name;
@@ -90,14 +100,11 @@ class Decomposer {
       int64_t count = v->elements();
       if (!v->constant || !v->is_float || static_cast<int64_t>(v->floats.size()) != count || (count != c && count != groups))
         return refuse(fmt::format("its {} must be a constant of {} (channels) or {} (groups) values", name, c, groups));
-      Value out;
-      out.name = node.name + "/" + name;
-      out.constant = true;
-      out.shape.assign(x->shape.size() - 1, 1);
-      out.shape[0] = c;
-      for (int64_t ch = 0; ch < c; ++ch) out.floats.push_back(v->floats[static_cast<size_t>(count == c ? ch : ch / (c / groups))]);
-      graph_.values[out.name] = out;
-      return out.name;
+      std::vector<int64_t> shape(x->shape.size() - 1, 1);
+      shape[0] = c;
+      std::vector<float> values;
+      for (int64_t ch = 0; ch < c; ++ch) values.push_back(v->floats[static_cast<size_t>(count == c ? ch : ch / (c / groups))]);
+      return float_constant(node.name + "/" + name, shape, values);
     };
     TF_ASSIGN_OR_RETURN(std::string scale_c, per_channel(scale, "scale"));
     TF_ASSIGN_OR_RETURN(std::string bias_c, per_channel(bias, "bias"));
@@ -190,14 +197,7 @@ class Decomposer {
     std::vector<int64_t> scores_shape = {batch, q_heads, sq, skv};
     value(name + "/scores", scores_shape);
     out.push_back(derived(node, name + "/scores", "MatMul", {qh, name + "/k_t"}, name + "/scores"));
-    auto scalar = [&](const std::string& n, float f) {
-      Value c;
-      c.name = n;
-      c.constant = true;
-      c.floats = {f};
-      graph_.values[n] = c;
-      return n;
-    };
+    auto scalar = [&](const std::string& n, float f) { return float_constant(n, {}, {f}); };
     float scale = node.attributes.count("scale") ? node.float_attr("scale", 1.f) : static_cast<float>(1.0 / std::sqrt(double(q4[3])));
     value(name + "/scaled", scores_shape);
     out.push_back(derived(node, name + "/scaled", "Mul", {name + "/scores", scalar(name + "/scale", scale)}, name + "/scaled"));
@@ -215,15 +215,12 @@ class Decomposer {
       s = name + "/masked";
     }
     if (node.int_attr("is_causal", 0) != 0) {
-      Value causal;
-      causal.name = name + "/causal";
-      causal.constant = true;
-      causal.shape = {sq, skv};
+      std::vector<float> causal;
       for (int64_t i = 0; i < sq; ++i)
-        for (int64_t j = 0; j < skv; ++j) causal.floats.push_back(j <= i ? 0.f : -inf);
-      graph_.values[causal.name] = causal;
+        for (int64_t j = 0; j < skv; ++j) causal.push_back(j <= i ? 0.f : -inf);
       value(name + "/causal_masked", scores_shape);
-      out.push_back(derived(node, name + "/causal_masked", "Add", {s, causal.name}, name + "/causal_masked"));
+      out.push_back(derived(node, name + "/causal_masked", "Add", {s, float_constant(name + "/causal", {sq, skv}, causal)},
+                            name + "/causal_masked"));
       s = name + "/causal_masked";
     }
     value(name + "/probs", scores_shape);

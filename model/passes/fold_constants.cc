@@ -115,15 +115,12 @@ void for_each_index(const std::vector<int64_t>& shape, const std::function<void(
 // windows: ConstantOfShape, Slice, ScatterND, Sub, Equal, Not, Where), evaluated here so that the
 // built model reads their result as a weight. Small tensors only.
 bool evaluate(const Graph& g, const Node& node, Value& out) {
-  static const std::set<std::string> kOps = {"ConstantOfShape", "Slice", "ScatterND", "Where", "Equal", "Not", "Sub",
-                                             "Add", "Mul", "Div", "Mod", "Neg", "Expand", "Concat", "Gather", "Range",
-                                             "GatherElements", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
-                                             "And", "Or", "Trilu", "Abs", "Sqrt", "Exp", "Log", "Floor", "Ceil",
-                                             "Reciprocal", "Sin", "Cos", "Pow", "Min", "Max"};
   static const std::set<std::string> kUnary = {"Not", "Neg", "Abs", "Sqrt", "Exp", "Log", "Floor", "Ceil", "Reciprocal", "Sin", "Cos"};
   static const std::set<std::string> kBinary = {"Where", "Equal", "Sub", "Add", "Mul", "Div", "Mod", "Less",
                                                 "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Pow", "Min", "Max"};
-  if (!kOps.count(node.op) || node.outputs.size() != 1) return false;
+  static const std::set<std::string> kOthers = {"ConstantOfShape", "Slice", "ScatterND", "Expand", "Concat", "Gather",
+                                                "Range", "GatherElements", "Trilu"};
+  if ((!kUnary.count(node.op) && !kBinary.count(node.op) && !kOthers.count(node.op)) || node.outputs.size() != 1) return false;
   std::vector<const Value*> in;
   for (const auto& name : node.inputs) {
     const Value* v = name.empty() ? nullptr : g.find(name);
