@@ -183,6 +183,10 @@ enum class StopReason { kTrialBudget, kTimeBudget, kEarlyStopping, kSpaceExhaust
 // "trial budget", "time budget", "early stopping", "space exhausted", "cancelled".
 std::string_view stop_reason_name(StopReason reason);
 
+// A re-measurement budget shared by tasks in proportion to their count x latency (0: none), at
+// most `most` each.
+std::vector<int> remeasure_shares(int budget, const std::vector<double>& weighted_latency, int most);
+
 struct TuningOutcome {
   std::vector<TaskOutcome> tasks;
   int trials = 0;
