@@ -65,15 +65,17 @@ void infer_attention(onnx::InferenceContext& ctx) {
   for (int d = 0; d < qs.dim_size(); ++d)
     if (!qs.dim(d).has_dim_value() || !vs.dim(d).has_dim_value()) return;
   auto* out = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
-  out->clear_dim();
   if (qs.dim_size() == 4) {
+    out->clear_dim();
     for (int64_t d : {qs.dim(0).dim_value(), qs.dim(1).dim_value(), qs.dim(2).dim_value(), vs.dim(3).dim_value()})
       out->add_dim()->set_dim_value(d);
     return;
   }
   const auto* qh = ctx.getAttribute("q_num_heads");
   const auto* kvh = ctx.getAttribute("kv_num_heads");
-  if (!qh || !kvh || kvh->i() <= 0) return;
+  if (!qh || !kvh || qh->i() <= 0 || kvh->i() <= 0)
+    fail_shape_inference("Attention over 3-D inputs needs positive q_num_heads and kv_num_heads attributes");
+  out->clear_dim();
   for (int64_t d : {qs.dim(0).dim_value(), qs.dim(1).dim_value(), qh->i() * (vs.dim(2).dim_value() / kvh->i())})
     out->add_dim()->set_dim_value(d);
 }

@@ -85,6 +85,10 @@ inline const std::vector<std::string>& blocked_workloads() {
       "depthwise_conv2d_nchwc:N=1,C=72,H=9,W=8,R=5,S=5,stride=2,pad=2,block=24,bias=1,relu=1",
       "depthwise_conv2d_nchwc:N=1,C=40,H=7,W=7,R=3,S=3,stride=1,pad=1,block=40,bias=1,hardswish=1",
       "conv2d_nchwc:N=1,C=24,H=7,W=6,K=48,R=3,S=3,stride=1,pad=1,ic_block=24,oc_block=24,bias=1,relu=1,winograd=2",
+      // Blocks of 44 (MobileNetV3's 88 channels): two vectors and three quarters.
+      "conv2d_nchwc:N=1,C=24,H=6,W=7,K=88,R=1,S=1,stride=1,pad=0,ic_block=24,oc_block=44,bias=1,relu=1",
+      "depthwise_conv2d_nchwc:N=1,C=88,H=7,W=6,R=3,S=3,stride=1,pad=1,block=44,bias=1,relu=1",
+      "conv2d_nchwc:N=1,C=88,H=5,W=6,K=24,R=1,S=1,stride=1,pad=0,ic_block=44,oc_block=24,bias=1,residual=1",
   };
   return kWorkloads;
 }

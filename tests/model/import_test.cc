@@ -210,6 +210,17 @@ TEST(OnnxImport, OperatorsOfNewerOpsetsAreReadOrRefusedByName) {
   ASSERT_TRUE(rms.ok()) << rms.status().to_string();
   EXPECT_EQ(rms->find("y")->shape, (std::vector<int64_t>{1, 4, 8}));
 
+  // Over 3-D inputs Attention cannot split heads without its head counts: said so, not as a
+  // disagreement of ranks found later.
+  ModelBuilder a;
+  a.set_opset(23);
+  a.input("q", {1, 4, 8});
+  a.node("Attention", {"q", "q", "q"}, "y", "attention");
+  a.output("y", {1, 4, 8});
+  auto headless = import_onnx(a.bytes(), "attention.onnx");
+  ASSERT_FALSE(headless.ok());
+  EXPECT_THAT(headless.status().message(), HasSubstr("q_num_heads and kv_num_heads"));
+
   ModelBuilder n;
   n.set_opset(23);
   n.input("x", {1, 4, 8});
