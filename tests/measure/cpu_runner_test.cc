@@ -59,5 +59,17 @@ TEST(CpuRunner, AModelsJobRotatesOnlyItsConstants) {
   EXPECT_EQ(runs_on_the_tensors(0, true), 2.0f);
 }
 
+// A model's job times each call with the candidate's code moved out of the core's caches: the
+// code is the executable segment of the loaded object that holds the entry point.
+TEST(CpuRunner, TheCodeToMoveIsTheSegmentThatHoldsTheFunction) {
+  auto address = reinterpret_cast<const void*>(&runs_on_the_tensors);
+  CodeSegment code = code_segment_of(address);
+  EXPECT_LE(code.begin, reinterpret_cast<uintptr_t>(address));
+  EXPECT_GT(code.end, reinterpret_cast<uintptr_t>(address));
+  int on_the_stack = 0;
+  CodeSegment none = code_segment_of(&on_the_stack);
+  EXPECT_EQ(none.begin, none.end) << "data is no code";
+}
+
 }  // namespace
 }  // namespace tunefarm
