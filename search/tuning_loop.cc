@@ -372,7 +372,8 @@ std::vector<int> remeasure_shares(int budget, const std::vector<double>& weighte
     bool newly_capped = false;
     for (size_t i = 0; i < shares.size(); ++i) {
       if (capped[i]) continue;
-      double share = left * weighted_latency[i] / total;
+      // The ratio first, so that a task alone gets all that is left, not a rounding error less.
+      double share = left * (weighted_latency[i] / total);
       if (share >= most) {
         shares[i] = most;
         capped[i] = newly_capped = true;

@@ -275,6 +275,9 @@ TEST(RemeasureShares, FollowCountTimesLatencyUnderTheCap) {
   EXPECT_THAT(remeasure_shares(100, {1, 1}, 15), ::testing::ElementsAre(15, 15));
   EXPECT_THAT(remeasure_shares(0, {1, 1}, 15), ::testing::ElementsAre(0, 0));
   EXPECT_THAT(remeasure_shares(10, {0, 0}, 15), ::testing::ElementsAre(0, 0));
+  // A task alone gets the whole budget whatever its latency: 15 x (w / w) in that order of
+  // operations can be 14.999...
+  for (double w : {4.2e-5, 1.0 / 3, 7.77e-4, 0.1, 2.9e-6}) EXPECT_THAT(remeasure_shares(15, {w}, 15), ::testing::ElementsAre(15)) << w;
 }
 
 TEST(TuningLoop, ReMeasurementCorrectsALuckyFirstTiming) {
