@@ -1296,6 +1296,13 @@ StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& inp
   return Computed{ops::ComputeDef{{in}, out}, {input, input + "/float32"}};
 }
 
+Computed output_cast_compute(const Value& from, const Value& to) {
+  ir::Type type = to.dtype == "int32" ? ir::Type{ir::ScalarKind::kInt, 32, 1} : ir::Type::i64();
+  te::Tensor in = te::placeholder("in", dims_of(from), ir::Type::f32());
+  te::Tensor out = te::compute("out", dims_of(to), [&](const std::vector<Var>& i) { return ir::cast(type, in(as_exprs(i))); });
+  return Computed{ops::ComputeDef{{in}, out}, {from.name, to.name}};
+}
+
 
 bool is_blockable_elementwise(const std::string& op) {
   static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "PRelu", "Elu", "Selu", "Relu", "Sigmoid", "HardSigmoid",

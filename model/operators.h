@@ -90,6 +90,10 @@ StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& 
 // does not take.
 StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& input);
 
+// Value `from` (float32) converted into integer model output `to` (int64 or int32): the labels
+// of an ArgMax, which the model computes as float32, exact up to 2^24.
+Computed output_cast_compute(const Value& from, const Value& to);
+
 // A copy of value `from` into `to` (a graph output that is a view of another value).
 Computed copy_compute(const Value& from, const std::string& to);
 

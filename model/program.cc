@@ -606,8 +606,9 @@ StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms) {
     TF_ASSIGN_OR_RETURN(Computed c, input_cast_compute(graph, in));
     if (c.tensors.empty()) continue;
     if (std::count(graph.outputs.begin(), graph.outputs.end(), in))
-      return invalid_argument(fmt::format("input '{}' ({}) is also a model output: a built model's outputs are float32", in,
-                                          graph.find(in)->dtype));
+      return invalid_argument(fmt::format(
+          "input '{}' ({}) is also a model output: a built model does not pass an integer input through", in,
+          graph.find(in)->dtype));
     const std::string& to = c.tensors.back();
     Value v = *graph.find(in);
     v.name = to;
@@ -619,9 +620,33 @@ StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms) {
         if (name == in) name = to;
     p.steps.push_back(Step{in, "Cast", std::nullopt, c.def, c.tensors, true, 1, {}});
   }
-  // Outputs are written as float32 whatever the file says (an integer output is held so too).
-  for (const std::string& out : graph.outputs)
-    if (Value* v = graph.find(out)) v->dtype = "float32";
+  // An integer output (ArgMax's labels, a Cast to int64) is computed as float32 like every value,
+  // as "<output>/float32", and a last step converts it into the caller's buffer: the library's
+  // output is of the type the file declares. Other outputs are written as float32 (a boolean too).
+  std::vector<std::pair<std::string, std::string>> integer_outputs;  // (output, the float32 value)
+  for (const std::string& out : graph.outputs) {
+    Value* v = graph.find(out);
+    if (!v) continue;
+    bool produced = std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) {
+      return std::count(n.outputs.begin(), n.outputs.end(), out) > 0;
+    });
+    if (!produced || (v->dtype != "int64" && v->dtype != "int32") ||
+        std::count(graph.outputs.begin(), graph.outputs.end(), out) > 1) {
+      v->dtype = "float32";
+      continue;
+    }
+    std::string held = out + "/float32";
+    Value f = *v;
+    f.name = held;
+    f.dtype = "float32";
+    f.is_float = true;
+    graph.values[held] = std::move(f);
+    for (Node& node : graph.nodes)
+      for (auto* names : {&node.inputs, &node.outputs})
+        for (std::string& name : *names)
+          if (name == out) name = held;
+    integer_outputs.emplace_back(out, held);
+  }
   Lowering lowering(graph, p, forms);
   for (const Node& node : graph.nodes) {
     if (node.outputs.empty()) continue;
@@ -642,6 +667,10 @@ StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms) {
     if (!v) return invalid_argument(fmt::format("model output '{}' has no value", out));
     Computed c = copy_compute(*v, out);
     p.steps.push_back(Step{out, "copy", std::nullopt, c.def, c.tensors, true, 1, {}});
+  }
+  for (const auto& [out, held] : integer_outputs) {
+    Computed c = output_cast_compute(*graph.find(held), *graph.find(out));
+    p.steps.push_back(Step{out, "Cast", std::nullopt, c.def, c.tensors, true, 1, {}});
   }
   p.graph = std::move(graph);
   return p;

@@ -3,8 +3,8 @@
 {{IO}} *
  * Link with liblibname.so (or liblibname.a plus -lstdc++ -lpthread -lm). Create an instance from the
  * weights file built with the library (libname.weights), run it as often as needed, destroy it.
- * Tensors are dense arrays, row-major, in the model's shapes: outputs float32, each input of the
- * element type above (float32, or int64 / int32 for token ids and masks). Every function that can
+ * Tensors are dense arrays, row-major, in the model's shapes, each of the element type above:
+ * float32, or int64 / int32 for token ids and masks in and for integer outputs (ArgMax's labels). Every function that can
  * fail returns LIBNAME_OK (0) or an error code; libname_last_error() says what went wrong on this thread.
  * One instance runs one inference at a time; use one instance per thread to run several.
  */
@@ -30,8 +30,9 @@ int libname_create(const char* weights_path, libname_model** out);
 void libname_destroy(libname_model* model);
 
 /* Runs the model: inputs[i] holds input_elements[i] elements of the input's type (see
- * libname_input_dtype) and outputs[i] output_elements[i] floats, which must be the model's sizes
- * (see the shapes above and the functions below). */
+ * libname_input_dtype) and outputs[i] room for output_elements[i] elements of the output's type
+ * (libname_output_dtype; an int64 output's buffer is passed as (float*) of its int64_t array),
+ * which must be the model's sizes (see the shapes above and the functions below). */
 int libname_run(libname_model* model, const void* const* inputs, const int64_t* input_elements, float* const* outputs,
             const int64_t* output_elements);
 /* The same, adding each step's seconds to step_seconds[0 .. libname_num_steps() - 1]. */
@@ -50,7 +51,7 @@ int libname_num_outputs(void);
 const char* libname_input_name(int i);
 const char* libname_output_name(int i);
 const char* libname_input_dtype(int i);   /* "float32", "int64" or "int32" */
-const char* libname_output_dtype(int i);  /* "float32" */
+const char* libname_output_dtype(int i);  /* "float32", "int64" or "int32" */
 int libname_input_rank(int i);
 int libname_output_rank(int i);
 const int64_t* libname_input_shape(int i);

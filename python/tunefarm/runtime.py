@@ -6,9 +6,9 @@
 
 The built directory holds the library (lib<name>.so, whose C API its <name>.h describes), its
 weights file and manifest.json, which names the inputs and outputs with their shapes and element
-types. Tensors are row-major, in exactly those shapes; outputs are float32, inputs of the type the
-manifest gives (float32, or int64 / int32 for token ids and masks); anything else raises before the
-library is called.
+types. Tensors are row-major, in exactly those shapes and of the types the manifest gives: float32,
+or int64 / int32 for token ids and masks in, labels (ArgMax) out; an input of another type raises
+before the library is called.
 """
 import ctypes
 import json
@@ -57,7 +57,7 @@ class Model:
                                 "a kernel library has no model to run")
         self.name = self.manifest["name"]
         self.inputs = [TensorInfo(t["name"], t["shape"], t.get("dtype", "float32")) for t in self.manifest["inputs"]]
-        self.outputs = [TensorInfo(t["name"], t["shape"]) for t in self.manifest["outputs"]]
+        self.outputs = [TensorInfo(t["name"], t["shape"], t.get("dtype", "float32")) for t in self.manifest["outputs"]]
         try:
             self._lib = ctypes.CDLL(os.path.join(self.dir, self.manifest["shared_library"]))
         except OSError as e:
@@ -136,7 +136,7 @@ class Model:
         if self._handle is None:
             raise TunefarmError(f"{self.name} was closed")
         inputs = self._feeds(feeds)
-        outputs = [np.empty(o.shape, dtype=np.float32) for o in self.outputs]
+        outputs = [np.empty(o.shape, dtype=o.dtype) for o in self.outputs]
         times = None
         if step_seconds is not None:
             if not (isinstance(step_seconds, np.ndarray) and step_seconds.dtype == np.float64
