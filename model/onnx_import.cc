@@ -165,6 +165,7 @@ StatusOr<Graph> import_onnx(std::string_view bytes, std::string_view source, con
     v.dtype = type == onnx::TensorProto::FLOAT   ? "float32"
               : type == onnx::TensorProto::INT64 ? "int64"
               : type == onnx::TensorProto::INT32 ? "int32"
+              : type == onnx::TensorProto::BOOL  ? "bool"
                                                  : onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(type));
     graph.values[v.name] = std::move(v);
   };

@@ -1288,9 +1288,13 @@ StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& inp
   const Value* v = graph.find(input);
   if (!v) return invalid_argument(fmt::format("model input '{}' has no known shape", input));
   if (v->dtype == "float32") return Computed{};
-  if (v->dtype != "int64" && v->dtype != "int32")
-    return invalid_argument(fmt::format("input '{}' is {}: a built model takes float32, int64 or int32 inputs", input, v->dtype));
-  ir::Type type = v->dtype == "int64" ? ir::Type::i64() : ir::Type{ir::ScalarKind::kInt, 32, 1};
+  if (v->dtype != "int64" && v->dtype != "int32" && v->dtype != "bool")
+    return invalid_argument(
+        fmt::format("input '{}' is {}: a built model takes float32, int64, int32 or bool inputs", input, v->dtype));
+  // A bool is one byte, 0 or 1.
+  ir::Type type = v->dtype == "int64"   ? ir::Type::i64()
+                  : v->dtype == "int32" ? ir::Type{ir::ScalarKind::kInt, 32, 1}
+                                        : ir::Type{ir::ScalarKind::kInt, 8, 1};
   te::Tensor in = te::placeholder("in", dims_of(*v), type);
   te::Tensor out = te::compute("out", dims_of(*v), [&](const std::vector<Var>& i) { return ir::cast(ir::Type::f32(), in(as_exprs(i))); });
   return Computed{ops::ComputeDef{{in}, out}, {input, input + "/float32"}};

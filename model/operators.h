@@ -85,9 +85,9 @@ StatusOr<Computed> blocked_concat_compute(const Graph& graph, const Node& node, 
 StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
 
 // Model input `input` converted to float32 (value "<input>/float32") when the caller passes it
-// as integers (int64 or int32); no tensors when it is float32 already. Integers are exact in
-// float32 up to 2^24 (token ids, masks, positions). An error for an element type a built model
-// does not take.
+// as integers (int64 or int32) or booleans (a byte each); no tensors when it is float32 already.
+// Integers are exact in float32 up to 2^24 (token ids, masks, positions). An error for an element
+// type a built model does not take.
 StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& input);
 
 // Value `from` (float32) converted into integer model output `to` (int64 or int32): the labels

@@ -695,7 +695,9 @@ def attention_operator(opset):
     """The Attention operator of opset 23 (scaled_dot_product_attention as one node), as exporters
     that fuse it write it: 3-D Q, K and V (heads in attributes) with grouped-query attention (4
     query heads over 2 KV heads) and is_causal, then 4-D ones with a boolean padding mask computed
-    from an input and an explicit scale, then 4-D with a float mask added."""
+    from an input and an explicit scale, then 4-D with a float mask added, with a boolean mask that
+    is an input of the model, and with a constant one under which a query attends no key (its
+    output is 0)."""
     b = Builder(29, opset=opset)
     tokens, hidden, heads, kv_heads = 6, 16, 4, 2
     head_dim = hidden // heads
@@ -713,10 +715,15 @@ def attention_operator(opset):
     h = b.node("Attention", [h, h, h, mask], scale=0.3)
     bias = b.const((0.5 * b.rng.standard_normal((1, 1, tokens, tokens))).astype(np.float32), "bias")
     h = b.node("Attention", [h, h, h, bias])
+    h = b.node("Attention", [h, h, h, "key_mask"])
+    hidden_keys = b.rng.random((1, 1, tokens, tokens)) < 0.7
+    hidden_keys[..., 2, :] = False
+    h = b.node("Attention", [h, h, h, b.const(hidden_keys, "hidden_keys")])
     out = b.node("Reshape", [b.node("Transpose", [h], perm=[0, 2, 1, 3]), b.const(np.array([1, tokens, hidden], np.int64), "shape")])
     return b.model(f"attention_operator_opset{opset}",
                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, tokens, hidden]),
-                    helper.make_tensor_value_info(keep, TensorProto.INT64, [1, tokens])],
+                    helper.make_tensor_value_info(keep, TensorProto.INT64, [1, tokens]),
+                    helper.make_tensor_value_info("key_mask", TensorProto.BOOL, [1, 1, tokens, tokens])],
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, tokens, hidden])], ir_version=None)
 
 

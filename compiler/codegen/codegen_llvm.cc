@@ -152,9 +152,13 @@ class CodeGen {
   }
 
   llvm::Type* llvm_type(const Type& t) {
-    // 32-bit integers only as a model's int32 input, loaded and converted; every index is 64-bit.
-    llvm::Type* s = t.is_float() ? (t.bits == 64 ? b_.getDoubleTy() : b_.getFloatTy())
-                    : t.is_bool() ? b_.getInt1Ty() : t.is_int() && t.bits == 32 ? b_.getInt32Ty() : b_.getInt64Ty();
+    // 32- and 8-bit integers only as a model's int32 and bool inputs and integer outputs, loaded
+    // and converted; every index is 64-bit.
+    llvm::Type* s = t.is_float()                      ? (t.bits == 64 ? b_.getDoubleTy() : b_.getFloatTy())
+                    : t.is_bool()                     ? b_.getInt1Ty()
+                    : t.is_int() && t.bits == 32      ? b_.getInt32Ty()
+                    : t.is_int() && t.bits == 8       ? b_.getInt8Ty()
+                                                      : b_.getInt64Ty();
     return t.lanes > 1 ? llvm::FixedVectorType::get(s, t.lanes) : s;
   }
 

@@ -129,8 +129,9 @@ class Decomposer {
   // write for it, which the passes after this one take as they take those: 3-D Q, K and V split
   // into heads (Reshape, Transpose), K and V heads repeated for grouped-query attention (Reshape,
   // Expand, Reshape), the scores MatMul(Q, K transposed), scaled (Mul), masked (a boolean mask by
-  // Where with -inf, a float one and is_causal's upper-left triangle of -inf added), Softmax, then
-  // MatMul by V and, for 3-D inputs, the heads merged back. Refused: a KV cache (past_key,
+  // Where with the lowest float, a float one and is_causal's upper-left triangle of -inf added),
+  // Softmax, then MatMul by V (zeroed for queries a boolean mask lets attend nothing) and, for 3-D
+  // inputs, the heads merged back. Refused: a KV cache (past_key,
   // past_value, nonpad_kv_seqlen), softcap, and a node whose cache or score outputs are read.
   StatusOr<std::vector<Node>> attention(const Node& node) {
     auto refuse = [&](const std::string& why) { return invalid_argument(fmt::format("node '{}' (Attention): {}", node.name, why)); };
@@ -203,15 +204,29 @@ class Decomposer {
     out.push_back(derived(node, name + "/scaled", "Mul", {name + "/scores", scalar(name + "/scale", scale)}, name + "/scaled"));
     std::string s = name + "/scaled";
     const float inf = std::numeric_limits<float>::infinity();
+    // A boolean mask's queries that attend some key (1) or none (0), for their outputs.
+    std::string attends;
     if (given(3)) {
       TF_ASSIGN_OR_RETURN(const Value* mask, graph_.value_of(node, node.inputs[3]));
       if (mask->shape.empty() || mask->shape.back() != skv) return refuse("its mask must cover the keys (its last axis as long as K's sequence)");
       value(name + "/masked", scores_shape);
-      // A boolean mask (held as 0 and 1, not float) says which keys a query attends.
-      if (!mask->is_float)
-        out.push_back(derived(node, name + "/masked", "Where", {mask->name, s, scalar(name + "/hidden", -inf)}, name + "/masked"));
-      else
+      // A boolean mask (held as 0 and 1, not float) says which keys a query attends. A query that
+      // attends none has output 0, as ONNX Runtime gives: its hidden scores are the lowest float,
+      // not -inf (whose softmax would be NaN), and its output is multiplied by 0.
+      if (!mask->is_float) {
+        out.push_back(derived(node, name + "/masked", "Where",
+                              {mask->name, s, scalar(name + "/hidden", std::numeric_limits<float>::lowest())}, name + "/masked"));
+        std::vector<int64_t> attends_shape = mask->shape;
+        attends_shape.back() = 1;
+        attends = name + "/attends";
+        value(attends, attends_shape);
+        Node any = derived(node, attends, "ReduceMax", {mask->name}, attends);
+        any.attributes["axes"].ints = {-1};
+        any.attributes["keepdims"].i = 1;
+        out.push_back(std::move(any));
+      } else {
         out.push_back(derived(node, name + "/masked", "Add", {s, mask->name}, name + "/masked"));
+      }
       s = name + "/masked";
     }
     if (node.int_attr("is_causal", 0) != 0) {
@@ -228,12 +243,22 @@ class Decomposer {
     softmax.attributes["axis"].i = -1;
     out.push_back(std::move(softmax));
     std::vector<int64_t> context = {batch, q_heads, sq, v4[3]};
+    // The context of the heads, as `to`: zeroed where a query attends no key.
+    auto context_as = [&](const std::string& to) {
+      if (attends.empty()) {
+        out.push_back(derived(node, name + "/context", "MatMul", {name + "/probs", vh}, to));
+        return;
+      }
+      value(name + "/attended", context);
+      out.push_back(derived(node, name + "/attended", "MatMul", {name + "/probs", vh}, name + "/attended"));
+      out.push_back(derived(node, name + "/context", "Mul", {name + "/attended", attends}, to));
+    };
     if (rank == 4) {
-      out.push_back(derived(node, name + "/context", "MatMul", {name + "/probs", vh}, y->name));
+      context_as(y->name);
       return out;
     }
     value(name + "/context", context);
-    out.push_back(derived(node, name + "/context", "MatMul", {name + "/probs", vh}, name + "/context"));
+    context_as(name + "/context");
     value(name + "/merged", {batch, sq, q_heads, v4[3]});
     Node merged = derived(node, name + "/merged", "Transpose", {name + "/context"}, name + "/merged");
     merged.attributes["perm"].ints = {0, 2, 1, 3};

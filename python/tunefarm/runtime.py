@@ -7,7 +7,7 @@
 The built directory holds the library (lib<name>.so, whose C API its <name>.h describes), its
 weights file and manifest.json, which names the inputs and outputs with their shapes and element
 types. Tensors are row-major, in exactly those shapes and of the types the manifest gives: float32,
-or int64 / int32 for token ids and masks in, labels (ArgMax) out; an input of another type raises
+or int64 / int32 / bool for token ids and masks in, labels (ArgMax) out; an input of another type raises
 before the library is called.
 """
 import ctypes
@@ -23,7 +23,7 @@ class TensorInfo:
     """An input or output of a built model: its name, shape and element type."""
 
     # The element types a built model takes (a manifest from before they were written: float32).
-    DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32}
+    DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
 
     def __init__(self, name, shape, dtype="float32"):
         if dtype not in self.DTYPES:

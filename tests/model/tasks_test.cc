@@ -338,7 +338,7 @@ TEST(ModelTasks, IntegerInputsAreTakenAndOtherTypesRefusedByName) {
   auto refused = extract_tasks(bytes);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(),
-              ::testing::HasSubstr("input 'attention_mask' is UINT8: a built model takes float32, int64 or int32 inputs"));
+              ::testing::HasSubstr("input 'attention_mask' is UINT8: a built model takes float32, int64, int32 or bool inputs"));
 }
 
 }  // namespace
