@@ -1296,7 +1296,12 @@ StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& inp
                   : v->dtype == "int32" ? ir::Type{ir::ScalarKind::kInt, 32, 1}
                                         : ir::Type{ir::ScalarKind::kInt, 8, 1};
   te::Tensor in = te::placeholder("in", dims_of(*v), type);
-  te::Tensor out = te::compute("out", dims_of(*v), [&](const std::vector<Var>& i) { return ir::cast(ir::Type::f32(), in(as_exprs(i))); });
+  te::Tensor out = te::compute("out", dims_of(*v), [&](const std::vector<Var>& i) {
+    Expr x = ir::cast(ir::Type::f32(), in(as_exprs(i)));
+    if (v->dtype != "bool") return x;
+    // Any byte but 0 is true (a C caller's bools need not be 0 and 1): 1.
+    return ir::select(ir::lt(x, f32(0)), f32(1), ir::select(ir::ge(x, f32(1)), f32(1), f32(0)));
+  });
   return Computed{ops::ComputeDef{{in}, out}, {input, input + "/float32"}};
 }
 

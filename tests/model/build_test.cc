@@ -424,6 +424,70 @@ TEST(ModelBuild, TokenIdInputsMatchOnnxRuntime) {
   EXPECT_EQ(manifest["outputs"][0]["dtype"], "float32");
 }
 
+// A boolean input is a byte each, any byte but 0 true (a C caller's bools need not be 0 and 1); an
+// integer output (ArgMax's labels) comes out as the int64 the file declares, not as floats.
+TEST(ModelBuild, BooleanInputsAndIntegerOutputsAreOfTheFilesTypes) {
+  onnx::ModelProto proto;
+  proto.set_ir_version(8);
+  proto.add_opset_import()->set_version(17);
+  onnx::GraphProto& g = *proto.mutable_graph();
+  g.set_name("types");
+  auto io = [](onnx::ValueInfoProto* v, const std::string& name, int type, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  io(g.add_input(), "mask", onnx::TensorProto::BOOL, {2, 3});
+  io(g.add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  io(g.add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
+  io(g.add_output(), "labels", onnx::TensorProto::INT64, {2});
+  auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+    onnx::NodeProto* n = g.add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (const auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  testing::ModelBuilder::integer(node("Cast", {"mask"}, "f"), "to", onnx::TensorProto::FLOAT);
+  node("Add", {"f", "x"}, "y");
+  onnx::NodeProto* argmax = node("ArgMax", {"y"}, "labels");
+  testing::ModelBuilder::integer(argmax, "axis", 1);
+  testing::ModelBuilder::integer(argmax, "keepdims", 0);
+  auto graph = import_onnx(proto.SerializeAsString(), "types.onnx");
+  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/types";
+  std::filesystem::create_directories(dir);
+  auto built = build_model(*graph, "types", Target{}, defaults);
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  for (const auto& f : built->files) std::ofstream(dir + "/" + f.name, std::ios::binary) << f.content;
+  Loaded lib(dir, "types");
+  auto create = lib.fn<Create>("create");
+  auto run = lib.fn<model::Run>("run");
+  auto destroy = lib.fn<Destroy>("destroy");
+  auto input_dtype = lib.fn<const char* (*)(int)>("input_dtype");
+  auto output_dtype = lib.fn<const char* (*)(int)>("output_dtype");
+  ASSERT_TRUE(create && run && destroy && input_dtype && output_dtype);
+  EXPECT_STREQ(input_dtype(0), "bool");
+  EXPECT_STREQ(output_dtype(0), "float32");
+  EXPECT_STREQ(output_dtype(1), "int64");
+  void* m = nullptr;
+  ASSERT_EQ(create((dir + "/types.weights").c_str(), &m), 0);
+  const uint8_t mask[6] = {0, 1, 2, 255, 0, 7};
+  const float x[6] = {0.5f, 0.25f, 0.f, 0.f, 0.75f, 0.f};
+  float y[6];
+  int64_t labels[2] = {-1, -1};
+  const void* ins[] = {mask, x};
+  float* outs[] = {y, reinterpret_cast<float*>(labels)};
+  const int64_t in_n[] = {6, 6}, out_n[] = {6, 2};
+  ASSERT_EQ(run(m, ins, in_n, outs, out_n), 0);
+  EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{0.5f, 1.25f, 1.f, 1.f, 0.75f, 1.f}));
+  EXPECT_EQ(labels[0], 1);
+  EXPECT_EQ(labels[1], 0);
+  destroy(m);
+}
+
 // A step runs on the runtime's threads where its work repays the fork/join: of a 16 x 64 input's
 // projection to 64 (131 kFLOP) and to 4096 (8.4 MFLOP), the first runs on one thread, the second
 // splits (its 16 rows are one block: the blocks of columns too). On two threads the model gives what it gives on one, bit
