@@ -151,10 +151,11 @@ def main():
     theirs = session.run(None, feeds)
     outputs = ours.run(feeds)
     difference = relative_difference(outputs, theirs)
-    # An integer output (labels) must come out as integers of ONNX Runtime's type, not as floats.
+    # An integer or boolean output (labels, a comparison) must come out of ONNX Runtime's type, not
+    # as floats.
     retyped = [f"{info.name} is {a.dtype}, ONNX Runtime's {np.asarray(b).dtype}"
                for info, a, b in zip(ours.outputs, outputs, theirs)
-               if np.asarray(b).dtype.kind in "iu" and a.dtype != np.asarray(b).dtype]
+               if np.asarray(b).dtype.kind in "iub" and a.dtype != np.asarray(b).dtype]
     result = {"model": os.path.basename(args.model), "threads": args.threads, "max_relative_difference": difference}
     if args.check:
         print(f"{result['model']}: largest output difference {difference:.2e} of the output's scale "

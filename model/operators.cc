@@ -1306,7 +1306,10 @@ StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& inp
 }
 
 Computed output_cast_compute(const Value& from, const Value& to) {
-  ir::Type type = to.dtype == "int32" ? ir::Type{ir::ScalarKind::kInt, 32, 1} : ir::Type::i64();
+  // A bool is a byte, 0 or 1 (the float32 it was computed as is 0 or 1).
+  ir::Type type = to.dtype == "int32"  ? ir::Type{ir::ScalarKind::kInt, 32, 1}
+                  : to.dtype == "bool" ? ir::Type{ir::ScalarKind::kInt, 8, 1}
+                                       : ir::Type::i64();
   te::Tensor in = te::placeholder("in", dims_of(from), ir::Type::f32());
   te::Tensor out = te::compute("out", dims_of(to), [&](const std::vector<Var>& i) { return ir::cast(type, in(as_exprs(i))); });
   return Computed{ops::ComputeDef{{in}, out}, {from.name, to.name}};

@@ -90,8 +90,9 @@ StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& 
 // type a built model does not take.
 StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& input);
 
-// Value `from` (float32) converted into integer model output `to` (int64 or int32): the labels
-// of an ArgMax, which the model computes as float32, exact up to 2^24.
+// Value `from` (float32) converted into integer or boolean model output `to` (int64, int32, or
+// bool as a byte): the labels of an ArgMax or a comparison's result, which the model computes as
+// float32, exact up to 2^24.
 Computed output_cast_compute(const Value& from, const Value& to);
 
 // A copy of value `from` into `to` (a graph output that is a view of another value).

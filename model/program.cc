@@ -620,9 +620,9 @@ StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms) {
         if (name == in) name = to;
     p.steps.push_back(Step{in, "Cast", std::nullopt, c.def, c.tensors, true, 1, {}});
   }
-  // An integer output (ArgMax's labels, a Cast to int64) is computed as float32 like every value,
-  // as "<output>/float32", and a last step converts it into the caller's buffer: the library's
-  // output is of the type the file declares. Other outputs are written as float32 (a boolean too).
+  // An integer or boolean output (ArgMax's labels, a Cast to int64, a comparison) is computed as
+  // float32 like every value, as "<output>/float32", and a last step converts it into the caller's
+  // buffer: the library's output is of the type the file declares. Other outputs are float32.
   std::vector<std::pair<std::string, std::string>> integer_outputs;  // (output, the float32 value)
   for (const std::string& out : graph.outputs) {
     Value* v = graph.find(out);
@@ -630,7 +630,7 @@ StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms) {
     bool produced = std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) {
       return std::count(n.outputs.begin(), n.outputs.end(), out) > 0;
     });
-    if (!produced || (v->dtype != "int64" && v->dtype != "int32") ||
+    if (!produced || (v->dtype != "int64" && v->dtype != "int32" && v->dtype != "bool") ||
         std::count(graph.outputs.begin(), graph.outputs.end(), out) > 1) {
       v->dtype = "float32";
       continue;

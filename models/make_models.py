@@ -660,14 +660,17 @@ def padding_modes():
 
 def argmax_heads():
     """A segmentation head's ArgMax over the classes (int64 labels out, ties among ReLU's zeros: the
-    first index wins) and an ArgMin along the last axis keeping it, the last index among ties."""
+    first index wins), an ArgMin along the last axis keeping it, the last index among ties, and a
+    detection head's boolean of which scores pass a threshold."""
     b = Builder(43, opset=17)
     y = b.node("Relu", [b.node("Conv", ["x", b.weight((5, 3, 1, 1), 3)], kernel_shape=[1, 1])])
     labels = b.node("ArgMax", [y], axis=1, keepdims=0)
     lowest = b.node("ArgMin", [y], axis=-1, keepdims=1, select_last_index=1)
+    kept = b.node("Greater", [y, b.const(np.array(0.05, np.float32), "threshold")])
     return b.model("argmax_heads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 6])],
                    [helper.make_tensor_value_info(labels, TensorProto.INT64, [1, 4, 6]),
-                    helper.make_tensor_value_info(lowest, TensorProto.INT64, [1, 5, 4, 1])], ir_version=None)
+                    helper.make_tensor_value_info(lowest, TensorProto.INT64, [1, 5, 4, 1]),
+                    helper.make_tensor_value_info(kept, TensorProto.BOOL, [1, 5, 4, 6])], ir_version=None)
 
 
 def opt_embeddings():

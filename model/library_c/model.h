@@ -4,8 +4,8 @@
  * Link with liblibname.so (or liblibname.a plus -lstdc++ -lpthread -lm). Create an instance from the
  * weights file built with the library (libname.weights), run it as often as needed, destroy it.
  * Tensors are dense arrays, row-major, in the model's shapes, each of the element type above:
- * float32, or int64 / int32 / bool for token ids and masks in, int64 / int32 for integer outputs
- * (labels). Every function that can fail returns LIBNAME_OK (0) or an error code; libname_last_error() says what went wrong on this thread.
+ * float32, or int64 / int32 / bool for token ids and masks in, and for labels and comparisons out
+ * (a bool is one byte). Every function that can fail returns LIBNAME_OK (0) or an error code; libname_last_error() says what went wrong on this thread.
  * One instance runs one inference at a time; use one instance per thread to run several.
  */
 #ifndef LIBNAME_H_
@@ -51,7 +51,7 @@ int libname_num_outputs(void);
 const char* libname_input_name(int i);
 const char* libname_output_name(int i);
 const char* libname_input_dtype(int i);   /* "float32", "int64", "int32" or "bool" (one byte) */
-const char* libname_output_dtype(int i);  /* "float32", "int64" or "int32" */
+const char* libname_output_dtype(int i);  /* "float32", "int64", "int32" or "bool" */
 int libname_input_rank(int i);
 int libname_output_rank(int i);
 const int64_t* libname_input_shape(int i);

@@ -7,8 +7,8 @@
 The built directory holds the library (lib<name>.so, whose C API its <name>.h describes), its
 weights file and manifest.json, which names the inputs and outputs with their shapes and element
 types. Tensors are row-major, in exactly those shapes and of the types the manifest gives: float32,
-or int64 / int32 / bool for token ids and masks in, labels (ArgMax) out; an input of another type raises
-before the library is called.
+or int64 / int32 / bool for token ids and masks in, labels and comparisons out; an input of another
+type raises before the library is called.
 """
 import ctypes
 import json

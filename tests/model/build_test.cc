@@ -425,7 +425,8 @@ TEST(ModelBuild, TokenIdInputsMatchOnnxRuntime) {
 }
 
 // A boolean input is a byte each, any byte but 0 true (a C caller's bools need not be 0 and 1); an
-// integer output (ArgMax's labels) comes out as the int64 the file declares, not as floats.
+// integer output (ArgMax's labels) comes out as the int64 the file declares, a comparison as bytes
+// 0 and 1, not as floats.
 TEST(ModelBuild, BooleanInputsAndIntegerOutputsAreOfTheFilesTypes) {
   onnx::ModelProto proto;
   proto.set_ir_version(8);
@@ -442,6 +443,8 @@ TEST(ModelBuild, BooleanInputsAndIntegerOutputsAreOfTheFilesTypes) {
   io(g.add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
   io(g.add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
   io(g.add_output(), "labels", onnx::TensorProto::INT64, {2});
+  io(g.add_output(), "high", onnx::TensorProto::BOOL, {2, 3});
+  io(g.add_input(), "threshold", onnx::TensorProto::FLOAT, {1});
   auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
     onnx::NodeProto* n = g.add_node();
     n->set_op_type(op);
@@ -455,6 +458,7 @@ TEST(ModelBuild, BooleanInputsAndIntegerOutputsAreOfTheFilesTypes) {
   onnx::NodeProto* argmax = node("ArgMax", {"y"}, "labels");
   testing::ModelBuilder::integer(argmax, "axis", 1);
   testing::ModelBuilder::integer(argmax, "keepdims", 0);
+  node("Greater", {"y", "threshold"}, "high");
   auto graph = import_onnx(proto.SerializeAsString(), "types.onnx");
   ASSERT_TRUE(graph.ok()) << graph.status().to_string();
   std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/types";
@@ -472,16 +476,21 @@ TEST(ModelBuild, BooleanInputsAndIntegerOutputsAreOfTheFilesTypes) {
   EXPECT_STREQ(input_dtype(0), "bool");
   EXPECT_STREQ(output_dtype(0), "float32");
   EXPECT_STREQ(output_dtype(1), "int64");
+  EXPECT_STREQ(output_dtype(2), "bool");
   void* m = nullptr;
   ASSERT_EQ(create((dir + "/types.weights").c_str(), &m), 0);
   const uint8_t mask[6] = {0, 1, 2, 255, 0, 7};
   const float x[6] = {0.5f, 0.25f, 0.f, 0.f, 0.75f, 0.f};
+  const float threshold = 0.9f;
   float y[6];
   int64_t labels[2] = {-1, -1};
-  const void* ins[] = {mask, x};
-  float* outs[] = {y, reinterpret_cast<float*>(labels)};
-  const int64_t in_n[] = {6, 6}, out_n[] = {6, 2};
+  uint8_t high[6];
+  std::fill(high, high + 6, 9);
+  const void* ins[] = {mask, x, &threshold};
+  float* outs[] = {y, reinterpret_cast<float*>(labels), reinterpret_cast<float*>(high)};
+  const int64_t in_n[] = {6, 6, 1}, out_n[] = {6, 2, 6};
   ASSERT_EQ(run(m, ins, in_n, outs, out_n), 0);
+  EXPECT_EQ(std::vector<uint8_t>(high, high + 6), (std::vector<uint8_t>{0, 1, 1, 1, 0, 1}));
   EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{0.5f, 1.25f, 1.f, 1.f, 0.75f, 1.f}));
   EXPECT_EQ(labels[0], 1);
   EXPECT_EQ(labels[1], 0);
