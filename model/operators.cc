@@ -1284,18 +1284,22 @@ StatusOr<Computed> blocked_pool_compute(const Graph& graph, const Node& node, co
   return Computed{ops::ComputeDef{{x}, out}, {in, node.outputs[0]}};
 }
 
+std::optional<ir::Type> interface_type(const std::string& dtype) {
+  if (dtype == "int64") return ir::Type::i64();
+  if (dtype == "int32") return ir::Type{ir::ScalarKind::kInt, 32, 1};
+  if (dtype == "bool") return ir::Type{ir::ScalarKind::kInt, 8, 1};
+  return std::nullopt;
+}
+
 StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& input) {
   const Value* v = graph.find(input);
   if (!v) return invalid_argument(fmt::format("model input '{}' has no known shape", input));
   if (v->dtype == "float32") return Computed{};
-  if (v->dtype != "int64" && v->dtype != "int32" && v->dtype != "bool")
+  std::optional<ir::Type> type = interface_type(v->dtype);
+  if (!type)
     return invalid_argument(
         fmt::format("input '{}' is {}: a built model takes float32, int64, int32 or bool inputs", input, v->dtype));
-  // A bool is one byte, 0 or 1.
-  ir::Type type = v->dtype == "int64"   ? ir::Type::i64()
-                  : v->dtype == "int32" ? ir::Type{ir::ScalarKind::kInt, 32, 1}
-                                        : ir::Type{ir::ScalarKind::kInt, 8, 1};
-  te::Tensor in = te::placeholder("in", dims_of(*v), type);
+  te::Tensor in = te::placeholder("in", dims_of(*v), *type);
   te::Tensor out = te::compute("out", dims_of(*v), [&](const std::vector<Var>& i) {
     Expr x = ir::cast(ir::Type::f32(), in(as_exprs(i)));
     if (v->dtype != "bool") return x;
@@ -1306,10 +1310,8 @@ StatusOr<Computed> input_cast_compute(const Graph& graph, const std::string& inp
 }
 
 Computed output_cast_compute(const Value& from, const Value& to) {
-  // A bool is a byte, 0 or 1 (the float32 it was computed as is 0 or 1).
-  ir::Type type = to.dtype == "int32"  ? ir::Type{ir::ScalarKind::kInt, 32, 1}
-                  : to.dtype == "bool" ? ir::Type{ir::ScalarKind::kInt, 8, 1}
-                                       : ir::Type::i64();
+  // A bool out is 0 or 1: the float32 it was computed as is.
+  ir::Type type = interface_type(to.dtype).value_or(ir::Type::i64());
   te::Tensor in = te::placeholder("in", dims_of(from), ir::Type::f32());
   te::Tensor out = te::compute("out", dims_of(to), [&](const std::vector<Var>& i) { return ir::cast(type, in(as_exprs(i))); });
   return Computed{ops::ComputeDef{{in}, out}, {from.name, to.name}};

@@ -5,6 +5,7 @@
 // the node's inputs, in the node's input order; compiler/build.h compiles it with a plain schedule.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,10 @@ StatusOr<Computed> blocked_concat_compute(const Graph& graph, const Node& node, 
 // GlobalAveragePool, or ReduceMean over the rows and columns keeping them, of `in` kept in
 // NCHW[block]c, written as [N, C/b, 1, 1, b]: the window sums in the lanes of the block.
 StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
+
+// The element type a model's input or output of `dtype` other than float32 is passed in: int64,
+// int32, or bool as a byte; nullopt for the types a built model does not take or give.
+std::optional<ir::Type> interface_type(const std::string& dtype);
 
 // Model input `input` converted to float32 (value "<input>/float32") when the caller passes it
 // as integers (int64 or int32) or booleans (a byte each); no tensors when it is float32 already.

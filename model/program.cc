@@ -630,7 +630,7 @@ StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms) {
     bool produced = std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) {
       return std::count(n.outputs.begin(), n.outputs.end(), out) > 0;
     });
-    if (!produced || (v->dtype != "int64" && v->dtype != "int32" && v->dtype != "bool") ||
+    if (!produced || !interface_type(v->dtype) ||
         std::count(graph.outputs.begin(), graph.outputs.end(), out) > 1) {
       v->dtype = "float32";
       continue;

@@ -99,12 +99,17 @@ void matches_onnxruntime(const std::string& file, const std::string& dir, const 
   EXPECT_NE(run->out.find("max_relative_difference"), std::string::npos) << run->out << run->err;
 }
 
+// Builds an imported model untuned as library `name` and writes its files into `dir`.
+void build_into(const Graph& graph, const std::string& name, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  auto model = build_model(graph, name, Target{}, defaults);
+  ASSERT_TRUE(model.ok()) << dir << ": " << model.status().to_string();
+  for (const auto& f : model->files) std::ofstream(dir + "/" + f.name, std::ios::binary) << f.content;
+}
+
 // Builds an imported model untuned into `out` and runs it beside ONNX Runtime (within 1e-4).
 void builds_and_matches(const Graph& graph, const std::string& file, const std::string& out) {
-  std::filesystem::create_directories(out);
-  auto model = build_model(graph, "m", Target{}, defaults);
-  ASSERT_TRUE(model.ok()) << file << ": " << model.status().to_string();
-  for (const auto& f : model->files) std::ofstream(out + "/" + f.name, std::ios::binary) << f.content;
+  ASSERT_NO_FATAL_FAILURE(build_into(graph, "m", out)) << file;
   matches_onnxruntime(file, out, "1e-4");
 }
 
@@ -462,10 +467,7 @@ TEST(ModelBuild, BooleanInputsAndIntegerOutputsAreOfTheFilesTypes) {
   auto graph = import_onnx(proto.SerializeAsString(), "types.onnx");
   ASSERT_TRUE(graph.ok()) << graph.status().to_string();
   std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/types";
-  std::filesystem::create_directories(dir);
-  auto built = build_model(*graph, "types", Target{}, defaults);
-  ASSERT_TRUE(built.ok()) << built.status().to_string();
-  for (const auto& f : built->files) std::ofstream(dir + "/" + f.name, std::ios::binary) << f.content;
+  ASSERT_NO_FATAL_FAILURE(build_into(*graph, "types", dir));
   Loaded lib(dir, "types");
   auto create = lib.fn<Create>("create");
   auto run = lib.fn<model::Run>("run");
@@ -514,14 +516,9 @@ TEST(ModelBuild, TwoThreadsGiveWhatOneThreadGives) {
   auto graph = import_onnx(m.bytes(), "threads.onnx");
   ASSERT_TRUE(graph.ok()) << graph.status().to_string();
   std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/threads";
-  std::filesystem::create_directories(dir);
-  auto built = build_model(*graph, "threads", Target{}, defaults);
-  ASSERT_TRUE(built.ok()) << built.status().to_string();
-  std::string manifest;
-  for (const auto& f : built->files) {
-    std::ofstream(dir + "/" + f.name, std::ios::binary) << f.content;
-    if (f.name == "manifest.json") manifest = f.content;
-  }
+  ASSERT_NO_FATAL_FAILURE(build_into(*graph, "threads", dir));
+  std::ifstream manifest_file(dir + "/manifest.json");
+  std::string manifest((std::istreambuf_iterator<char>(manifest_file)), std::istreambuf_iterator<char>());
   EXPECT_NE(manifest.find(R"("parallel": "outer")"), std::string::npos) << manifest;
   EXPECT_NE(manifest.find(R"("parallel": "none")"), std::string::npos) << manifest;
   Loaded lib(dir, "threads");
