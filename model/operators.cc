@@ -1254,8 +1254,7 @@ StatusOr<Computed> blocked_pool_compute(const Graph& graph, const Node& node, co
   if (dilations.empty()) dilations = {1, 1};
   bool average = node.op == "AveragePool";
   if (xd.size() != 4 || xd[1] % block != 0 || kernel.size() != 2 || strides.size() != 2 || pads.size() != 4 ||
-      dilations.size() != 2 || (node.int_attr("ceil_mode", 0) != 0 && !average) ||
-      (average && dilations != std::vector<int64_t>{1, 1}) ||
+      dilations.size() != 2 || (average && dilations != std::vector<int64_t>{1, 1}) ||
       (node.attributes.count("auto_pad") && node.attributes.at("auto_pad").s != "NOTSET"))
     return unsupported(node, "not a 2-D max or average pooling of an NCHW tensor in channel blocks");
   int64_t cb = xd[1] / block, h = xd[2], w = xd[3];
@@ -1263,7 +1262,9 @@ StatusOr<Computed> blocked_pool_compute(const Graph& graph, const Node& node, co
   // The window reads the input through guards (-inf outside) rather than a padded copy of it:
   // loop partitioning takes the guards out of the interior columns, and the copy (a pass over
   // the whole input) took most of the step's time (ResNet-18 at 160: 0.26 ms, ONNX Runtime's
-  // pooling 0.06 ms).
+  // pooling 0.06 ms). The guards cover ceil_mode's last windows too, which reach past the padding
+  // (GoogLeNet's fourteen max poolings took 2.7 ms in NCHW with the conversions around them, ONNX
+  // Runtime's 0.3).
   auto r = te::reduce_axis(kernel[0], "r");
   auto s = te::reduce_axis(kernel[1], "s");
   std::vector<int64_t> shape = {od[0], cb, od[2], od[3], block};

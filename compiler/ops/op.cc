@@ -65,10 +65,12 @@ namespace {
 // vector holds that many outputs, each accumulating its own terms). A reduction's axis of up to 4
 // vectors runs them all inside the reduction, unrolled: that many independent accumulators, one
 // pass over what the reduction reads (a row statistic's chains, model/operators.cc).
+constexpr int64_t kLanes = 16;
+
 void vectorize_innermost(schedule::Stage& st) {
   const auto& shape = st.op()->buffer->shape;
   if (shape.empty() || shape.back() <= 1) return;
-  constexpr int64_t kLanes = 16, kChains = 4;
+  constexpr int64_t kChains = 4;
   te::IterVar lanes = st.axis(shape.size() - 1), chains;
   if (shape.back() > kLanes) std::tie(chains, lanes) = st.split(lanes, kLanes);
   if (!st.op()->reduce_axes.empty()) {
@@ -106,6 +108,15 @@ bool is_row_wise(const schedule::Schedule& s, const te::Tensor& output) {
 
 Scheduled plain_schedule(const ComputeDef& def, bool vectorize, bool parallel) {
   auto s = std::make_unique<schedule::Schedule>(std::vector<te::Tensor>{def.output});
+  // A reduction over windows or planes (pooling, a spatial mean) of a vector of outputs (a channel
+  // block) sums or maxes into a local vector, written once: accumulated in the output itself, each
+  // term was a load, an operation and a store whose address the compiler cannot prove the input
+  // does not share, one chain through memory (ResNet-18's 3x3 max pooling 0.26 ms, ONNX Runtime's
+  // 0.12). Wider outputs keep the chains vectorize_innermost gives them.
+  bool accumulate = vectorize && !def.output.op->reduce_axes.empty() && def.output.shape().size() >= 2 &&
+                    def.output.shape().back() > 1 && def.output.shape().back() <= kLanes;
+  te::Tensor acc;
+  if (accumulate) acc = s->cache_write(def.output, ir::MemScope::kLocal);
   auto& st = (*s)[def.output];
   const auto& shape = def.output.shape();
   size_t last = shape.size() - 1;
@@ -130,10 +141,10 @@ Scheduled plain_schedule(const ComputeDef& def, bool vectorize, bool parallel) {
   }
   // A row-wise step computes each row's statistics beside the row, inside the output's loop over
   // rows: one pass per row over data in the L1 cache, and the rows in parallel.
-  bool rows = is_row_wise(*s, def.output);
+  bool rows = !accumulate && is_row_wise(*s, def.output);
   for (const auto& stage : s->stages()) {
     const auto& op = stage->op();
-    if (op == def.output.op || op->kind != te::OperationNode::Kind::kCompute) continue;
+    if (op == def.output.op || op->kind != te::OperationNode::Kind::kCompute || (accumulate && op == acc.op)) continue;
     bool row_shaped = op->buffer->shape.size() == shape.size();
     if (rows) stage->compute_at(st, row);
     if (!vectorize) continue;
@@ -143,6 +154,33 @@ Scheduled plain_schedule(const ComputeDef& def, bool vectorize, bool parallel) {
     if (rows ? row_shaped : op->reduce_axes.empty()) vectorize_innermost(*stage);
   }
   if (vectorize) vectorize_innermost(st);
+  if (accumulate) {
+    // Beside each few vectors of outputs along the axis outside the lanes (a row's columns), one
+    // independent accumulator each, the window's terms unrolled over them: one chain of maxima a
+    // vector left a 3x3 pooling bound by the operation's latency (0.076 ms for 192 channels at
+    // 28x28, ONNX Runtime 0.020).
+    constexpr int64_t kColumns = 4;
+    const auto& leaves = st.leaf_iter_vars();
+    te::IterVar at = leaves[leaves.size() - 2], columns;
+    bool split = at == st.axis(last - 1) && shape[last - 1] >= kColumns;
+    if (split) {
+      // The copy out unrolled too: an accumulator indexed by a loop stays in memory.
+      std::tie(at, columns) = st.split(at, kColumns);
+      st.unroll(columns);
+    }
+    auto& a = (*s)[acc];
+    a.compute_at(st, at);
+    vectorize_innermost(a);
+    if (split) {
+      std::vector<te::IterVar> order(a.leaf_iter_vars().begin(), a.leaf_iter_vars().end());
+      te::IterVar lanes = order.back(), column = a.axis(last - 1);
+      order.erase(std::remove(order.begin(), order.end(), column), order.end());
+      order.insert(order.end() - 1, column);
+      a.reorder(order);
+      a.unroll(column);
+      for (size_t r = 0; r < def.output.op->reduce_axes.size(); ++r) a.unroll(a.reduce_axis(r));
+    }
+  }
   return Scheduled{std::move(s), def.args()};
 }
 

@@ -698,6 +698,36 @@ TEST(ModelBuild, ConcatenationsAlongChannelsStayInChannelBlocks) {
   builds_and_matches(graph, dir + ".onnx", dir);
 }
 
+// GoogLeNet's max pooling rounds its output size up (ceil_mode): its last windows reach past the
+// input, and it runs in the convolutions' channel blocks all the same, no conversion around it.
+TEST(ModelBuild, MaxPoolingThatRoundsUpStaysInChannelBlocks) {
+  testing::ModelBuilder m;
+  m.set_opset(17);
+  m.input("x", {1, 16, 8, 7});
+  m.weight("w1", {16, 16, 3, 3}, 0.05f);
+  m.weight("w2", {16, 16, 1, 1}, 0.05f);
+  ModelBuilder::ints(m.node("Conv", {"x", "w1"}, "c1"), "pads", {1, 1, 1, 1});
+  m.node("Relu", {"c1"}, "r1");
+  onnx::NodeProto* pool = m.node("MaxPool", {"r1"}, "p");
+  ModelBuilder::ints(pool, "kernel_shape", {3, 3});
+  ModelBuilder::ints(pool, "strides", {2, 2});
+  ModelBuilder::integer(pool, "ceil_mode", 1);
+  m.node("Conv", {"p", "w2"}, "c2");
+  m.node("Relu", {"c2"}, "y");
+  m.output("y", {1, 16, 4, 3});
+  std::string dir;
+  Graph graph;
+  ASSERT_NO_FATAL_FAILURE(write_and_import(m, "ceil_pool_blocks", dir, graph));
+  Graph passed = graph;
+  ASSERT_TRUE(run_passes(passed).ok());
+  auto program = lower_graph(passed);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  std::string steps;
+  for (const Step& step : program->steps) steps += " " + step.op;
+  EXPECT_EQ(steps, " to NCHWc Conv MaxPool Conv epilogue") << steps;
+  builds_and_matches(graph, dir + ".onnx", dir);
+}
+
 // The operators of today's exporters, in small models the current onnx package writes (its IR
 // version, external data): RegNet's grouped convolution and squeeze-excite, SiLU, ShuffleNet's
 // split (as Split and as the TorchScript exporter's Slices) and channel shuffle, MobileNetV3's

@@ -102,5 +102,30 @@ TEST(LoopPartition, GuardsOnASerialInnerLoopAreNotPeeled) {
   EXPECT_EQ(count(text, "select"), 1) << text;
 }
 
+// A parallel loop fused of 4 channel blocks x 28 rows (ops::plain_schedule) reaches its rows'
+// guards through v % 28: every block's rows 1 to 26 read unguarded (before, only the first
+// block's, the guards taken for v's own), with v / 28 and v % 28 bound once an iteration.
+TEST(LoopPartition, AFusedLoopTakesOutTheGuardsOfEveryOuterIteration) {
+  Var v = make_var("v"), r = make_var("r");
+  Buffer out = make_buffer("out", Type::f32(), {4 * 28}), x = make_buffer("x", Type::f32(), {4 * 28});
+  Expr row = mod(v, int_imm(28)), block = div(v, int_imm(28));
+  Expr h = sub(add(row, r), int_imm(1));
+  Expr inside = logical_and(ge(h, int_imm(0)), lt(h, int_imm(28)));
+  Expr at = add(mul(block, int_imm(28)), min(max(h, int_imm(0)), int_imm(27)));
+  Expr read = select(inside, load(x, {at}), float_imm(0));
+  Stmt tap = store(out, add(load(out, {v}), read), {v});
+  Stmt s = for_loop(v, int_imm(0), int_imm(4 * 28), ForKind::kParallel,
+                    for_loop(r, int_imm(0), int_imm(3), ForKind::kUnrolled, tap));
+  std::string text = to_string(simplify(unroll_loops(loop_partition(s))));
+  EXPECT_EQ(count(text, "for (v, 0, 112) parallel"), 1) << text;
+  EXPECT_EQ(count(text, "(((v % 28) >= 1) && ((v % 28) < 27))"), 1) << text;
+  EXPECT_EQ(count(text, "let v.row = (v % 28)"), 1) << text;
+  EXPECT_EQ(count(text, "let v.outer = (v/28)"), 1) << text;
+  // The interior's three taps unguarded; the border keeps the guards of two (the middle tap is
+  // never in the padding).
+  EXPECT_EQ(count(text, "select"), 2) << text;
+  EXPECT_EQ(count(text, "x["), 6) << text;
+}
+
 }  // namespace
 }  // namespace tunefarm::lower
