@@ -13,6 +13,19 @@
 #include "model/program.h"
 
 namespace tunefarm::model {
+
+// Measured on AVX-512: a block of 8 leaves every vector half empty (a 1x1 convolution 16->72 at
+// 56x56 took 0.126 ms in blocks of 8, 0.074 ms in blocks of 24, as long as one to 80 channels in
+// blocks of 16; 24->88 at 28x28 0.028 ms in blocks of 8, 0.019 in blocks of 44). Wider blocks of
+// four vectors lost: 120 channels in blocks of 60 ran a 5x5 depthwise convolution at 0.6x and a
+// 1x1 at 0.87x the speed of blocks of 40.
+int64_t channel_block(int64_t channels) {
+  if (channels % 16 == 0) return 16;
+  for (int64_t b : {40, 44, 24, 8})
+    if (channels % b == 0) return b;
+  return 0;
+}
+
 namespace {
 
 std::string lower(std::string s) {
@@ -28,20 +41,6 @@ StatusOr<Workload> make_workload(const Node& node, const std::string& text) {
   auto w = parse_workload(text);
   if (!w.ok()) return unsupported(node, fmt::format("{} is not a workload tunefarm can tune: {}", text, w.status().message()));
   return w;
-}
-
-// The block a channel-blocked tensor keeps `channels` in: vectors of 16 where 16 divides them;
-// otherwise the first of 40, 44, 24 and 8 that does (MobileNetV3's 72 as 24, 120 as 40, 88 as
-// 44): a block of 8 leaves every AVX-512 vector half empty (a 1x1 convolution 16->72 at 56x56 took
-// 0.126 ms in blocks of 8, 0.074 ms in blocks of 24, as long as one to 80 channels in blocks of 16;
-// 24->88 at 28x28 0.028 ms in blocks of 8, 0.019 in blocks of 44). Wider blocks of four vectors
-// lost: 120 channels in blocks of 60 ran a 5x5 depthwise convolution at 0.6x and a 1x1 at 0.87x
-// the speed of blocks of 40. 0: the channels stay unblocked.
-int64_t channel_block(int64_t channels) {
-  if (channels % 16 == 0) return 16;
-  for (int64_t b : {40, 44, 24, 8})
-    if (channels % b == 0) return b;
-  return 0;
 }
 
 // The channel blocks of a convolution run channel-blocked (conv2d_nchwc): output channels in

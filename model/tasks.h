@@ -44,6 +44,12 @@ struct TaskTable {
   double run_bytes = 0;
 };
 
+// The block a channel-blocked tensor keeps `channels` in: vectors of 16 where 16 divides them;
+// otherwise the first of 40, 44, 24 and 8 that does (MobileNetV3's 72 as 24, 120 as 40, 88 as 44).
+// 0: the channels stay unblocked (the passes pad such counts where convolutions read them,
+// model/passes/pad_channels.h).
+int64_t channel_block(int64_t channels);
+
 // Whether a step of the built model that is not a task's kernel, of operator `op` (Step::op),
 // streams its bytes in order with plain arithmetic (elementwise arithmetic, pooling): such steps
 // run at about the CPU's stream speed, where row-wise steps with exponentials or square roots and

@@ -7,6 +7,7 @@
 #include "model/passes/fuse_patterns.h"
 #include "model/passes/fuse_row_inputs.h"
 #include "model/passes/group_epilogues.h"
+#include "model/passes/pad_channels.h"
 
 namespace tunefarm::model {
 
@@ -28,7 +29,10 @@ Status run_passes(Graph& graph) {
   // 5. A residual Add before a LayerNorm, attention's scale and mask before a Softmax, join it;
   //    before the epilogues, which would take the residual Add into the GEMM before it.
   TF_RETURN_IF_ERROR(fuse_row_inputs(graph).status());
-  // 6. Bias, residual Add and activations after a tunable operator join it as its epilogue; last,
+  // 6. Convolutions over channel counts no vector block divides take them padded with zero
+  //    channels to whole vectors, through the steps after them that treat channels alone.
+  TF_RETURN_IF_ERROR(pad_channels(graph).status());
+  // 7. Bias, residual Add and activations after a tunable operator join it as its epilogue; last,
   //    so that they follow the folded bias and the fused activations.
   return group_epilogues(graph).status();
 }

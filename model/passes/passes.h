@@ -9,7 +9,7 @@
 namespace tunefarm::model {
 
 // Constant folding, BatchNormalization folding, decomposition (Split, grouped Conv, Einsum),
-// LayerNorm and GELU recognition, epilogue grouping, in that order.
+// LayerNorm and GELU recognition, channel padding, epilogue grouping, in that order.
 Status run_passes(Graph& graph);
 
 }  // namespace tunefarm::model

@@ -728,6 +728,60 @@ TEST(ModelBuild, MaxPoolingThatRoundsUpStaysInChannelBlocks) {
   builds_and_matches(graph, dir + ".onnx", dir);
 }
 
+// ShuffleNetV2's 58 channels, which no vector block divides, run padded to 64 through its 1x1 and
+// depthwise convolutions, a bias, ReLU, a scaling per channel and a residual add of two padded
+// tensors; the Concat and the model output read the 58 channels sliced out once, and a
+// convolution reading an input of 58 channels pads it first. Outputs within 1e-4 of ONNX Runtime's.
+TEST(ModelBuild, ChannelsNoBlockDividesRunPaddedToWholeVectors) {
+  testing::ModelBuilder m;
+  m.set_opset(17);
+  m.input("x", {1, 24, 8, 8});
+  m.input("y", {1, 58, 8, 8});
+  m.weight("w1", {58, 24, 1, 1}, 0.05f);
+  m.weight("b1", {58}, -0.3f);
+  m.weight("dw", {58, 1, 3, 3}, 0.05f);
+  m.weight("w2", {58, 58, 1, 1}, -0.02f);
+  m.weight("scale", {58, 1, 1}, 0.5f);
+  m.weight("w3", {16, 58, 1, 1}, 0.05f);
+  m.node("Conv", {"x", "w1", "b1"}, "c1");
+  m.node("Relu", {"c1"}, "r1");
+  onnx::NodeProto* dw = m.node("Conv", {"r1", "dw"}, "d");
+  ModelBuilder::ints(dw, "pads", {1, 1, 1, 1});
+  ModelBuilder::integer(dw, "group", 58);
+  m.node("Conv", {"d", "w2"}, "c2");
+  m.node("Relu", {"c2"}, "r2");
+  m.node("Mul", {"r2", "scale"}, "s");
+  m.node("Add", {"s", "r1"}, "a");
+  ModelBuilder::integer(m.node("Concat", {"a", "x"}, "cat"), "axis", 1);
+  m.node("Conv", {"y", "w3"}, "c3");
+  m.output("a", {1, 58, 8, 8});
+  m.output("cat", {1, 82, 8, 8});
+  m.output("c3", {1, 16, 8, 8});
+  std::string dir;
+  Graph graph;
+  ASSERT_NO_FATAL_FAILURE(write_and_import(m, "padded_channels", dir, graph));
+  Graph passed = graph;
+  ASSERT_TRUE(run_passes(passed).ok());
+  auto program = lower_graph(passed);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  std::string steps, workloads;
+  int pads = 0, slices = 0;
+  for (const Step& step : program->steps) {
+    steps += " " + step.op;
+    pads += step.op == "Pad";
+    slices += step.op == "Slice";
+    if (step.workload) workloads += step.workload->to_string() + "\n";
+  }
+  EXPECT_EQ(pads, 1) << steps;
+  EXPECT_EQ(slices, 1) << steps;
+  EXPECT_NE(workloads.find("conv2d_nchwc:N=1,C=24,H=8,W=8,K=64,"), std::string::npos) << workloads;
+  EXPECT_NE(workloads.find("depthwise_conv2d_nchwc:N=1,C=64,"), std::string::npos) << workloads;
+  EXPECT_NE(workloads.find("conv2d_nchwc:N=1,C=64,H=8,W=8,K=64,"), std::string::npos) << workloads;
+  EXPECT_NE(workloads.find("conv2d_nchwc:N=1,C=64,H=8,W=8,K=16,"), std::string::npos) << workloads;
+  EXPECT_EQ(workloads.find("nchw:"), std::string::npos) << workloads;
+  builds_and_matches(graph, dir + ".onnx", dir);
+}
+
 // The operators of today's exporters, in small models the current onnx package writes (its IR
 // version, external data): RegNet's grouped convolution and squeeze-excite, SiLU, ShuffleNet's
 // split (as Split and as the TorchScript exporter's Slices) and channel shuffle, MobileNetV3's
