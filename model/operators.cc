@@ -1440,25 +1440,29 @@ StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& 
   TF_ASSIGN_OR_RETURN(const Value* x_value, graph.value_of(node, node.inputs.at(0)));
   TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
   std::vector<int64_t> xd = dims_of(*x_value), od = dims_of(*out_value);
-  bool spatial = node.op == "GlobalAveragePool";
+  bool spatial = node.op == "GlobalAveragePool", keep = true;
   if (node.op == "ReduceMean") {
     std::vector<int64_t> axes = node.ints_attr("axes");
     for (int64_t& a : axes) a = normalize_axis(a, xd.size());
     std::sort(axes.begin(), axes.end());
-    spatial = axes == std::vector<int64_t>{2, 3} && node.int_attr("keepdims", 1) != 0;
+    spatial = axes == std::vector<int64_t>{2, 3};
+    keep = node.int_attr("keepdims", 1) != 0;
   }
-  if (!spatial || xd.size() != 4 || xd[1] % block != 0 || od != std::vector<int64_t>{xd[0], xd[1], 1, 1})
-    return unsupported(node, "not an average over the rows and columns of an NCHW tensor in channel blocks");
+  auto refuse = [&] { return unsupported(node, "not an average over the rows and columns of an NCHW tensor in channel blocks"); };
+  if (!spatial || xd.size() != 4 || xd[1] % block != 0) return refuse();
+  // Without kept dimensions ([N, C], a classifier's input) the means lie as [N, C, 1, 1] in
+  // blocks does: in channel order.
+  std::vector<int64_t> kept = {xd[0], xd[1], 1, 1};
+  if (od != (keep ? kept : std::vector<int64_t>{xd[0], xd[1]})) return refuse();
   int64_t h = xd[2], w = xd[3];
   te::Tensor x = te::placeholder("in", blocked_shape(xd, block));
   auto r = te::reduce_axis(h, "r");
   auto s = te::reduce_axis(w, "s");
-  // The sum in lanes of the block (each lane one channel), then one multiplication.
-  te::Tensor total = te::compute("total", blocked_shape(od, block), [&](const std::vector<Var>& i) {
-    return te::sum(x(i[0], i[1], r->var, s->var, i[4]), {r, s});
-  });
-  te::Tensor out = te::compute("out", blocked_shape(od, block), [&](const std::vector<Var>& i) {
-    return total(as_exprs(i)) * f32(1.0 / double(h * w));
+  // One stage, the scale inside the sum: the sum accumulates in registers, in lanes of the block
+  // (ops::plain_schedule), where a stage of sums before the scaling ran scalar through memory
+  // (ShuffleNetV2's mean over 1024 channels at 7x7: 0.08 ms, ONNX Runtime's 0.01).
+  te::Tensor out = te::compute("out", blocked_shape(kept, block), [&](const std::vector<Var>& i) {
+    return te::sum(x(i[0], i[1], r->var, s->var, i[4]) * f32(1.0 / double(h * w)), {r, s});
   });
   return Computed{ops::ComputeDef{{x}, out}, {in, node.outputs[0]}};
 }

@@ -316,7 +316,8 @@ class Lowering {
       auto c = blocked_average_pool_compute(graph_, node, p_.storage(node.inputs[0]), b);
       if (!c.ok()) return false;
       add_step(node.name, node.op, *c, true);
-      block_[node.outputs[0]] = b;
+      // A mean without kept dimensions, [N, C], lies in channel order: NCHW.
+      if (graph_.find(node.outputs[0])->shape.size() == 4) block_[node.outputs[0]] = b;
       return true;
     }
     if (node.op == "Concat") return concat_in_blocks(node);

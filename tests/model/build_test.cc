@@ -728,6 +728,34 @@ TEST(ModelBuild, MaxPoolingThatRoundsUpStaysInChannelBlocks) {
   builds_and_matches(graph, dir + ".onnx", dir);
 }
 
+// A classifier's mean over rows and columns without kept dimensions (ShuffleNetV2's, [1, C]) reads
+// the convolution's channel blocks and writes the means in channel order: no conversion between.
+TEST(ModelBuild, MeansWithoutKeptDimensionsReadChannelBlocks) {
+  testing::ModelBuilder m;
+  m.set_opset(17);
+  m.input("x", {1, 16, 6, 5});
+  m.weight("w1", {32, 16, 3, 3}, 0.05f);
+  m.weight("fc", {10, 32}, 0.02f);
+  ModelBuilder::ints(m.node("Conv", {"x", "w1"}, "c1"), "pads", {1, 1, 1, 1});
+  m.node("Relu", {"c1"}, "r1");
+  onnx::NodeProto* mean = m.node("ReduceMean", {"r1"}, "mean");
+  ModelBuilder::ints(mean, "axes", {2, 3});
+  ModelBuilder::integer(mean, "keepdims", 0);
+  ModelBuilder::integer(m.node("Gemm", {"mean", "fc"}, "y"), "transB", 1);
+  m.output("y", {1, 10});
+  std::string dir;
+  Graph graph;
+  ASSERT_NO_FATAL_FAILURE(write_and_import(m, "mean_blocks", dir, graph));
+  Graph passed = graph;
+  ASSERT_TRUE(run_passes(passed).ok());
+  auto program = lower_graph(passed);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  std::string steps;
+  for (const Step& step : program->steps) steps += " " + step.op;
+  EXPECT_EQ(steps, " to NCHWc Conv ReduceMean Gemm") << steps;
+  builds_and_matches(graph, dir + ".onnx", dir);
+}
+
 // ShuffleNetV2's 58 channels, which no vector block divides, run padded to 64 through its 1x1 and
 // depthwise convolutions, a bias, ReLU, a scaling per channel and a residual add of two padded
 // tensors; the Concat and the model output read the 58 channels sliced out once, and a
@@ -834,9 +862,9 @@ TEST(ModelBuild, ActivationsAndSqueezeExcitationStayInChannelBlocks) {
       }
     }
     if (std::string(name).starts_with("mobilenet_v3")) {
-      // The pooled features out to the classifier; the image goes into the first convolution as
-      // it comes (blocks of one channel are NCHW).
-      EXPECT_EQ(conversions, 1) << name << ":" << steps;
+      // None: the image goes into the first convolution as it comes (blocks of one channel are
+      // NCHW), and the pooled features out to the classifier are in channel order.
+      EXPECT_EQ(conversions, 0) << name << ":" << steps;
       // Squeeze-excitation's channel scaling; the three HardSwish after convolutions are fused.
       EXPECT_EQ(activations, 1) << name << ":" << steps;
       EXPECT_EQ(fused, 3) << name << ":" << steps;
