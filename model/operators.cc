@@ -1196,13 +1196,41 @@ Computed to_blocked_compute(const Value& from, const std::string& to, int64_t bl
   return Computed{ops::ComputeDef{{in}, out}, {from.name, to}};
 }
 
-Computed from_blocked_compute(const Value& from, const std::string& to, int64_t block) {
+namespace {
+
+// Channels [first, first + out[1]) of `from` in NCHW[block]c, as NCHW of shape `out`.
+Computed channels_from_blocks(const Value& from, const std::string& to, int64_t block, int64_t first,
+                              const std::vector<int64_t>& out) {
   std::vector<int64_t> d = dims_of(from);
   te::Tensor in = te::placeholder("in", {d[0], d[1] / block, d[2], d[3], block});
-  te::Tensor out = te::compute("out", d, [&](const std::vector<Var>& i) {
-    return in(i[0], Expr(i[1]) / block, i[2], i[3], Expr(i[1]) % block);
+  te::Tensor result = te::compute("out", out, [&](const std::vector<Var>& i) {
+    Expr c = Expr(i[1]) + first;
+    return in(i[0], c / block, i[2], i[3], c % block);
   });
-  return Computed{ops::ComputeDef{{in}, out}, {from.name, to}};
+  return Computed{ops::ComputeDef{{in}, result}, {from.name, to}};
+}
+
+}  // namespace
+
+Computed from_blocked_compute(const Value& from, const std::string& to, int64_t block) {
+  return channels_from_blocks(from, to, block, 0, dims_of(from));
+}
+
+StatusOr<Computed> blocked_channel_slice_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block) {
+  TF_ASSIGN_OR_RETURN(const Value* x, graph.value_of(node, node.inputs.at(0)));
+  TF_ASSIGN_OR_RETURN(const Value* out, graph.value_of(node, node.outputs[0]));
+  std::vector<int64_t> xd = dims_of(*x), od = dims_of(*out), starts, axes, steps = {1};
+  auto refuse = [&] { return unsupported(node, "not a Slice of a range of channels in channel blocks"); };
+  if (xd.size() != 4 || od.size() != 4 || xd[1] % block != 0 || !constant_ints(graph, node, 1, starts) ||
+      !constant_ints(graph, node, 3, axes) || (node.inputs.size() > 4 && !constant_ints(graph, node, 4, steps)))
+    return refuse();
+  if (starts.size() != 1 || axes.size() != 1 || steps != std::vector<int64_t>{1} || normalize_axis(axes[0], 4) != 1)
+    return refuse();
+  int64_t first = starts[0] < 0 ? starts[0] + xd[1] : starts[0];
+  if (first < 0 || first + od[1] > xd[1] || od[0] != xd[0] || od[2] != xd[2] || od[3] != xd[3]) return refuse();
+  Value from = *x;
+  from.name = in;
+  return channels_from_blocks(from, node.outputs[0], block, first, od);
 }
 
 StatusOr<Computed> blocked_epilogue_compute(const Graph& graph, const Node& node, const std::string& pre,

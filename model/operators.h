@@ -42,6 +42,11 @@ StatusOr<Computed> epilogue_compute(const Graph& graph, const Node& node, const 
 Computed to_blocked_compute(const Value& from, const std::string& to, int64_t block);
 Computed from_blocked_compute(const Value& from, const std::string& to, int64_t block);
 
+// A Slice of a range of channels (step 1) of a value in NCHW[block]c, written in NCHW in one pass:
+// a padded convolution's channels without its padding (model/passes/pad_channels.h), a split in
+// halves. An error where the node is no such Slice.
+StatusOr<Computed> blocked_channel_slice_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
+
 // `epilogues` applied in NCHW[block]c: `pre` and the node's output both blocked, a bias read by
 // channel, an added tensor read from `operands` (the blocked names of the epilogues' operands that
 // are tensors, in order).

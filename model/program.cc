@@ -222,6 +222,13 @@ class Lowering {
       TF_ASSIGN_OR_RETURN(bool done, transpose_in_blocks(node));
       if (done) return Status();
     }
+    // A range of channels out of blocks: read from them, written in NCHW.
+    if (int64_t b = node.op == "Slice" ? block_of(node.inputs.at(0)) : 0; b > 0) {
+      if (auto c = blocked_channel_slice_compute(graph_, node, p_.storage(node.inputs[0]), b); c.ok()) {
+        add_step(node.name, "from NCHWc", *c, true);
+        return Status();
+      }
+    }
     // Pooling and resizing between blocked convolutions stay in their blocks (ResNet's first
     // layers, DenseNet's transitions, YOLO's upsampling).
     bool resize = node.op == "Resize" || node.op == "Upsample";

@@ -758,8 +758,8 @@ TEST(ModelBuild, MeansWithoutKeptDimensionsReadChannelBlocks) {
 
 // ShuffleNetV2's 58 channels, which no vector block divides, run padded to 64 through its 1x1 and
 // depthwise convolutions, a bias, ReLU, a scaling per channel and a residual add of two padded
-// tensors; the Concat and the model output read the 58 channels sliced out once, and a
-// convolution reading an input of 58 channels pads it first. Outputs within 1e-4 of ONNX Runtime's.
+// tensors; the Concat and the model output read the 58 channels sliced out of the blocks once, and
+// a convolution reading an input of 58 channels pads it first. Outputs within 1e-4 of ONNX Runtime's.
 TEST(ModelBuild, ChannelsNoBlockDividesRunPaddedToWholeVectors) {
   testing::ModelBuilder m;
   m.set_opset(17);
@@ -793,15 +793,13 @@ TEST(ModelBuild, ChannelsNoBlockDividesRunPaddedToWholeVectors) {
   auto program = lower_graph(passed);
   ASSERT_TRUE(program.ok()) << program.status().to_string();
   std::string steps, workloads;
-  int pads = 0, slices = 0;
   for (const Step& step : program->steps) {
     steps += " " + step.op;
-    pads += step.op == "Pad";
-    slices += step.op == "Slice";
     if (step.workload) workloads += step.workload->to_string() + "\n";
   }
-  EXPECT_EQ(pads, 1) << steps;
-  EXPECT_EQ(slices, 1) << steps;
+  // The scaling joins the second 1x1 convolution's weights; the 58 channels come out of the
+  // blocks in one step ("from NCHWc", the Slice); y is padded, then blocked.
+  EXPECT_EQ(steps, " to NCHWc Conv Conv Conv Add from NCHWc Concat Pad to NCHWc Conv epilogue");
   EXPECT_NE(workloads.find("conv2d_nchwc:N=1,C=24,H=8,W=8,K=64,"), std::string::npos) << workloads;
   EXPECT_NE(workloads.find("depthwise_conv2d_nchwc:N=1,C=64,"), std::string::npos) << workloads;
   EXPECT_NE(workloads.find("conv2d_nchwc:N=1,C=64,H=8,W=8,K=64,"), std::string::npos) << workloads;
