@@ -132,6 +132,37 @@ static double now(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Runs repeat `r` of step `s`: its kernel over its arguments, each `r` strides on. */
+static int32_t run_step(libname_model* m, const void* const* inputs, float* const* outputs, int s, int64_t r) {
+  /* Where each argument lives: the caller's buffers, the weights or the arena. */
+  void* args[MAX_STEP_ARGS];
+  for (int k = step_first_arg[s]; k < step_first_arg[s + 1]; ++k) {
+    const struct step_arg* arg = &step_args[k];
+    char* p = arg->in == IN_INPUT    ? (char*)inputs[arg->at]
+              : arg->in == IN_OUTPUT ? (char*)outputs[arg->at]
+              : arg->in == IN_WEIGHTS ? (char*)(m->weights + arg->at)
+                                      : (char*)(m->arena + arg->at);
+    args[k - step_first_arg[s]] = p + r * arg->stride;
+  }
+  return step_kernels[s](args);
+}
+
+struct repeats {
+  libname_model* m;
+  const void* const* inputs;
+  float* const* outputs;
+  int step;
+};
+
+/* A thread's share of a step's repeats. */
+static int32_t run_repeats(int32_t task, int32_t tasks, void* closure) {
+  const struct repeats* c = closure;
+  int64_t n = step_repeat[c->step];
+  for (int64_t r = n * task / tasks; r < n * (task + 1) / tasks; ++r)
+    if (run_step(c->m, c->inputs, c->outputs, c->step, r) != 0) return 1;
+  return 0;
+}
+
 int libname_run_profiled(libname_model* m, const void* const* inputs, const int64_t* input_elements, float* const* outputs,
                      const int64_t* output_elements, double* step_seconds) {
   if (!m || !inputs || !input_elements || !outputs || !output_elements)
@@ -149,21 +180,18 @@ int libname_run_profiled(libname_model* m, const void* const* inputs, const int6
                   output_names[i], (long long)output_elements[i], (long long)output_sizes[i]);
   }
   double start = step_seconds ? now() : 0;
+  int threads = tunefarm_runtime_num_threads();
   for (int s = 0; s < NUM_STEPS; ++s) {
-    for (int64_t r = 0; r < step_repeat[s]; ++r) {
-      /* Where each argument lives: the caller's buffers, the weights or the arena. */
-      void* args[MAX_STEP_ARGS];
-      for (int k = step_first_arg[s]; k < step_first_arg[s + 1]; ++k) {
-        const struct step_arg* arg = &step_args[k];
-        char* p = arg->in == IN_INPUT    ? (char*)inputs[arg->at]
-                  : arg->in == IN_OUTPUT ? (char*)outputs[arg->at]
-                  : arg->in == IN_WEIGHTS ? (char*)(m->weights + arg->at)
-                                          : (char*)(m->arena + arg->at);
-        args[k - step_first_arg[s]] = p + r * arg->stride;
-      }
-      if (step_kernels[s](args) != 0)
-        return fail(LIBNAME_ERROR_OUT_OF_MEMORY, "step %d (%s) ran out of scratch memory", s, step_names[s]);
+    int32_t failed = 0;
+    if (step_repeat[s] >= threads && threads > 1) {
+      /* A grouped convolution's groups run on the threads side by side, each group's kernel on
+       * one: a group's kernel is small (RegNet's groups of 8 channels), too small to split. */
+      struct repeats c = {m, inputs, outputs, s};
+      failed = tunefarm_parallel_launch(run_repeats, &c, 0);
+    } else {
+      for (int64_t r = 0; r < step_repeat[s] && !failed; ++r) failed = run_step(m, inputs, outputs, s, r);
     }
+    if (failed) return fail(LIBNAME_ERROR_OUT_OF_MEMORY, "step %d (%s) ran out of scratch memory", s, step_names[s]);
     if (step_seconds) {
       double t = now();
       step_seconds[s] += t - start;

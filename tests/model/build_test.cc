@@ -579,6 +579,47 @@ void write_and_import(const testing::ModelBuilder& m, const std::string& name, s
   graph = *imported;
 }
 
+// A grouped convolution (RegNet's groups of 8 channels) runs its groups on the threads side by
+// side, one group's kernel on each: on two threads the model gives what it gives on one, bit for
+// bit, and what ONNX Runtime gives.
+TEST(ModelBuild, GroupsOfAGroupedConvolutionRunOnThreadsSideBySide) {
+  testing::ModelBuilder m;
+  m.set_opset(17);
+  m.input("x", {1, 40, 6, 6});
+  m.weight("w", {40, 8, 3, 3}, -0.05f);
+  onnx::NodeProto* conv = m.node("Conv", {"x", "w"}, "c");
+  ModelBuilder::ints(conv, "pads", {1, 1, 1, 1});
+  ModelBuilder::integer(conv, "group", 5);
+  m.node("Relu", {"c"}, "y");
+  m.output("y", {1, 40, 6, 6});
+  std::string dir;
+  Graph graph;
+  ASSERT_NO_FATAL_FAILURE(write_and_import(m, "grouped_threads", dir, graph));
+  builds_and_matches(graph, dir + ".onnx", dir);
+  Loaded lib(dir, "m");
+  auto create = lib.fn<Create>("create");
+  auto run = lib.fn<model::Run>("run");
+  auto destroy = lib.fn<Destroy>("destroy");
+  auto last_error = lib.fn<LastError>("last_error");
+  auto set_num_threads = lib.fn<int (*)(int)>("set_num_threads");
+  ASSERT_TRUE(create && run && destroy && last_error && set_num_threads);
+  void* model = nullptr;
+  ASSERT_EQ(create((dir + "/m.weights").c_str(), &model), 0) << last_error();
+  int64_t n = 40 * 6 * 6;
+  std::vector<float> in(static_cast<size_t>(n)), out[2];
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::cos(0.3f * static_cast<float>(i));
+  for (int threads : {1, 2}) {
+    ASSERT_EQ(set_num_threads(threads), 0) << last_error();
+    out[threads - 1].assign(static_cast<size_t>(n), NAN);
+    const void* ins[] = {in.data()};
+    float* outs[] = {out[threads - 1].data()};
+    ASSERT_EQ(run(model, ins, &n, outs, &n), 0) << last_error();
+  }
+  destroy(model);
+  EXPECT_GT(std::count_if(out[0].begin(), out[0].end(), [](float v) { return v > 0; }), 0);
+  EXPECT_EQ(out[0], out[1]);
+}
+
 // The steps that feed a row-wise one, folded into it (model/passes/fuse_row_inputs.h): attention's
 // scale and a mask of -inf and large negative entries (-1 / relu(m): -inf where m <= 0) before a
 // Softmax, a constant scale before another, a residual Add before a LayerNormalization. Rows of
