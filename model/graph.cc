@@ -96,4 +96,15 @@ bool Graph::scalar(const std::string& name, float& out) const {
 
 std::string shape_string(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
+std::string Graph::add_int_constant(const std::string& name, std::vector<int64_t> ints) {
+  Value v;
+  v.name = name;
+  v.constant = true;
+  v.is_float = false;
+  v.shape = {static_cast<int64_t>(ints.size())};
+  v.ints = std::move(ints);
+  values[name] = std::move(v);
+  return name;
+}
+
 }  // namespace tunefarm::model

@@ -89,6 +89,8 @@ class Graph {
   int producer(const std::string& name) const;
   // The single float of constant `name`, if it is one (a scale, an epsilon, an exponent).
   bool scalar(const std::string& name, float& out) const;
+  // Adds a constant 1-D int64 value (a Slice's starts, a Pad's pads); answers its name.
+  std::string add_int_constant(const std::string& name, std::vector<int64_t> ints);
 };
 
 // "[1, 3, 224, 224]".

@@ -35,14 +35,7 @@ class Decomposer {
 
  private:
   std::string constant(const std::string& name, std::vector<int64_t> ints) {
-    Value v;
-    v.name = name;
-    v.constant = true;
-    v.is_float = false;
-    v.shape = {static_cast<int64_t>(ints.size())};
-    v.ints = std::move(ints);
-    graph_.values[name] = std::move(v);
-    return name;
+    return graph_.add_int_constant(name, std::move(ints));
   }
 
   std::string float_constant(const std::string& name, std::vector<int64_t> shape, std::vector<float> floats) {

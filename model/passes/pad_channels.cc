@@ -83,17 +83,6 @@ class ChannelPadder {
 
   int64_t channels_of(const std::string& name) const { return g_.find(padded_.at(name))->shape[1]; }
 
-  std::string int_constant(const std::string& name, std::vector<int64_t> ints) {
-    Value v;
-    v.name = name;
-    v.constant = true;
-    v.is_float = false;
-    v.shape = {static_cast<int64_t>(ints.size())};
-    v.ints = std::move(ints);
-    g_.values[name] = std::move(v);
-    return name;
-  }
-
   void add_node(const Node& from, const std::string& name, const std::string& op, std::vector<std::string> inputs,
                 const std::string& output) {
     Node n;
@@ -126,8 +115,8 @@ class ChannelPadder {
     int64_t channels = g_.find(name)->shape[1];
     std::string slice = name + "/unpadded";
     add_node(reader, slice, "Slice",
-             {padded_.at(name), int_constant(slice + "/starts", {0}), int_constant(slice + "/ends", {channels}),
-              int_constant(slice + "/axes", {1})},
+             {padded_.at(name), g_.add_int_constant(slice + "/starts", {0}), g_.add_int_constant(slice + "/ends", {channels}),
+              g_.add_int_constant(slice + "/axes", {1})},
              name);
   }
 
@@ -141,7 +130,7 @@ class ChannelPadder {
     p.shape = with_channels(p.shape, channels);
     g_.values[p.name] = p;
     std::string pad = name + "/pad_channels";
-    add_node(reader, pad, "Pad", {name, int_constant(pad + "/pads", {0, 0, 0, 0, 0, channels - v->shape[1], 0, 0})}, p.name);
+    add_node(reader, pad, "Pad", {name, g_.add_int_constant(pad + "/pads", {0, 0, 0, 0, 0, channels - v->shape[1], 0, 0})}, p.name);
     padded_[name] = p.name;
     return p.name;
   }

@@ -86,6 +86,29 @@ using Run = int (*)(void*, const void* const*, const int64_t*, float* const*, co
 using Destroy = void (*)(void*);
 using LastError = const char* (*)();
 
+// The model built into `dir` as `name` run over `in` on one thread, then on two: out[0], out[1].
+void run_on_one_and_two_threads(const std::string& dir, const std::string& name, const std::vector<float>& in,
+                                int64_t out_n, std::vector<float> out[2]) {
+  Loaded lib(dir, name);
+  auto create = lib.fn<Create>("create");
+  auto run = lib.fn<model::Run>("run");
+  auto destroy = lib.fn<Destroy>("destroy");
+  auto last_error = lib.fn<LastError>("last_error");
+  auto set_num_threads = lib.fn<int (*)(int)>("set_num_threads");
+  ASSERT_TRUE(create && run && destroy && last_error && set_num_threads);
+  void* model = nullptr;
+  ASSERT_EQ(create(fmt::format("{}/{}.weights", dir, name).c_str(), &model), 0) << last_error();
+  int64_t in_n = static_cast<int64_t>(in.size());
+  for (int threads : {1, 2}) {
+    ASSERT_EQ(set_num_threads(threads), 0) << last_error();
+    out[threads - 1].assign(static_cast<size_t>(out_n), NAN);
+    const void* ins[] = {in.data()};
+    float* outs[] = {out[threads - 1].data()};
+    ASSERT_EQ(run(model, ins, &in_n, outs, &out_n), 0) << last_error();
+  }
+  destroy(model);
+}
+
 // The outputs against ONNX Runtime's on the same inputs (bench/model_bench.py --check), within
 // `tolerance` of the output's scale; `file` is a test model's name or a path.
 void matches_onnxruntime(const std::string& file, const std::string& dir, const std::string& tolerance = "1e-3") {
@@ -521,32 +544,25 @@ TEST(ModelBuild, TwoThreadsGiveWhatOneThreadGives) {
   std::string manifest((std::istreambuf_iterator<char>(manifest_file)), std::istreambuf_iterator<char>());
   EXPECT_NE(manifest.find(R"("parallel": "outer")"), std::string::npos) << manifest;
   EXPECT_NE(manifest.find(R"("parallel": "none")"), std::string::npos) << manifest;
-  Loaded lib(dir, "threads");
-  auto create = lib.fn<Create>("create");
-  auto run = lib.fn<model::Run>("run");
-  auto destroy = lib.fn<Destroy>("destroy");
-  auto last_error = lib.fn<LastError>("last_error");
-  auto set_num_threads = lib.fn<int (*)(int)>("set_num_threads");
-  ASSERT_TRUE(create && run && destroy && last_error && set_num_threads);
-  void* model = nullptr;
-  ASSERT_EQ(create((dir + "/threads.weights").c_str(), &model), 0) << last_error();
   int64_t in_n = 16 * 64, out_n = 16 * 4096;
   std::vector<float> in(static_cast<size_t>(in_n));
   for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(0.1f * static_cast<float>(i));
   std::vector<float> out[2];
-  for (int threads : {1, 2}) {
-    ASSERT_EQ(set_num_threads(threads), 0) << last_error();
-    auto& o = out[threads - 1];
-    o.assign(static_cast<size_t>(out_n), NAN);
-    const void* ins[] = {in.data()};
-    float* outs[] = {o.data()};
-    ASSERT_EQ(run(model, ins, &in_n, outs, &out_n), 0) << last_error();
-  }
+  ASSERT_NO_FATAL_FAILURE(run_on_one_and_two_threads(dir, "threads", in, out_n, out));
   // Two instances run side by side on two threads, the pool's two threads between them (a step
   // whose launch finds the pool held by the other's runs on its own thread): neither waits on the
   // other for ever, and both give what one thread gave.
+  Loaded lib(dir, "threads");
+  auto create = lib.fn<Create>("create");
+  auto run = lib.fn<model::Run>("run");
+  auto destroy = lib.fn<Destroy>("destroy");
+  auto set_num_threads = lib.fn<int (*)(int)>("set_num_threads");
+  ASSERT_TRUE(create && run && destroy && set_num_threads);
+  ASSERT_EQ(set_num_threads(2), 0);
+  void* model = nullptr;
   void* second = nullptr;
-  ASSERT_EQ(create((dir + "/threads.weights").c_str(), &second), 0) << last_error();
+  ASSERT_EQ(create((dir + "/threads.weights").c_str(), &model), 0);
+  ASSERT_EQ(create((dir + "/threads.weights").c_str(), &second), 0);
   int wrong[2] = {0, 0};
   auto runs = [&](void* instance, int* wrong_runs) {
     std::vector<float> o(static_cast<size_t>(out_n));
@@ -579,6 +595,30 @@ void write_and_import(const testing::ModelBuilder& m, const std::string& name, s
   graph = *imported;
 }
 
+// The operators of the steps `graph` lowers to after the passes (" to NCHWc Conv ..."), and the
+// workloads of its kernels, a line each.
+void lowered_steps(const Graph& graph, std::string& steps, std::string* workloads = nullptr) {
+  Graph passed = graph;
+  ASSERT_TRUE(run_passes(passed).ok());
+  auto program = lower_graph(passed);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  for (const Step& step : program->steps) {
+    steps += " " + step.op;
+    if (workloads && step.workload) *workloads += step.workload->to_string() + "\n";
+  }
+}
+
+// `m` (written as <name>.onnx) lowers to `expected` steps, and its build's outputs are within 1e-4
+// of ONNX Runtime's.
+void lowers_to_and_matches(const testing::ModelBuilder& m, const std::string& name, const std::string& expected) {
+  std::string dir, steps;
+  Graph graph;
+  ASSERT_NO_FATAL_FAILURE(write_and_import(m, name, dir, graph));
+  ASSERT_NO_FATAL_FAILURE(lowered_steps(graph, steps));
+  EXPECT_EQ(steps, expected) << steps;
+  builds_and_matches(graph, dir + ".onnx", dir);
+}
+
 // A grouped convolution (RegNet's groups of 8 channels) runs its groups on the threads side by
 // side, one group's kernel on each: on two threads the model gives what it gives on one, bit for
 // bit, and what ONNX Runtime gives.
@@ -596,26 +636,10 @@ TEST(ModelBuild, GroupsOfAGroupedConvolutionRunOnThreadsSideBySide) {
   Graph graph;
   ASSERT_NO_FATAL_FAILURE(write_and_import(m, "grouped_threads", dir, graph));
   builds_and_matches(graph, dir + ".onnx", dir);
-  Loaded lib(dir, "m");
-  auto create = lib.fn<Create>("create");
-  auto run = lib.fn<model::Run>("run");
-  auto destroy = lib.fn<Destroy>("destroy");
-  auto last_error = lib.fn<LastError>("last_error");
-  auto set_num_threads = lib.fn<int (*)(int)>("set_num_threads");
-  ASSERT_TRUE(create && run && destroy && last_error && set_num_threads);
-  void* model = nullptr;
-  ASSERT_EQ(create((dir + "/m.weights").c_str(), &model), 0) << last_error();
   int64_t n = 40 * 6 * 6;
   std::vector<float> in(static_cast<size_t>(n)), out[2];
   for (size_t i = 0; i < in.size(); ++i) in[i] = std::cos(0.3f * static_cast<float>(i));
-  for (int threads : {1, 2}) {
-    ASSERT_EQ(set_num_threads(threads), 0) << last_error();
-    out[threads - 1].assign(static_cast<size_t>(n), NAN);
-    const void* ins[] = {in.data()};
-    float* outs[] = {out[threads - 1].data()};
-    ASSERT_EQ(run(model, ins, &n, outs, &n), 0) << last_error();
-  }
-  destroy(model);
+  ASSERT_NO_FATAL_FAILURE(run_on_one_and_two_threads(dir, "m", in, n, out));
   EXPECT_GT(std::count_if(out[0].begin(), out[0].end(), [](float v) { return v > 0; }), 0);
   EXPECT_EQ(out[0], out[1]);
 }
@@ -719,34 +743,22 @@ TEST(ModelBuild, ConcatenationsAlongChannelsStayInChannelBlocks) {
   m.node("Conv", {"r", "w2"}, "c3");
   m.node("Relu", {"c3"}, "y");
   m.output("y", {1, 16, 6, 5});
-  std::string dir;
-  Graph graph;
-  ASSERT_NO_FATAL_FAILURE(write_and_import(m, "concat_blocks", dir, graph));
-  Graph passed = graph;
-  ASSERT_TRUE(run_passes(passed).ok());
-  auto program = lower_graph(passed);
-  ASSERT_TRUE(program.ok()) << program.status().to_string();
-  std::string steps;
-  int conversions = 0;
-  for (const Step& step : program->steps) {
-    steps += " " + step.op;
-    conversions += step.op == "from NCHWc" || step.op == "to NCHWc";
-  }
-  // The input into the first convolution's blocks (the last one's epilogue writes the output in
-  // NCHW).
-  EXPECT_EQ(conversions, 1) << steps;
-  EXPECT_EQ(steps, " to NCHWc Conv Conv Concat Relu Conv epilogue") << steps;
-  builds_and_matches(graph, dir + ".onnx", dir);
+  // One conversion: the input into the first convolution's blocks (the last one's epilogue writes
+  // the output in NCHW).
+  lowers_to_and_matches(m, "concat_blocks", " to NCHWc Conv Conv Concat Relu Conv epilogue");
 }
 
 // GoogLeNet's max pooling rounds its output size up (ceil_mode): its last windows reach past the
-// input, and it runs in the convolutions' channel blocks all the same, no conversion around it.
-TEST(ModelBuild, MaxPoolingThatRoundsUpStaysInChannelBlocks) {
+// input, and it runs in the convolutions' channel blocks all the same; a classifier's mean over
+// rows and columns without kept dimensions (ShuffleNetV2's, [1, C]) reads the blocks and writes the
+// means in channel order. No conversion but the image's into the first convolution's blocks.
+TEST(ModelBuild, PoolingThatRoundsUpAndMeansReadChannelBlocks) {
   testing::ModelBuilder m;
   m.set_opset(17);
   m.input("x", {1, 16, 8, 7});
   m.weight("w1", {16, 16, 3, 3}, 0.05f);
-  m.weight("w2", {16, 16, 1, 1}, 0.05f);
+  m.weight("w2", {32, 16, 1, 1}, 0.05f);
+  m.weight("fc", {10, 32}, 0.02f);
   ModelBuilder::ints(m.node("Conv", {"x", "w1"}, "c1"), "pads", {1, 1, 1, 1});
   m.node("Relu", {"c1"}, "r1");
   onnx::NodeProto* pool = m.node("MaxPool", {"r1"}, "p");
@@ -754,47 +766,13 @@ TEST(ModelBuild, MaxPoolingThatRoundsUpStaysInChannelBlocks) {
   ModelBuilder::ints(pool, "strides", {2, 2});
   ModelBuilder::integer(pool, "ceil_mode", 1);
   m.node("Conv", {"p", "w2"}, "c2");
-  m.node("Relu", {"c2"}, "y");
-  m.output("y", {1, 16, 4, 3});
-  std::string dir;
-  Graph graph;
-  ASSERT_NO_FATAL_FAILURE(write_and_import(m, "ceil_pool_blocks", dir, graph));
-  Graph passed = graph;
-  ASSERT_TRUE(run_passes(passed).ok());
-  auto program = lower_graph(passed);
-  ASSERT_TRUE(program.ok()) << program.status().to_string();
-  std::string steps;
-  for (const Step& step : program->steps) steps += " " + step.op;
-  EXPECT_EQ(steps, " to NCHWc Conv MaxPool Conv epilogue") << steps;
-  builds_and_matches(graph, dir + ".onnx", dir);
-}
-
-// A classifier's mean over rows and columns without kept dimensions (ShuffleNetV2's, [1, C]) reads
-// the convolution's channel blocks and writes the means in channel order: no conversion between.
-TEST(ModelBuild, MeansWithoutKeptDimensionsReadChannelBlocks) {
-  testing::ModelBuilder m;
-  m.set_opset(17);
-  m.input("x", {1, 16, 6, 5});
-  m.weight("w1", {32, 16, 3, 3}, 0.05f);
-  m.weight("fc", {10, 32}, 0.02f);
-  ModelBuilder::ints(m.node("Conv", {"x", "w1"}, "c1"), "pads", {1, 1, 1, 1});
-  m.node("Relu", {"c1"}, "r1");
-  onnx::NodeProto* mean = m.node("ReduceMean", {"r1"}, "mean");
+  m.node("Relu", {"c2"}, "r2");
+  onnx::NodeProto* mean = m.node("ReduceMean", {"r2"}, "mean");
   ModelBuilder::ints(mean, "axes", {2, 3});
   ModelBuilder::integer(mean, "keepdims", 0);
   ModelBuilder::integer(m.node("Gemm", {"mean", "fc"}, "y"), "transB", 1);
   m.output("y", {1, 10});
-  std::string dir;
-  Graph graph;
-  ASSERT_NO_FATAL_FAILURE(write_and_import(m, "mean_blocks", dir, graph));
-  Graph passed = graph;
-  ASSERT_TRUE(run_passes(passed).ok());
-  auto program = lower_graph(passed);
-  ASSERT_TRUE(program.ok()) << program.status().to_string();
-  std::string steps;
-  for (const Step& step : program->steps) steps += " " + step.op;
-  EXPECT_EQ(steps, " to NCHWc Conv ReduceMean Gemm") << steps;
-  builds_and_matches(graph, dir + ".onnx", dir);
+  lowers_to_and_matches(m, "pool_blocks", " to NCHWc Conv MaxPool Conv ReduceMean Gemm");
 }
 
 // ShuffleNetV2's 58 channels, which no vector block divides, run padded to 64 through its 1x1 and
@@ -829,15 +807,8 @@ TEST(ModelBuild, ChannelsNoBlockDividesRunPaddedToWholeVectors) {
   std::string dir;
   Graph graph;
   ASSERT_NO_FATAL_FAILURE(write_and_import(m, "padded_channels", dir, graph));
-  Graph passed = graph;
-  ASSERT_TRUE(run_passes(passed).ok());
-  auto program = lower_graph(passed);
-  ASSERT_TRUE(program.ok()) << program.status().to_string();
   std::string steps, workloads;
-  for (const Step& step : program->steps) {
-    steps += " " + step.op;
-    if (step.workload) workloads += step.workload->to_string() + "\n";
-  }
+  ASSERT_NO_FATAL_FAILURE(lowered_steps(graph, steps, &workloads));
   // The scaling joins the second 1x1 convolution's weights; the 58 channels come out of the
   // blocks in one step ("from NCHWc", the Slice); y is padded, then blocked.
   EXPECT_EQ(steps, " to NCHWc Conv Conv Conv Add from NCHWc Concat Pad to NCHWc Conv epilogue");
