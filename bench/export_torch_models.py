@@ -2,8 +2,9 @@
 """export_torch_models: the models people deploy, as PyTorch exports them, for trying tunefarm on
 files nobody working on it wrote (not CI: PyTorch from PyPI is gigabytes).
 
-Writes torchvision's ResNet-18, MobileNetV2, MobileNetV3-Small, EfficientNet-B0, ViT-B/16,
-ConvNeXt-T, GoogLeNet, MNASNet, RegNetY-400MF, ShuffleNetV2 and Swin-T, and Hugging Face's BERT,
+Writes torchvision's ResNet-18, MobileNetV2, MobileNetV3-Small and -Large, EfficientNet-B0 and
+V2-S, ViT-B/16, ConvNeXt-T, GoogLeNet, Inception-v3, MNASNet, RegNetY-400MF, ShuffleNetV2, Swin-T,
+SqueezeNet 1.1, ResNeXt-50 32x4d, DenseNet-121 and AlexNet, and Hugging Face's BERT,
 DistilBERT and MiniLM encoders (two layers, built from a config), all with random weights
 (weights=None: nothing is downloaded), each both ways:
   <name>.dynamo.onnx        torch.onnx.export(..., dynamo=True): IR 10, opset 18 (or --opset),
@@ -50,6 +51,13 @@ def vision_models(size):
         "regnet_y_400mf": lambda: m.regnet_y_400mf(weights=None),
         "shufflenet_v2_x1_0": lambda: m.shufflenet_v2_x1_0(weights=None),
         "swin_t": lambda: m.swin_t(weights=None),
+        "squeezenet1_1": lambda: m.squeezenet1_1(weights=None),
+        "inception_v3": lambda: m.inception_v3(weights=None, aux_logits=False, init_weights=True),
+        "resnext50_32x4d": lambda: m.resnext50_32x4d(weights=None),
+        "densenet121": lambda: m.densenet121(weights=None),
+        "mobilenet_v3_large": lambda: m.mobilenet_v3_large(weights=None),
+        "alexnet": lambda: m.alexnet(weights=None),
+        "efficientnet_v2_s": lambda: m.efficientnet_v2_s(weights=None),
     }, torch.randn(1, 3, size, size)
 
 
