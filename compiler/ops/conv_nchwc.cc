@@ -166,6 +166,9 @@ Config blocked_default(const std::string& name, const Blocked& b, const CpuModel
     // broadcast once per FMA.)
     qr = b.Q;
     kr = pick_tile({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, most / (qr * oc_vectors)));
+  } else if (qr * kr * oc_vectors * 2 <= acc) {
+    qr = columns_of_a_long_row({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, b.Q, oc_vectors, acc);
+    kr = pick_tile({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, acc / (qr * oc_vectors)));
   }
   // Unrolled, the window around the tile stays within the loop body the space allows.
   bool unroll_window = b.R * b.S <= 9 && qr * kr * oc_vectors * b.R * b.S <= kMaxUnrolledFmas;
@@ -323,7 +326,9 @@ Config depthwise_default(const std::string& name, const Depthwise& d, const CpuM
   int64_t block_vectors = (d.ic + cpu.lanes - 1) / cpu.lanes;
   int64_t acc = std::max<int64_t>(1, cpu.vector_registers / 2);
   int64_t most = cpu.vector_registers * kMaxAccVectors / 32;
-  int64_t qr = pick_register_columns({1, 2, 4, 7, 8, 14, 16, 28}, d.Q, block_vectors, acc, most);
+  const std::vector<int64_t> columns = {1, 2, 4, 7, 8, 14, 16, 28};
+  int64_t qr = pick_register_columns(columns, d.Q, block_vectors, acc, most);
+  if (qr * block_vectors * 2 <= acc) qr = columns_of_a_long_row(columns, d.Q, block_vectors, acc);
   // The window unrolled around the tile while the body stays a few hundred FMAs: 7 columns of a
   // 40-channel block (3 vectors) times a 5x5 window, 525, ran 2.3x slower inside a model than
   // as a loop (0.0237 against 0.0093 ms), though alone, in kernel_bench, as fast.

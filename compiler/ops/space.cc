@@ -176,4 +176,11 @@ int64_t pick_register_columns(const std::vector<int64_t>& candidates, int64_t ex
   return columns;
 }
 
+int64_t columns_of_a_long_row(const std::vector<int64_t>& candidates, int64_t extent, int64_t per_column, int64_t target) {
+  int64_t columns = candidates.front();
+  for (int64_t c : candidates)
+    if (c <= extent && c * per_column <= target) columns = c;
+  return columns;
+}
+
 }  // namespace tunefarm::ops

@@ -1,6 +1,7 @@
 // Pads the channels of convolutions whose channel counts no vector block divides (ShuffleNetV2's
 // 58, 116 and 232; 8 channels of a vector of 16 and odd counts otherwise run in NCHW or half
-// empty vectors) with zero channels up to a multiple of 16, as oneDNN's blocked layouts do: a 1x1
+// empty vectors), and of large counts in blocks of 24, 40 or 44 (SqueezeNet's 1000), with zero
+// channels up to a multiple of 16, as oneDNN's blocked layouts do: a 1x1
 // convolution 58->58 at 28x28 took 0.068 ms in NCHW, 0.027 ms as 64->64 in blocks of 16, its
 // padding included; a 3x3 depthwise one over 116 at 14x14 0.012 ms, 0.002 ms over 128.
 //

@@ -869,12 +869,12 @@ TEST(RunPasses, FoldsThenFusesThenGroups) {
 }
 
 }  // namespace
-// Channel counts no block divides are padded to whole vectors of 16; counts in blocks of their
-// own, 8 or fewer, and multiples of 8 below 64 stay.
+// Channel counts no block divides, and any of 160 or more, are padded to whole vectors of 16;
+// counts in blocks of their own below 160, 8 or fewer, and multiples of 8 below 64 stay.
 TEST(PadChannels, CountsNoBlockDividesArePaddedToWholeVectors) {
   for (auto [channels, padded] : std::vector<std::pair<int64_t, int64_t>>{
-           {58, 64}, {116, 128}, {232, 240}, {104, 112}, {12, 16}, {184, 192}, {3, 3}, {8, 8}, {24, 24},
-           {56, 56}, {72, 72}, {88, 88}, {120, 120}, {64, 64}, {576, 576}})
+           {58, 64}, {116, 128}, {232, 240}, {104, 112}, {12, 16}, {184, 192}, {1000, 1008}, {200, 208},
+           {3, 3}, {8, 8}, {24, 24}, {56, 56}, {72, 72}, {88, 88}, {120, 120}, {64, 64}, {576, 576}})
     EXPECT_EQ(padded_channels(channels), padded) << channels;
 }
 
