@@ -310,6 +310,27 @@ TEST(OpLibrary, RegisterColumnsFillTheAccumulatorsTheRowAllows) {
     EXPECT_EQ(ops::knob_list(c, "tile_q")[1], 7) << w;
   }
 }
+
+// A long row that only tiles of one column divide (109, prime; 111 = 3 x 37) takes tiles that do
+// not divide it, as many columns as fill the accumulators; a row whole in them (17) stays whole.
+TEST(OpLibrary, LongRowsNoTileDividesTakeTilesWithATail) {
+  EXPECT_EQ(ops::columns_of_a_long_row({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, 109, 1, 14), 14);
+  EXPECT_EQ(ops::columns_of_a_long_row({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, 13, 3, 14), 4);
+  EXPECT_EQ(ops::columns_of_a_long_row({1, 2, 4, 7, 8, 14, 16, 28}, 15, 1, 16), 14);
+  for (auto [w, columns] : std::vector<std::pair<const char*, int64_t>>{
+           {"conv2d_nchwc:N=1,C=32,H=109,W=109,K=64,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16", 14},
+           {"conv2d_nchwc:N=1,C=32,H=111,W=111,K=32,R=3,S=3,stride=1,pad=0,ic_block=16,oc_block=16", 14},
+           {"conv2d_nchwc:N=1,C=768,H=17,W=17,K=192,R=1,S=1,stride=1,pad=0,ic_block=16,oc_block=16", 17},
+           {"depthwise_conv2d_nchwc:N=1,C=96,H=109,W=109,R=3,S=3,stride=1,pad=1,block=16", 16}}) {
+    auto workload = parse_workload(w);
+    ASSERT_TRUE(workload.ok()) << w;
+    const ops::Template* t = ops::default_template(*ops::find_op(workload->op), Target{}, *workload);
+    ASSERT_NE(t, nullptr);
+    Config c = t->default_config(*workload, ops::CpuModel{});
+    EXPECT_EQ(ops::knob_list(c, "tile_q")[1], columns) << w;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Blocked, CpuTemplates, ::testing::ValuesIn(testing_util::blocked_workloads()));
 
 // The Winograd kernel on a weight transformed by winograd_weight (as a model build transforms its
