@@ -173,7 +173,10 @@ class ChannelPadder {
     int64_t group = node.int_attr("group", 1);
     int64_t k = w->shape[0], per_group = w->shape[1], c = x->shape[1];
     bool depthwise = group > 1 && group == c && k == c && per_group == 1;
-    if (group != 1 && !depthwise) return false;
+    // A weight that does not fit its input (a hostile file's) is left for the build to refuse.
+    if ((group != 1 && !depthwise) || (group == 1 && per_group != c) ||
+        w->floats.size() != static_cast<size_t>(w->elements()))
+      return false;
     int64_t cp = padded_.count(node.inputs[0]) ? channels_of(node.inputs[0]) : padded_channels(c);
     int64_t kp = depthwise ? cp : padded_channels(k);
     if (cp == c && kp == k) return false;

@@ -878,4 +878,30 @@ TEST(PadChannels, CountsNoBlockDividesArePaddedToWholeVectors) {
     EXPECT_EQ(padded_channels(channels), padded) << channels;
 }
 
+// A convolution whose weight does not fit its input (a hostile file: 80 input channels of a
+// 58-channel value, or fewer floats than its shape) is left as it is, for the build to refuse by
+// name; one that fits is padded, its weight and output to 64 channels.
+TEST(PadChannels, WeightsThatDoNotFitTheirInputAreLeftForTheBuildToRefuse) {
+  GraphBuilder b;
+  b.value("x", {1, 58, 4, 4});
+  b.constant("w_wide", {58, 80, 1, 1}, std::vector<float>(58 * 80, 0.5f));
+  b.constant("w_short", {58, 58, 1, 1}, std::vector<float>(10, 0.5f));
+  b.constant("w", {58, 58, 1, 1}, std::vector<float>(58 * 58, 0.5f));
+  b.value("a", {1, 58, 4, 4});
+  b.value("s", {1, 58, 4, 4});
+  b.value("y", {1, 58, 4, 4});
+  b.node("Conv", {"x", "w_wide"}, "a");
+  b.node("Conv", {"x", "w_short"}, "s");
+  b.node("Conv", {"x", "w"}, "y");
+  b.g.inputs = {"x"};
+  b.g.outputs = {"a", "s", "y"};
+  auto padded = pad_channels(b.g);
+  ASSERT_TRUE(padded.ok()) << padded.status().to_string();
+  EXPECT_EQ(*padded, 1);
+  EXPECT_EQ(ops_of(b.g), (std::vector<std::string>{"Conv", "Conv", "Pad", "Conv", "Slice"}));
+  EXPECT_EQ(b.g.nodes[0].inputs[1], "w_wide");
+  EXPECT_EQ(b.g.find(b.g.nodes[3].inputs[1])->shape, (std::vector<int64_t>{64, 64, 1, 1}));
+  EXPECT_EQ(b.g.find("y/padded")->shape, (std::vector<int64_t>{1, 64, 4, 4}));
+}
+
 }  // namespace tunefarm::model
