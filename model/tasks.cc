@@ -118,6 +118,11 @@ StatusOr<Workload> conv_workload(const Graph& graph, const Node& node) {
     return unsupported(node, fmt::format("strides {}, dilations {} and pads {} must be the same in every direction",
                                          shape_string(strides), shape_string(dilations), shape_string(pads)));
   int64_t group = node.int_attr("group", 1);
+  // Shape inference does not hold a weight to its input's channels (a hostile file's would be
+  // read with the input's count).
+  if (group < 1 || w->shape[1] * group != c)
+    return unsupported(node, fmt::format("weight {} does not fit input {} in {} group(s)", shape_string(w->shape),
+                                         shape_string(x->shape), group));
   // One group's convolution, which the built model calls once per group.
   if (int64_t g = grouped_conv_groups(graph, node); g > 1) {
     c /= g;

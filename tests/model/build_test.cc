@@ -255,8 +255,9 @@ TEST(ModelBuild, TransposesWhoseAttributesDoNotFitTheirInputAreRefused) {
 // Parameters whose sizes do not fit the tensor they apply to (files no exporter writes, which shape
 // inference lets through) are refused naming the node, not read past their end: PRelu's slope
 // that does not broadcast, InstanceNormalization's scale and a ConvTranspose's bias of the wrong
-// channel count, a LayerNormalization's or RMSNormalization's scale of another length than the row
-// (ONNX Runtime refuses those when it runs); and a value of more elements than any memory holds.
+// channel count, a LayerNormalization's or RMSNormalization's scale of another length than the row,
+// a Conv's weight of more input channels than its input has (ONNX Runtime refuses those when it
+// runs); and a value of more elements than any memory holds.
 TEST(ModelBuild, ParametersThatDoNotFitTheirTensorAreRefused) {
   auto lowered = [](const std::string& op, std::vector<std::pair<std::string, std::vector<int64_t>>> constants,
                     std::vector<int64_t> out, std::map<std::string, std::vector<int64_t>> attrs = {}) {
@@ -290,7 +291,9 @@ TEST(ModelBuild, ParametersThatDoNotFitTheirTensorAreRefused) {
   EXPECT_TRUE(lowered("ConvTranspose", {{"w", {4, 2, 4, 4}}, {"b", {2}}}, {1, 2, 16, 16}, up).ok());
   EXPECT_TRUE(lowered("LayerNormalization", {{"scale", {8}}, {"bias", {8}}}, {1, 4, 8, 8}).ok());
   EXPECT_TRUE(lowered("RMSNormalization", {{"scale", {8}}}, {1, 4, 8, 8}).ok());
+  EXPECT_TRUE(lowered("Conv", {{"w", {8, 4, 1, 1}}}, {1, 8, 8, 8}).ok());
   for (Status s : {lowered("PRelu", {{"slope", {3}}}, {1, 4, 8, 8}),
+                   lowered("Conv", {{"w", {8, 6, 1, 1}}}, {1, 8, 8, 8}),
                    lowered("LayerNormalization", {{"scale", {7}}, {"bias", {8}}}, {1, 4, 8, 8}),
                    lowered("RMSNormalization", {{"scale", {7}}}, {1, 4, 8, 8}),
                    lowered("InstanceNormalization", {{"scale", {3}}, {"bias", {3}}}, {1, 4, 8, 8}),
