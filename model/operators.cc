@@ -1353,6 +1353,22 @@ bool is_blockable_elementwise(const std::string& op) {
   return kOps.count(op) > 0;
 }
 
+bool is_per_channel(const Value& v, int64_t channels) {
+  if (v.elements() != channels || v.shape.size() > 4) return false;
+  std::vector<int64_t> d = v.shape;
+  while (d.size() < 4) d.insert(d.begin(), 1);
+  return d[1] == channels;
+}
+
+bool averages_rows_and_columns(const Node& node) {
+  if (node.op == "GlobalAveragePool") return true;
+  if (node.op != "ReduceMean") return false;
+  std::vector<int64_t> axes = node.ints_attr("axes");
+  for (int64_t& a : axes) a = normalize_axis(a, 4);
+  std::sort(axes.begin(), axes.end());
+  return axes == std::vector<int64_t>{2, 3};
+}
+
 StatusOr<Computed> blocked_elementwise_compute(const Graph& graph, const Node& node, const std::vector<std::string>& inputs,
                                                int64_t block) {
   TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
@@ -1468,16 +1484,9 @@ StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& 
   TF_ASSIGN_OR_RETURN(const Value* x_value, graph.value_of(node, node.inputs.at(0)));
   TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
   std::vector<int64_t> xd = dims_of(*x_value), od = dims_of(*out_value);
-  bool spatial = node.op == "GlobalAveragePool", keep = true;
-  if (node.op == "ReduceMean") {
-    std::vector<int64_t> axes = node.ints_attr("axes");
-    for (int64_t& a : axes) a = normalize_axis(a, xd.size());
-    std::sort(axes.begin(), axes.end());
-    spatial = axes == std::vector<int64_t>{2, 3};
-    keep = node.int_attr("keepdims", 1) != 0;
-  }
+  bool keep = node.op != "ReduceMean" || node.int_attr("keepdims", 1) != 0;
   auto refuse = [&] { return unsupported(node, "not an average over the rows and columns of an NCHW tensor in channel blocks"); };
-  if (!spatial || xd.size() != 4 || xd[1] % block != 0) return refuse();
+  if (!averages_rows_and_columns(node) || xd.size() != 4 || xd[1] % block != 0) return refuse();
   // Without kept dimensions ([N, C], a classifier's input) the means lie as [N, C, 1, 1] in
   // blocks does: in channel order.
   std::vector<int64_t> kept = {xd[0], xd[1], 1, 1};

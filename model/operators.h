@@ -62,6 +62,14 @@ StatusOr<Computed> blocked_pool_compute(const Graph& graph, const Node& node, co
 // broadcasting, activations, Clip): a convolution's output feeds them without leaving its blocks.
 bool is_blockable_elementwise(const std::string& op);
 
+// Whether `v` holds one value per channel of an NCHW tensor of `channels` as broadcasting reads it:
+// [C, 1, 1] or [1, C, 1, 1] (a [C] broadcasts along the columns instead).
+bool is_per_channel(const Value& v, int64_t channels);
+
+// Whether `node` averages an NCHW tensor over its rows and columns: GlobalAveragePool, or
+// ReduceMean over axes 2 and 3 (with or without kept dimensions).
+bool averages_rows_and_columns(const Node& node);
+
 // Elementwise `node` over NCHW[block]c: `inputs` names the values the step reads for the node's
 // operands (Clip: the first only), each blocked as [N, C/b, H, W, b] — a per-channel tensor
 // [N, C, 1, 1] (or [C, 1, 1]) broadcasts over rows and columns: a constant one is read as it is

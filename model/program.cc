@@ -109,14 +109,6 @@ const std::string& Program::storage(const std::string& name) const {
 
 namespace {
 
-// A constant with one value per channel of an NCHW tensor of `channels`: [1, C, 1, 1], [C, 1, 1].
-bool is_per_channel(const Value& v, int64_t channels) {
-  if (v.elements() != channels || v.shape.size() > 4) return false;
-  std::vector<int64_t> d = v.shape;
-  while (d.size() < 4) d.insert(d.begin(), 1);
-  return d[1] == channels;
-}
-
 // The layout plan: activations stay in the channel blocks the blocked convolutions write and read
 // (NCHW[x]c), from one such convolution to the next, through their epilogues (bias, residual add,
 // activations, all elementwise in blocks); a value is converted to NCHW only where something that

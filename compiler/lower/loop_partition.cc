@@ -301,7 +301,7 @@ class Partitioner : public IRMutator {
     if (!mn || !ext) return std::nullopt;
     const VarNode* v = op->var.get();
     int64_t begin = *mn, end = *mn + *ext;
-    if (std::optional<Expr> row = row_of_fused(op, c)) return partition_fused_guards(op, c, *row);
+    if (std::optional<Expr> row = row_of_fused(op, c)) return partition_fused_guards(op, c, *row, begin, end);
     Guards g{begin, end};
     for (const auto& cond : c.conditions) narrow(cond, v, begin, end, c, g);
     int64_t lo = std::clamp(g.lo, begin, end), hi = std::clamp(g.hi, lo, end);
@@ -382,7 +382,8 @@ class Partitioner : public IRMutator {
 
   // The loop branches, in each iteration, between its body with the guards of row = v % m taken
   // out (where they hold for every inner iteration) and its body as it was.
-  std::optional<Stmt> partition_fused_guards(const For* op, const Candidates& c, const Expr& row) {
+  std::optional<Stmt> partition_fused_guards(const For* op, const Candidates& c, const Expr& row, int64_t begin,
+                                             int64_t end) {
     int64_t m = *as_const_int(row->as<Binary>()->b);
     Var u = make_var(op->var->name + ".row");
     // The outer loop's position, v / m, bound beside it: computed in the window's innermost loop
@@ -394,13 +395,10 @@ class Partitioner : public IRMutator {
     for (const auto& cond : c.conditions) narrow(as_u.mutate(cond), u.get(), 0, m, c, g);
     int64_t lo = std::clamp<int64_t>(g.lo, 0, m), hi = std::clamp<int64_t>(g.hi, lo, m);
     if ((lo == 0 && hi == m) || lo == hi) return std::nullopt;
-    auto lo_v = const_bounds(op->min, ranges_);
-    auto ext = const_bounds(op->extent, ranges_);
     ++depth_;
     Stmt body = as_u.mutate(op->body);
-    int64_t last = lo_v->hi + ext->hi - 1;
-    Stmt inside = with_range(op->var.get(), ConstRange{lo_v->lo, last}, [&] {
-      return with_range(q.get(), ConstRange{lo_v->lo / m, last / m}, [&] {
+    Stmt inside = with_range(op->var.get(), ConstRange{begin, end - 1}, [&] {
+      return with_range(q.get(), ConstRange{begin / m, (end - 1) / m}, [&] {
         return with_range(u.get(), ConstRange{lo, hi - 1}, [&] { return mutate(simplify(body, ranges_)); });
       });
     });

@@ -154,7 +154,8 @@ Config blocked_default(const std::string& name, const Blocked& b, const CpuModel
   int64_t most = cpu.vector_registers * kMaxAccVectors / 32;
   // A 40-channel block's 3 vectors in a row of 14 take 7 columns, not 2 (0.77x as fast as the tuned
   // 8 columns: MobileNetV3-Small's 1x1 40->120 at 14x14).
-  int64_t qr = pick_register_columns({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, b.Q, oc_vectors, acc, most);
+  const std::vector<int64_t> columns = {1, 2, 3, 4, 5, 6, 7, 8, 12, 14};
+  int64_t qr = pick_register_columns(columns, b.Q, oc_vectors, acc, most);
   int64_t kr = pick_tile({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, acc / (qr * oc_vectors)));
   if (qr * kr * oc_vectors * 2 <= acc && b.Q * oc_vectors <= most) {
     // No column tile divides the row (17, 13): a tile of the whole row, where one of a column
@@ -167,7 +168,7 @@ Config blocked_default(const std::string& name, const Blocked& b, const CpuModel
     qr = b.Q;
     kr = pick_tile({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, most / (qr * oc_vectors)));
   } else if (qr * kr * oc_vectors * 2 <= acc) {
-    qr = columns_of_a_long_row({1, 2, 3, 4, 5, 6, 7, 8, 12, 14}, b.Q, oc_vectors, acc);
+    qr = columns_of_a_long_row(columns, b.Q, oc_vectors, acc);
     kr = pick_tile({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, acc / (qr * oc_vectors)));
   }
   // Unrolled, the window around the tile stays within the loop body the space allows.

@@ -61,12 +61,12 @@ Scheduled reference_schedule(const ComputeDef& def, Target::Kind kind) {
 
 namespace {
 
+constexpr int64_t kLanes = 16;
+
 // Runs a stage's innermost axis as vectors of 16: inside the stage's reduction if it has one (the
 // vector holds that many outputs, each accumulating its own terms). A reduction's axis of up to 4
 // vectors runs them all inside the reduction, unrolled: that many independent accumulators, one
 // pass over what the reduction reads (a row statistic's chains, model/operators.cc).
-constexpr int64_t kLanes = 16;
-
 void vectorize_innermost(schedule::Stage& st) {
   const auto& shape = st.op()->buffer->shape;
   if (shape.empty() || shape.back() <= 1) return;
@@ -178,7 +178,6 @@ Scheduled plain_schedule(const ComputeDef& def, bool vectorize, bool parallel) {
       order.insert(order.end() - 1, column);
       a.reorder(order);
       a.unroll(column);
-      for (size_t r = 0; r < def.output.op->reduce_axes.size(); ++r) a.unroll(a.reduce_axis(r));
     }
   }
   return Scheduled{std::move(s), def.args()};

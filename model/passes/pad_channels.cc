@@ -1,10 +1,10 @@
 #include "model/passes/pad_channels.h"
 
-#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "model/operators.h"
 #include "model/tasks.h"
 
 namespace tunefarm::model {
@@ -41,12 +41,8 @@ bool channelwise_binary(const std::string& op) {
 
 // Pooling, and a mean over rows and columns (with or without kept dimensions).
 bool pooling(const Node& node) {
-  static const std::set<std::string> kOps = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"};
-  if (node.op != "ReduceMean") return kOps.count(node.op) > 0;
-  std::vector<int64_t> axes = node.ints_attr("axes");
-  for (int64_t& a : axes) a = a < 0 ? a + 4 : a;
-  std::sort(axes.begin(), axes.end());
-  return axes == std::vector<int64_t>{2, 3};
+  static const std::set<std::string> kOps = {"MaxPool", "AveragePool", "GlobalMaxPool"};
+  return kOps.count(node.op) > 0 || averages_rows_and_columns(node);
 }
 
 std::vector<int64_t> with_channels(std::vector<int64_t> shape, int64_t channels) {
@@ -64,7 +60,7 @@ class ChannelPadder {
     for (Node& node : nodes) {
       bool done = false;
       if (node.op == "Conv") {
-        TF_ASSIGN_OR_RETURN(done, conv(node));
+        done = conv(node);
       } else if (node.outputs.size() == 1 && !node.inputs.empty() && padded_.count(node.inputs[0]) &&
                  (channelwise_unary(node.op) || pooling(node))) {
         done = channelwise(node);
@@ -165,7 +161,7 @@ class ChannelPadder {
     return name;
   }
 
-  StatusOr<bool> conv(Node& node) {
+  bool conv(Node& node) {
     if (node.inputs.size() < 2 || node.outputs.size() != 1) return false;
     const Value* x = g_.find(node.inputs[0]);
     const Value* w = g_.find(node.inputs[1]);
