@@ -143,19 +143,12 @@ class ChannelPadder {
     return p.name;
   }
 
-  // A constant of one value per channel ([C], [C, 1, 1] or [1, C, 1, 1] for `channels` C) with
-  // `padded` values, the new ones zero; empty where `v` is no such constant.
-  std::string padded_per_channel(const Value& v, int64_t channels, int64_t padded, const std::string& name) {
-    if (!v.constant || !v.is_float || v.elements() != channels || v.shape.empty()) return "";
-    std::vector<int64_t> shape = v.shape;
-    size_t axis = shape.size() == 4 ? 1 : 0;
-    if (shape[axis] != channels || (shape.size() != 1 && shape.size() != 3 && shape.size() != 4)) return "";
-    shape[axis] = padded;
-    Value p;
+  // Constant `v`, one value per channel ([K], a convolution's bias; [C, 1, 1] or [1, C, 1, 1], a
+  // scaling: is_per_channel), with `padded` values, the new ones zero.
+  std::string padded_per_channel(const Value& v, int64_t padded, const std::string& name) {
+    Value p = v;
     p.name = name;
-    p.constant = true;
-    p.shape = shape;
-    p.floats = v.floats;
+    p.shape[v.shape.size() == 4 ? 1 : 0] = padded;
     p.floats.resize(static_cast<size_t>(padded), 0.f);
     g_.values[name] = std::move(p);
     return name;
@@ -179,9 +172,8 @@ class ChannelPadder {
     std::string bias;
     if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
       const Value* b = g_.find(node.inputs[2]);
-      if (!b) return false;
-      bias = padded_per_channel(*b, k, kp, node.name + "/bias_padded");
-      if (bias.empty()) return false;
+      if (!b || !b->constant || !b->is_float || b->shape != std::vector<int64_t>{k}) return false;
+      bias = padded_per_channel(*b, kp, node.name + "/bias_padded");
     }
     Value pw;
     pw.name = node.name + "/weight_padded";
@@ -237,7 +229,7 @@ class ChannelPadder {
     for (const std::string& in : node.inputs) {
       const Value* v = g_.find(in);
       bool fits = v && (padded_.count(in) || v->elements() == 1 || (v->shape.size() == 4 && v->shape[1] == c && !v->constant) ||
-                        (v->constant && v->is_float && v->elements() == c));
+                        (v->constant && v->is_float && is_per_channel(*v, c)));
       if (!fits) return false;
     }
     std::vector<std::string> inputs;
@@ -249,9 +241,7 @@ class ChannelPadder {
       } else if (v->elements() == 1) {
         inputs.push_back(in);
       } else if (v->constant) {
-        std::string p = padded_per_channel(*v, c, cp, fmt::format("{}/input{}_padded", node.name, i));
-        if (p.empty()) return false;
-        inputs.push_back(p);
+        inputs.push_back(padded_per_channel(*v, cp, fmt::format("{}/input{}_padded", node.name, i)));
       } else {
         inputs.push_back(padded(node, in, cp));
       }

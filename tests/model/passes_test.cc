@@ -904,4 +904,25 @@ TEST(PadChannels, WeightsThatDoNotFitTheirInputAreLeftForTheBuildToRefuse) {
   EXPECT_EQ(b.g.find("y/padded")->shape, (std::vector<int64_t>{1, 64, 4, 4}));
 }
 
+// A constant of one value per channel ([C, 1, 1]) scales a padded value padded with zeros; a [C]
+// broadcasts along the columns (here 58 wide, as many as the channels), not the channels: the Mul
+// that reads it reads the model's channels, sliced out.
+TEST(PadChannels, OnlyConstantsPerChannelAsBroadcastingReadsThemArePadded) {
+  GraphBuilder b;
+  b.value("x", {1, 24, 2, 58});
+  b.constant("w", {58, 24, 1, 1}, std::vector<float>(58 * 24, 0.5f));
+  b.constant("per_channel", {58, 1, 1}, std::vector<float>(58, 2.f));
+  b.constant("per_column", {58}, std::vector<float>(58, 3.f));
+  for (const char* v : {"c", "s", "y"}) b.value(v, {1, 58, 2, 58});
+  b.node("Conv", {"x", "w"}, "c");
+  b.node("Mul", {"c", "per_channel"}, "s");
+  b.node("Mul", {"s", "per_column"}, "y");
+  b.g.inputs = {"x"};
+  b.g.outputs = {"y"};
+  ASSERT_TRUE(pad_channels(b.g).ok());
+  EXPECT_EQ(ops_of(b.g), (std::vector<std::string>{"Conv", "Mul", "Slice", "Mul"}));
+  EXPECT_EQ(b.g.find(b.g.nodes[1].inputs[1])->shape, (std::vector<int64_t>{64, 1, 1}));
+  EXPECT_EQ(b.g.nodes[3].inputs, (std::vector<std::string>{"s", "per_column"}));
+}
+
 }  // namespace tunefarm::model
