@@ -1,6 +1,7 @@
 #include "model/onnx_shape_folding.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <vector>
@@ -17,6 +18,62 @@ struct IntTensor {
   std::vector<int64_t> data;
   int type = onnx::TensorProto::INT64;  // INT64, INT32 or BOOL.
 };
+
+// A float computed from constants alone on its way to a shape: the TorchScript exporter's
+// MobileViT takes a patch count as int(ceil(16.0) * 2.0) / 2.
+struct RealTensor {
+  std::vector<int64_t> dims;
+  std::vector<double> data;
+};
+
+bool read_reals(const onnx::TensorProto& t, RealTensor& out) {
+  if (t.data_type() != onnx::TensorProto::FLOAT) return false;
+  int64_t n = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0 || (n *= d) > 64) return false;
+  }
+  Value v;
+  if (!read_tensor(t, v).ok() || !v.is_float) return false;
+  out = {std::move(v.shape), std::vector<double>(v.floats.begin(), v.floats.end())};
+  return true;
+}
+
+// The value of a float node of known float inputs, or nothing.
+std::optional<RealTensor> evaluate_real(const onnx::NodeProto& n, const std::map<std::string, RealTensor>& reals,
+                                        const std::map<std::string, IntTensor>& known) {
+  auto in = [&](int i) -> const RealTensor* {
+    if (i >= n.input_size()) return nullptr;
+    auto it = reals.find(n.input(i));
+    return it == reals.end() ? nullptr : &it->second;
+  };
+  const std::string& op = n.op_type();
+  if (op == "Cast") {
+    int64_t to = 0;
+    for (const auto& a : n.attribute())
+      if (a.name() == "to") to = a.i();
+    auto it = known.find(n.input(0));
+    if (to != onnx::TensorProto::FLOAT || it == known.end()) return std::nullopt;
+    return RealTensor{it->second.dims, std::vector<double>(it->second.data.begin(), it->second.data.end())};
+  }
+  if (op == "Ceil" || op == "Floor" || op == "Neg") {
+    const RealTensor* x = in(0);
+    if (!x) return std::nullopt;
+    RealTensor out = *x;
+    for (double& v : out.data) v = op == "Ceil" ? std::ceil(v) : op == "Floor" ? std::floor(v) : -v;
+    return out;
+  }
+  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
+  if (!kBinary.count(op)) return std::nullopt;
+  const RealTensor *a = in(0), *b = in(1);
+  if (!a || !b || (a->data.size() != b->data.size() && a->data.size() != 1 && b->data.size() != 1)) return std::nullopt;
+  RealTensor out = a->data.size() >= b->data.size() ? *a : *b;
+  for (size_t i = 0; i < out.data.size(); ++i) {
+    double x = a->data[a->data.size() == 1 ? 0 : i], y = b->data[b->data.size() == 1 ? 0 : i];
+    out.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : op == "Div" ? x / y
+                : op == "Max" ? std::max(x, y) : std::min(x, y);
+  }
+  return out;
+}
 
 bool read_ints(const onnx::TensorProto& t, IntTensor& out) {
   if (t.data_type() != onnx::TensorProto::INT64 && t.data_type() != onnx::TensorProto::INT32 &&
@@ -47,6 +104,7 @@ std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name
 
 // The value of a folded node, or nothing when its inputs are not all known.
 std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::string, IntTensor>& known,
+                                  const std::map<std::string, RealTensor>& reals,
                                   const std::map<std::string, std::vector<int64_t>>& shapes) {
   auto in = [&](int i) -> const IntTensor* {
     if (i >= n.input_size()) return nullptr;
@@ -82,6 +140,11 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
     }
     return out;
   }
+  // The TorchScript exporter passes a shared shape through Identity (Swin V2's [96] of a bias).
+  if (op == "Identity") {
+    const IntTensor* data = in(0);
+    return data ? std::optional<IntTensor>(*data) : std::nullopt;
+  }
   if (op == "Unsqueeze" || op == "Squeeze") {
     const IntTensor* data = in(0);
     if (!data) return std::nullopt;
@@ -105,8 +168,18 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
   if (op == "Cast") {
     const IntTensor* data = in(0);
     int64_t to = attr_int(n, "to", 0);
-    if (!data || (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32 && to != onnx::TensorProto::BOOL))
-      return std::nullopt;
+    if (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32 && to != onnx::TensorProto::BOOL) return std::nullopt;
+    // A float truncates toward zero, as ONNX Runtime casts it.
+    auto real = reals.find(n.input(0));
+    if (!data && real != reals.end()) {
+      IntTensor out{real->second.dims, {}, static_cast<int>(to)};
+      for (double v : real->second.data) {
+        if (!std::isfinite(v) || std::abs(v) > 9e15) return std::nullopt;
+        out.data.push_back(to == onnx::TensorProto::BOOL ? v != 0 : static_cast<int64_t>(std::trunc(v)));
+      }
+      return out;
+    }
+    if (!data) return std::nullopt;
     IntTensor out = *data;
     out.type = static_cast<int>(to);
     if (to == onnx::TensorProto::BOOL)
@@ -257,9 +330,12 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::
 
 StatusOr<int> fold_shape_computations(onnx::GraphProto& graph) {
   std::map<std::string, IntTensor> known;
+  std::map<std::string, RealTensor> reals;
   for (const auto& t : graph.initializer()) {
     IntTensor v;
     if (read_ints(t, v)) known[t.name()] = std::move(v);
+    RealTensor r;
+    if (read_reals(t, r)) reals[t.name()] = std::move(r);
   }
   std::map<std::string, std::vector<int64_t>> shapes;
   auto note_shape = [&](const onnx::ValueInfoProto& info) {
@@ -277,13 +353,27 @@ StatusOr<int> fold_shape_computations(onnx::GraphProto& graph) {
   google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
   for (auto& node : *graph.mutable_node()) {
     std::optional<IntTensor> value;
+    std::optional<RealTensor> real;
     if (node.op_type() == "Constant") {
       for (const auto& a : node.attribute()) {
         IntTensor v;
+        RealTensor r;
         if (a.name() == "value" && read_ints(a.t(), v)) known[node.output(0)] = std::move(v);
+        if (a.name() == "value" && read_reals(a.t(), r)) reals[node.output(0)] = std::move(r);
       }
     } else if (node.output_size() == 1) {
-      value = evaluate(node, known, shapes);
+      value = evaluate(node, known, reals, shapes);
+      if (!value) real = evaluate_real(node, reals, known);
+    }
+    if (real) {
+      auto* t = graph.add_initializer();
+      t->set_name(node.output(0));
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      for (int64_t d : real->dims) t->add_dims(d);
+      for (double x : real->data) t->add_float_data(static_cast<float>(x));
+      reals[node.output(0)] = std::move(*real);
+      ++folded;
+      continue;
     }
     if (!value) {
       *kept.Add() = std::move(node);
@@ -305,7 +395,7 @@ StatusOr<int> fold_shape_computations(onnx::GraphProto& graph) {
   // contradict nothing, but inference adds them again; drop them so that it starts clean.
   google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> infos;
   for (auto& v : *graph.mutable_value_info())
-    if (!known.count(v.name())) *infos.Add() = std::move(v);
+    if (!known.count(v.name()) && !reals.count(v.name())) *infos.Add() = std::move(v);
   graph.mutable_value_info()->Swap(&infos);
   return folded;
 }

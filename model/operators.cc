@@ -823,6 +823,28 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       for (size_t d = static_cast<size_t>(axis) + 1; d < rank; ++d) at.push_back(i[d - 1 + index_rank]);
       return x(at);
     });
+  } else if (op == "GatherElements") {
+    // out[i] = x[i with the axis' position taken from indices[i]], shaped as the indices, which
+    // may be shorter than x on every axis (RoBERTa's token types: a [1, 512] buffer read at the
+    // [1, 128] positions computed from the mask).
+    size_t rank = x.shape().size();
+    int64_t axis = normalize_axis(node.int_attr("axis", 0), rank);
+    if (axis < 0 || in.size() != 2 || in[1].shape() != out || out.size() != rank)
+      return unsupported(node, "an axis out of range, or indices that are not shaped as the output");
+    for (size_t d = 0; d < rank; ++d)
+      if (static_cast<int64_t>(d) != axis && out[d] > x.shape()[d])
+        return unsupported(node, fmt::format("indices {} are longer than the input {} on axis {}", shape_string(out),
+                                             shape_string(x.shape()), d));
+    int64_t dim = x.shape()[static_cast<size_t>(axis)];
+    const te::Tensor& idx = in[1];
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      std::vector<Expr> at = as_exprs(i);
+      // As Gather's: negative from the end, out of range clamped rather than read outside.
+      Expr k = ir::cast(ir::Type::i64(), idx(at));
+      k = ir::select(ir::lt(k, ir::int_imm(0)), k + dim, k);
+      at[static_cast<size_t>(axis)] = ir::max(ir::min(k, ir::int_imm(dim - 1)), ir::int_imm(0));
+      return x(at);
+    });
   } else if (op == "GatherND") {
     // Each row of the indices' last axis (k long) names a slice of the data's trailing axes.
     if (in.size() != 2 || node.int_attr("batch_dims", 0) != 0) return unsupported(node, "only batch_dims 0 is supported");

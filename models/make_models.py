@@ -531,8 +531,8 @@ def audio_front_ends(opset):
     """Audio models' 1-D convolutions: wav2vec 2.0's feature encoder (a strided Conv1d of the raw
     wave without padding, GroupNorm with a group per channel, GELU, another strided Conv1d),
     Whisper's (Conv1d over mel frames, GELU, a Conv1d at stride 2, then channels-last with a
-    position embedding and LayerNorm) and a Conformer's depthwise Conv1d (kernel 7, padded, groups =
-    channels) with SiLU. GroupNorm as the TorchScript exporter writes it, as GroupNormalization
+    position embedding and LayerNorm), a Conformer's depthwise Conv1d (kernel 7, padded, groups =
+    channels) with SiLU, and wav2vec 2.0's weight-normalized grouped positional Conv1d. GroupNorm as the TorchScript exporter writes it, as GroupNormalization
     from opset 21."""
     b = Builder(37, opset=opset)
     wave, mel = "waveform", "mel"
@@ -556,6 +556,13 @@ def audio_front_ends(opset):
     m = b.gelu(conv1d(mel, 8, 16, 3, pad=1))
     m = b.gelu(conv1d(m, 16, 16, 3, stride=2, pad=1))
     m = b.node("Mul", [b.node("Sigmoid", [conv1d(m, 16, 16, 7, pad=3, groups=16)]), m])
+    # wav2vec 2.0's positional convolution, weight-normalized: its weight g * v / ||v|| computed
+    # from two parameters in the file (the norm over every axis but the kernel's).
+    v, g = b.weight((16, 4, 5), 20), b.const((1 + 0.1 * b.rng.standard_normal((1, 1, 5))).astype(np.float32), "g")
+    axes = {"axes": [0, 1]} if opset < 18 else {}
+    norm = b.node("ReduceL2", [v] + ([] if opset < 18 else [b.const(np.array([0, 1], np.int64), "axes")]), keepdims=1, **axes)
+    weight = b.node("Mul", [g, b.node("Div", [v, norm])])
+    m = b.node("Add", [m, b.gelu(b.node("Conv", [m, weight], kernel_shape=[5], pads=[2, 2], group=4))])
     m = b.node("Add", [m, w])
     m = b.node("Transpose", [m], perm=[0, 2, 1])
     m = b.node("Add", [m, b.const((0.02 * b.rng.standard_normal((1, 16, 16))).astype(np.float32), "positions")])
@@ -596,15 +603,26 @@ def tf_convolutions():
 def symbolic_sizes():
     """Sizes as the dynamo exporter computes them for a model exported with dynamic shapes (opset
     18): one axis by Shape with start and end, the element count by Size, divided into the target
-    of a Reshape."""
-    b = Builder(67, opset=18)
+    of a Reshape; and a patch count as the TorchScript exporter writes MobileViT's, in float
+    Constant nodes: int(ceil(6.0 / 2.0) * 2.0) / 2; and a Reshape's target through Identity, as the
+    TorchScript exporter shares one (Swin V2's qkv bias)."""
+    b = Builder(67, opset=18, constant_nodes=True)
     tokens = b.node("Shape", ["x"], start=1, end=2)
     count = b.node("Size", ["x"])
     rest = b.node("Div", [count, b.node("Squeeze", [tokens, b.const(np.array([0], np.int64), "axes")])])
     shape = b.node("Concat", [tokens, b.node("Unsqueeze", [rest, b.const(np.array([0], np.int64), "axes")])], axis=0)
     out = b.node("Relu", [b.node("Reshape", ["x", shape])])
+    rows = b.node("Mul", [b.node("Ceil", [b.node("Div", [b.const(np.float32(6.0), "width"), b.const(np.float32(2.0), "patch")])]),
+                          b.const(np.float32(2.0), "patch")])
+    patches = b.node("Div", [b.node("Cast", [rows], to=TensorProto.INT64), b.const(np.int64(2), "two")])
+    patches = b.node("Unsqueeze", [patches, b.const(np.array([0], np.int64), "axes")])
+    shape = b.node("Concat", [b.const(np.array([1], np.int64), "one"), patches, b.const(np.array([2, 4], np.int64), "rest")], axis=0)
+    split = b.node("Sigmoid", [b.node("Reshape", ["x", shape])])
+    flat = b.node("Relu", [b.node("Reshape", ["x", b.node("Identity", [b.const(np.array([24], np.int64), "flat")])])])
     return b.model("symbolic_sizes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 4])],
-                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [6, 4])], ir_version=None)
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [6, 4]),
+                    helper.make_tensor_value_info(split, TensorProto.FLOAT, [1, 3, 2, 4]),
+                    helper.make_tensor_value_info(flat, TensorProto.FLOAT, [24])], ir_version=None)
 
 
 def yolo_head():
@@ -676,7 +694,7 @@ def argmax_heads():
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
-    - 1, plus OPT's offset of 2) and Gather, then LayerNorm; and a running sum from the end,
+    - 1, plus OPT's offset of 2) and Gather, RoBERTa's token types at those positions, then LayerNorm; and a running sum from the end,
     exclusive, of the normalized features (CumSum's reverse and exclusive)."""
     b = Builder(31, opset=17)
     tokens, hidden, vocab = 7, 16, 50
@@ -686,6 +704,10 @@ def opt_embeddings():
     positions = b.node("Sub", [b.node("Mul", [counted, mask]), b.const(np.int64(1), "one")])
     positions = b.node("Add", [positions, b.const(np.int64(2), "offset")])
     x = b.node("Add", [x, b.node("Gather", [b.weight((tokens + 2, hidden), 1), positions], axis=0)])
+    # RoBERTa's token types (dynamo exporter): a buffer longer than the sequence read by
+    # GatherElements at those positions, then looked up in their own table.
+    types = b.const(b.rng.integers(0, 2, (1, tokens + 5)).astype(np.int64), "token_types")
+    x = b.node("Add", [x, b.node("Gather", [b.weight((2, hidden), 1), b.node("GatherElements", [types, positions], axis=1)], axis=0)])
     h = b.layer_norm(x, hidden, eps=1e-5)
     tail = b.node("CumSum", [h, b.const(np.int64(-1), "axis")], exclusive=1, reverse=1)
     out = b.node("Add", [h, b.node("Mul", [tail, b.const(np.float32(0.1), "scale")])])

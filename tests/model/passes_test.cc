@@ -551,6 +551,45 @@ TEST(FoldConstants, MathOfConstantsFolds) {
   EXPECT_EQ(b.g.find("floor")->floats, (std::vector<float>{0, 1, 2}));
 }
 
+// Reductions of constants fold (a weight-normalized convolution's norm: axes as an input from
+// opset 18, as an attribute before; keepdims; no axes: all of them), and so does a value as
+// large as a constant the file holds however large; one that a few values would blow up to
+// more than the pass folds stays a node.
+TEST(FoldConstants, ReductionsOfConstantsAndWeightsComputedFromThemFold) {
+  GraphBuilder b;
+  b.constant("v", {2, 1, 2}, {3.f, 4.f, 6.f, 8.f});
+  b.constant("axes", {2}, {});
+  b.g.values["axes"].is_float = false;
+  b.g.values["axes"].ints = {0, 1};
+  b.value("norm", {1, 1, 2});
+  b.value("mean", {2});
+  b.value("most", {1, 1, 1});
+  b.node("ReduceL2", {"v", "axes"}, "norm");
+  b.node("ReduceMean", {"v"}, "mean").attributes["axes"].ints = {1, 2};
+  b.g.nodes.back().attributes["keepdims"].i = 0;
+  b.node("ReduceMax", {"v"}, "most");
+  size_t big = (size_t{1} << 22) + 16;
+  b.constant("wide", {static_cast<int64_t>(big)}, std::vector<float>(big, 2.f));
+  b.constant("half", {}, {0.5f});
+  b.value("scaled", {static_cast<int64_t>(big)});
+  b.node("Mul", {"wide", "half"}, "scaled");
+  b.constant("shape", {1}, {});
+  b.g.values["shape"].is_float = false;
+  b.g.values["shape"].ints = {static_cast<int64_t>(big)};
+  b.value("ones", {static_cast<int64_t>(big)});
+  b.node("ConstantOfShape", {"shape"}, "ones");
+  b.g.outputs = {"norm", "mean", "most", "scaled", "ones"};
+  auto folded = fold_constants(b.g);
+  ASSERT_TRUE(folded.ok());
+  EXPECT_EQ(*folded, 4);
+  EXPECT_EQ(ops_of(b.g), (std::vector<std::string>{"ConstantOfShape"}));
+  EXPECT_EQ(b.g.find("norm")->floats, (std::vector<float>{std::sqrt(45.f), std::sqrt(80.f)}));
+  EXPECT_EQ(b.g.find("mean")->floats, (std::vector<float>{3.5f, 7.f}));
+  EXPECT_EQ(b.g.find("most")->floats, (std::vector<float>{8.f}));
+  EXPECT_EQ(b.g.find("scaled")->floats.size(), big);
+  EXPECT_EQ(b.g.find("scaled")->floats.back(), 1.f);
+}
+
 // A causal mask written as Trilu of a constant (the TorchScript exporter's LLaMA) folds: upper
 // keeps the k-th diagonal and above, lower the k-th and below.
 TEST(FoldConstants, TriluOfAConstantFolds) {
