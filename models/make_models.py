@@ -911,7 +911,7 @@ def exporter_patterns(out_dir):
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
-                  tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes()):
+                  tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
@@ -964,6 +964,36 @@ def convnext_stages(small=True):
     return b.model("convnext_stages" + ("_small" if small else ""),
                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, size, size])],
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000 if not small else 10])])
+
+
+def mix_ffn():
+    """SegFormer's Mix-FFN as the dynamo exporter writes it (opset 18): tokens [1, H*W, C] through a
+    Linear, Transpose to [1, 4C, H*W], Reshape to the map, a 3x3 depthwise convolution, Reshape back
+    to [1, 4C, H*W], Transpose to tokens, GELU (erf), a Linear back and the residual Add; and its
+    attention's spatial reduction: the tokens to the map the same way, a 2x2 stride-2 convolution,
+    back to tokens and LayerNorm. An 8x8 map of 16 channels."""
+    b = Builder(71, opset=18)
+    side, c = 8, 16
+    x = "tokens"
+
+    def to_map(t, channels):
+        t = b.node("Transpose", [t], perm=[0, 2, 1])
+        return b.node("Reshape", [t, b.const(np.array([1, channels, side, side], np.int64), "map")])
+
+    def to_tokens(t, channels, count):
+        t = b.node("Reshape", [t, b.const(np.array([1, channels, count], np.int64), "flat")])
+        return b.node("Transpose", [t], perm=[0, 2, 1])
+
+    h = to_map(b.linear(x, c, 4 * c), 4 * c)
+    h = b.node("Conv", [h, b.weight((4 * c, 1, 3, 3), 9), b.const(np.zeros(4 * c, np.float32), "bias")],
+               kernel_shape=[3, 3], pads=[1] * 4, group=4 * c)
+    y = b.node("Add", [b.linear(b.gelu(to_tokens(h, 4 * c, side * side)), 4 * c, c), x])
+    r = b.node("Conv", [to_map(y, c), b.weight((c, c, 2, 2), 4 * c), b.const(np.zeros(c, np.float32), "bias")],
+               kernel_shape=[2, 2], strides=[2, 2])
+    r = b.layer_norm(to_tokens(r, c, side * side // 4), c, eps=1e-6)
+    return b.model("mix_ffn", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, side * side, c])],
+                   [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, side * side, c]),
+                    helper.make_tensor_value_info(r, TensorProto.FLOAT, [1, side * side // 4, c])], ir_version=None)
 
 
 def gpt2_block(small=True):

@@ -8,7 +8,12 @@
 //   Transpose(Transpose(x, p1), p2)  becomes  Transpose(x, p1 composed with p2), the inner one's
 //     selected axis kept, where the composed copy still reads x's last axis innermost (a copy
 //     that gathers each vector from rows far apart costs more than the copy it saves).
-// A Transpose that nothing reads any more (nor the graph's outputs) is dropped. First, nodes that
+//   Reshape(Transpose(x [N, L, C], [0, 2, 1]), [N, C, H, W])  and
+//   Transpose(Reshape(y [N, C, H, W], [N, C, L]), [0, 2, 1])  (tokens to a map and back, L = H x W:
+//     SegFormer, PVT)  become a 4-D Transpose between the map and its channels-last view
+//     [N, H, W, C] (a Reshape of the tokens), which moves whole vectors of channels to and from
+//     a convolution's channel blocks instead of gathering each vector from rows L apart.
+// A Transpose or Reshape that nothing reads any more (nor the graph's outputs) is dropped. First, nodes that
 // copy their input unchanged (Identity, Dropout, a Cast of float32 to float32, an Expand to the
 // input's own shape) are dropped, their readers reading the input: the patterns after this pass
 // (RMSNorm, GELU) then see the chain the exporter meant.

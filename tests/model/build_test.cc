@@ -931,6 +931,32 @@ TEST(ModelBuild, ChannelsLastTransposesMoveBlockedDataOnce) {
   builds_and_matches(graph, dir + "/convnext_stages_small.onnx", dir + "/built");
 }
 
+// SegFormer's tokens to the map and back (Transpose of [1, H*W, C] beside a Reshape to [1, C, H, W],
+// both ways) around its depthwise and spatial-reduction convolutions: 4-D Transposes that write
+// and read the convolutions' channel blocks, whole vectors of channels at a time; no conversion
+// step and no 3-D Transpose (each vector of those gathered from rows H*W apart). Outputs within
+// 1e-4 of ONNX Runtime's.
+TEST(ModelBuild, TokensToAMapAndBackMoveWholeChannelBlocks) {
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/mix_ffn";
+  Graph graph;
+  Program program;
+  ASSERT_NO_FATAL_FAILURE(lower_pattern(dir, "mix_ffn", graph, program));
+  std::string steps;
+  int conversions = 0, transposes = 0;
+  for (const Step& step : program.steps) {
+    steps += " " + step.op;
+    conversions += step.op == "from NCHWc" || step.op == "to NCHWc";
+    if (step.op != "Transpose") continue;
+    ++transposes;
+    const auto& shape = step.compute.output.shape();
+    // [N, C/16, H, W, 16] into the blocks, [N, H, W, C/16, 16] out of them.
+    EXPECT_TRUE(shape.size() == 5 && shape.back() == 16) << shape_string(shape) << ":" << steps;
+  }
+  EXPECT_EQ(conversions, 0) << steps;
+  EXPECT_EQ(transposes, 4) << steps;
+  builds_and_matches(graph, dir + "/mix_ffn.onnx", dir + "/built");
+}
+
 // GPT-2's block as exported: each Conv1D (a Gemm between Reshapes) is one dense task with its
 // bias, the FFN's gelu_new (written out with Pow and Tanh) and both residual adds in its kernel.
 // Outputs within 1e-4 of ONNX Runtime's.
