@@ -630,6 +630,20 @@ bool is_row_wise(const Graph& graph, const Node& node) {
          is_last_axis(axes[0], x->shape.size());
 }
 
+bool reduces_along_last_axis_lanes(const Graph& graph, const Node& node) {
+  static const std::set<std::string> kReductions = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+                                                    "ReduceL1", "ReduceL2", "ReduceSumSquare"};
+  const Value* x = node.inputs.empty() ? nullptr : graph.find(node.inputs[0]);
+  if (!kReductions.count(node.op) || !x || x->shape.size() < 2 || x->shape.back() < 16) return false;
+  std::vector<int64_t> axes = node.ints_attr("axes");
+  if (node.op == "ReduceSum" && node.inputs.size() > 1) constant_ints(graph, node, 1, axes);
+  // No axes: all of them.
+  if (axes.empty()) return false;
+  for (int64_t a : axes)
+    if (normalize_axis(a, x->shape.size()) < 0 || is_last_axis(a, x->shape.size())) return false;
+  return true;
+}
+
 bool is_view(const std::string& op) {
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" || op == "Dropout";
 }

@@ -23,6 +23,11 @@ bool is_view(const std::string& op);
 // them, where other reductions run scalar.
 bool is_row_wise(const Graph& graph, const Node& node);
 
+// True for a reduction over axes that do not include the last (ConvNeXt V2's norm over the rows
+// and columns of a channels-last map): the plain schedule vectorizes it along the last axis, each
+// lane a sum of its own, reading whole vectors of the input.
+bool reduces_along_last_axis_lanes(const Graph& graph, const Node& node);
+
 // A definition with the values it reads and writes, in its argument order (the output last).
 struct Computed {
   ops::ComputeDef def;

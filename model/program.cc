@@ -244,9 +244,11 @@ class Lowering {
     }
     TF_ASSIGN_OR_RETURN(Computed c, operator_compute(graph_, n));
     // Softmax and the normalizations vectorize across the row, their statistics in lanes too
-    // (operators.cc's row_statistic); other reductions run scalar.
+    // (operators.cc's row_statistic), reductions of other axes along the last; other reductions
+    // run scalar.
     bool pooling = node.op == "MaxPool" || node.op == "GlobalMaxPool" || node.op == "AveragePool";
-    bool scalar_only = !pooling && !is_row_wise(graph_, node) && has_reduction(c.def.output.op);
+    bool scalar_only = !pooling && !is_row_wise(graph_, node) && !reduces_along_last_axis_lanes(graph_, node) &&
+                       has_reduction(c.def.output.op);
     add_step(node.name, node.op, c, !scalar_only, deferrable(node));
     return Status();
   }

@@ -647,8 +647,9 @@ def reductions():
     ReduceMax keeping the axis, ReduceMin dropping it, ReduceSum with its axes as an input (opset
     13), ReduceMean, over rows of 197 (ViT's tokens: not a multiple of the vector); then a sentence
     embedding's head as the TorchScript exporter writes sentence-transformers' (mean pooling, then
-    F.normalize: ReduceL2, Clip, Expand, Div), and ReduceL1, ReduceSumSquare and ReduceLogSumExp
-    over the middle axis."""
+    F.normalize: ReduceL2, Clip, Expand, Div), ReduceL1, ReduceSumSquare and ReduceLogSumExp
+    over the middle axis, and ReduceL2 and ReduceMax over all axes but the last (ConvNeXt V2's
+    global response norm)."""
     b = Builder(59, opset=13)
     outs = [b.node("ReduceMax", ["x"], axes=[-1], keepdims=1), b.node("ReduceMin", ["x"], axes=[2], keepdims=0),
             b.node("ReduceSum", ["x", b.const(np.array([-1], np.int64), "axes")], keepdims=1),
@@ -657,7 +658,9 @@ def reductions():
     norm = b.node("Clip", [b.node("ReduceL2", [pooled], axes=[-1], keepdims=1), b.const(np.float32(1e-12), "eps")])
     outs.append(b.node("Div", [pooled, b.node("Expand", [norm, b.const(np.array([2, 197], np.int64), "shape")])]))
     outs += [b.node(op, ["x"], axes=[1], keepdims=0) for op in ("ReduceL1", "ReduceSumSquare", "ReduceLogSumExp")]
-    shapes = [[2, 3, 1], [2, 3], [2, 3, 1], [2, 3], [2, 197], [2, 197], [2, 197], [2, 197]]
+    # ConvNeXt V2's global response norm: the L2 norm over every axis but the channels-last one.
+    outs += [b.node("ReduceL2", ["x"], axes=[0, 1], keepdims=1), b.node("ReduceMax", ["x"], axes=[1, 0], keepdims=0)]
+    shapes = [[2, 3, 1], [2, 3], [2, 3, 1], [2, 3], [2, 197], [2, 197], [2, 197], [2, 197], [1, 1, 197], [197]]
     return b.model("reductions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 197])],
                    [helper.make_tensor_value_info(o, TensorProto.FLOAT, s) for o, s in zip(outs, shapes)])
 
