@@ -904,6 +904,23 @@ void lower_pattern(const std::string& dir, const std::string& name, Graph& graph
   program = std::move(*lowered);
 }
 
+// A program's operators in order, and how many of its steps convert layouts and transpose.
+struct Movement {
+  std::string steps;
+  int conversions = 0;
+  int transposes = 0;
+};
+
+Movement tally_movement(const Program& program) {
+  Movement m;
+  for (const Step& step : program.steps) {
+    m.steps += " " + step.op;
+    m.conversions += step.op == "from NCHWc" || step.op == "to NCHWc";
+    m.transposes += step.op == "Transpose";
+  }
+  return m;
+}
+
 // ConvNeXt moves every block's activations to channels-last for its LayerNorm and back: the
 // Transposes read the depthwise convolutions' channel blocks and write the blocks the next
 // convolution reads, and the layer scale (a constant [C, 1, 1]) and residual add run in those
@@ -915,13 +932,7 @@ TEST(ModelBuild, ChannelsLastTransposesMoveBlockedDataOnce) {
   Graph graph;
   Program program;
   ASSERT_NO_FATAL_FAILURE(lower_pattern(dir, "convnext_stages_small", graph, program));
-  std::string steps;
-  int conversions = 0, transposes = 0;
-  for (const Step& step : program.steps) {
-    steps += " " + step.op;
-    conversions += step.op == "from NCHWc" || step.op == "to NCHWc";
-    transposes += step.op == "Transpose";
-  }
+  auto [steps, conversions, transposes] = tally_movement(program);
   EXPECT_EQ(conversions, 1) << steps;
   // Two per LayerNorm2d (after the stem, before the downsampling) and one per block (two blocks):
   // a block's Transpose back to channels first and its layer scale are computed inside the
@@ -965,13 +976,9 @@ TEST(ModelBuild, TokensToAMapAndBackMoveWholeChannelBlocks) {
   Graph graph;
   Program program;
   ASSERT_NO_FATAL_FAILURE(lower_pattern(dir, "mix_ffn", graph, program));
-  std::string steps;
-  int conversions = 0, transposes = 0;
+  auto [steps, conversions, transposes] = tally_movement(program);
   for (const Step& step : program.steps) {
-    steps += " " + step.op;
-    conversions += step.op == "from NCHWc" || step.op == "to NCHWc";
     if (step.op != "Transpose") continue;
-    ++transposes;
     const auto& shape = step.compute.output.shape();
     // [N, C/16, H, W, 16] into the blocks, [N, H, W, C/16, 16] out of them.
     EXPECT_TRUE(shape.size() == 5 && shape.back() == 16) << shape_string(shape) << ":" << steps;
