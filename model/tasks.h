@@ -38,7 +38,8 @@ struct TaskTable {
   int other_steps = 0;
   double other_bytes = 0;
   double other_streaming_bytes = 0;
-  // What one run of the built model touches: the constants its steps read, its arena and its
+  // What one run of the built model touches: the constants its steps read (a convolution that
+  // has a Winograd form counted with its weight transformed, the larger), its arena and its
   // inputs and outputs. A model's candidates are timed with their constants rotated through this
   // many bytes (measure/cpu_runner.cc), what a step finds in the caches inside the model.
   double run_bytes = 0;

@@ -8,6 +8,8 @@
 
 #include "common/operators/operator.h"
 #include "model/onnx_import.h"
+#include "model/passes/passes.h"
+#include "model/program.h"
 #include "model/passes/fold_batch_norm.h"
 #include "tests/model/model_test_util.h"
 
@@ -208,6 +210,37 @@ TEST(ModelTasks, ARunTouchesItsWeightsOnceAndItsActivationsInTheArena) {
   // A transformer layer's other steps are Softmax, LayerNorms and transposes: none streams.
   EXPECT_GT(layer->other_bytes, 0);
   EXPECT_EQ(layer->other_streaming_bytes, 0);
+
+  // A convolution with a Winograd form counts its weight as the larger, transformed one (each of
+  // its nodes): ResNet's 3x3 convolutions at stride 1.
+  auto resnet = import_onnx_file(test_model("resnet50_small.onnx"));
+  ASSERT_TRUE(resnet.ok());
+  double direct = 0, biases = 0;
+  for (const Node& node : resnet->nodes) {
+    if (node.op != "Conv" && node.op != "Gemm") continue;
+    const Value* w = resnet->find(node.inputs[1]);
+    direct += 4.0 * static_cast<double>(w->elements());
+    biases += 4.0 * static_cast<double>(w->shape[0]);
+  }
+  auto convs = extract_tasks(*resnet);
+  ASSERT_TRUE(convs.ok()) << convs.status().to_string();
+  double more = 0;
+  for (const Task& t : convs->tasks) {
+    if (t.alternative_of.empty()) continue;
+    auto of = parse_workload(t.alternative_of);
+    ASSERT_TRUE(of.ok());
+    more += 4.0 * t.count * static_cast<double>(operators::tensor_args(t.workload)[1].num_elements() -
+                                                operators::tensor_args(*of)[1].num_elements());
+  }
+  ASSERT_GT(more, 0);
+  Graph passed = *resnet;
+  ASSERT_TRUE(run_passes(passed).ok());
+  auto program = lower_graph(passed);
+  ASSERT_TRUE(program.ok());
+  double arena = static_cast<double>(plan_memory(*program).arena_bytes);
+  // The arena, the weights (the transformed ones' extra), a bias per output channel, the image and
+  // the scores.
+  EXPECT_NEAR(convs->run_bytes, arena + direct + more + biases + 4.0 * (3 * 64 * 64 + 10), 1024);
 }
 
 // The same layer as exporters write it at opset 17 (LayerNormalization as one operator, small
