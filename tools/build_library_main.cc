@@ -28,6 +28,9 @@ tunefarm::Status run(const tunefarm::LibraryRequest& request, const std::string&
   std::istringstream records(std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()));
   TF_RETURN_IF_ERROR(store->import_jsonl(records, records_name).status());
   TF_ASSIGN_OR_RETURN(BuiltLibrary library, build_library(request, *store));
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return unavailable(fmt::format("cannot create the output directory {}: {}", out_dir, ec.message()));
   for (const auto& file : library.files) {
     std::ofstream out(out_dir + "/" + file.name, std::ios::binary);
     out.write(file.content.data(), static_cast<std::streamsize>(file.content.size()));
@@ -53,7 +56,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", request.device_key, "Only records of this device key");
   app.add_option("--name", request.name, "Library name (a C identifier)")->capture_default_str();
   app.add_flag("--require-tuned", request.require_tuned, "A workload without records is an error");
-  app.add_option("--out", out_dir, "Existing directory for the files")->required();
+  app.add_option("--out", out_dir, "Directory for the files (made if missing)")->required();
   app.add_option("--records-name", records_name, "What to call the records on stdin in messages");
   CLI11_PARSE(app, argc, argv);
   auto fail = [](const tunefarm::Status& s) {

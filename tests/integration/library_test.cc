@@ -189,6 +189,21 @@ TEST_F(LibraryTest, BadInputIsOneLineAndLeavesNothingInTheOutputDirectory) {
   EXPECT_THAT(r.err, ::testing::HasSubstr("output directory"));
 }
 
+// The helper on its own, as a user may run it: it makes its output directory (nested, missing),
+// and one it cannot make (its parent a file) is one line naming it, exit status 2.
+TEST_F(LibraryTest, TheBuildHelperMakesItsOutputDirectory) {
+  std::string out = dir("helper/nested/lib");
+  HelperRun r = run({bin_path("tunefarm-build-library"), "--workload", kGemm, "--out", out});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out + "/manifest.json")) << r.out << r.err;
+  std::string file = dir("helper-file");
+  std::ofstream(file) << "x";
+  r = run({bin_path("tunefarm-build-library"), "--workload", kGemm, "--out", file + "/lib"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("cannot create the output directory " + file + "/lib"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 // A model tuned briefly as one job, then built: its kernels come from the job's records, its
 // outputs match ONNX Runtime's, and the example program prints its top five classes.
 TEST_F(LibraryTest, ATunedModelBecomesALibraryThatMatchesOnnxRuntime) {
