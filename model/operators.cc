@@ -370,6 +370,25 @@ StatusOr<te::Tensor> elementwise(const Node& node, const std::vector<te::Tensor>
       return ir::max(x, f32(0)) + log1p;
     });
   }
+  if (op == "Celu") {
+    float alpha = node.float_attr("alpha", 1.f);
+    if (alpha == 0.f) return unsupported(node, "alpha 0 divides by zero");
+    return unary([&](Expr x) {
+      Expr e = f32(alpha) * (ir::call(ir::Type::f32(), "exp", {x * f32(1.f / alpha)}) - f32(1));
+      return ir::max(x, f32(0)) + ir::min(e, f32(0));
+    });
+  }
+  if (op == "Shrink") {
+    float lambd = node.float_attr("lambd", 0.5f), bias = node.float_attr("bias", 0.f);
+    return unary([&](Expr x) {
+      return ir::select(ir::lt(x, f32(-lambd)), x + f32(bias), ir::select(ir::lt(f32(lambd), x), x - f32(bias), f32(0)));
+    });
+  }
+  if (op == "Softsign") return unary([](Expr x) { return x / (f32(1) + ir::max(x, f32(0) - x)); });
+  if (op == "ThresholdedRelu") {
+    float alpha = node.float_attr("alpha", 1.f);
+    return unary([&](Expr x) { return ir::select(ir::lt(f32(alpha), x), x, f32(0)); });
+  }
   if (op == "Neg") return unary([](Expr x) { return f32(0) - x; });
   if (op == "Floor") return unary([](Expr x) { return integral(x, ir::cast(ir::Type::f32(), floor_of(x))); });
   if (op == "Ceil") return unary([](Expr x) { return integral(x, ir::cast(ir::Type::f32(), ceil_of(x))); });
@@ -1107,6 +1126,34 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       Expr channel = crd ? (Expr(i[1]) * b + bi) * b + bj : (bi * b + bj) * c_out + Expr(i[1]);
       return x(i[0], channel, Expr(i[2]) / b, Expr(i[3]) / b);
     });
+  } else if (op == "LRN") {
+    // Across channels (GoogLeNet's and AlexNet's as the ONNX model zoo has them): x over
+    // (bias + alpha / size * the sum of squares of the channels c - floor((size - 1) / 2) through
+    // c + ceil((size - 1) / 2) inside the tensor) ^ beta. The window's terms are written out (a few:
+    // 3 or 5), so that the step is elementwise and vectorizes along the rows.
+    int64_t size = node.int_attr("size", 0);
+    float alpha = node.float_attr("alpha", 1e-4f), beta = node.float_attr("beta", 0.75f), bias = node.float_attr("bias", 1.f);
+    constexpr int64_t kMaxWindow = 64;
+    if (out.size() < 3 || size < 1 || size > kMaxWindow)
+      return unsupported(node, fmt::format("expects [N, C, ...] and a window of 1 to {} channels (size {})", kMaxWindow, size));
+    int64_t channels = out[1], below = (size - 1) / 2;
+    result = te::compute("out", out, [&](const std::vector<Var>& i) {
+      std::vector<Expr> at = as_exprs(i);
+      Expr sum = f32(0);
+      for (int64_t k = -below; k < size - below; ++k) {
+        Expr c = Expr(i[1]) + k;
+        at[1] = ir::max(ir::min(c, ir::int_imm(channels - 1)), ir::int_imm(0));
+        Expr v = x(at);
+        Expr inside = ir::logical_and(ir::ge(c, ir::int_imm(0)), ir::lt(c, ir::int_imm(channels)));
+        sum = sum + ir::select(inside, v * v, f32(0));
+      }
+      Expr base = f32(bias) + f32(alpha / static_cast<float>(size)) * sum;
+      // base^-0.75 (every model's beta) as two square roots; others as e^(-beta ln base).
+      Expr root = ir::call(ir::Type::f32(), "sqrt", {base});
+      Expr scale = beta == 0.75f ? f32(1) / (root * ir::call(ir::Type::f32(), "sqrt", {root}))
+                                 : ir::call(ir::Type::f32(), "exp", {f32(-beta) * ir::call(ir::Type::f32(), "log", {base})});
+      return x(as_exprs(i)) * scale;
+    });
   } else if (op == "ArgMax" || op == "ArgMin") {
     // The index of the largest (smallest) value along the axis, the first where several are
     // (the last with select_last_index), held as float32 like every index here (exact to 2^24).
@@ -1385,7 +1432,8 @@ Computed output_cast_compute(const Value& from, const Value& to) {
 
 bool is_blockable_elementwise(const std::string& op) {
   static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "PRelu", "Elu", "Selu", "Relu", "Sigmoid", "HardSigmoid",
-                                             "HardSwish", "Swish", "LeakyRelu", "Mish", "Tanh", "Neg", "Abs", "Clip"};
+                                             "HardSwish", "Swish", "LeakyRelu", "Mish", "Tanh", "Neg", "Abs", "Clip",
+                                             "Celu", "Shrink", "Softsign", "ThresholdedRelu"};
   return kOps.count(op) > 0;
 }
 

@@ -914,7 +914,7 @@ def exporter_patterns(out_dir):
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
-                  tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn()):
+                  tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn(), zoo_operators()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
@@ -967,6 +967,22 @@ def convnext_stages(small=True):
     return b.model("convnext_stages" + ("_small" if small else ""),
                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, size, size])],
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000 if not small else 10])])
+
+
+def zoo_operators():
+    """Operators of the ONNX model zoo's classic networks and of less common activations (opset 12):
+    LRN across channels after a convolution and ReLU (bvlc GoogLeNet's and AlexNet's: size 5, beta
+    0.75; then a window of 3 and another beta, alpha large enough that the window matters),
+    Celu, Shrink, Softsign and ThresholdedRelu."""
+    b = Builder(73, opset=12)
+    y = b.node("Relu", [b.node("Conv", ["x", b.weight((16, 3, 3, 3), 27)], kernel_shape=[3, 3], pads=[1] * 4)])
+    y = b.node("LRN", [y], size=5, alpha=0.5, beta=0.75, bias=1.0)
+    y = b.node("LRN", [y], size=3, alpha=0.3, beta=0.6, bias=2.0)
+    outs = [y, b.node("Celu", [y], alpha=0.7), b.node("Shrink", ["x"], lambd=0.3, bias=0.1), b.node("Softsign", ["x"]),
+            b.node("ThresholdedRelu", ["x"], alpha=0.2)]
+    shapes = [[1, 16, 8, 8], [1, 16, 8, 8], [1, 3, 8, 8], [1, 3, 8, 8], [1, 3, 8, 8]]
+    return b.model("zoo_operators", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                   [helper.make_tensor_value_info(o, TensorProto.FLOAT, s) for o, s in zip(outs, shapes)])
 
 
 def mix_ffn():
