@@ -264,16 +264,24 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   auto [po, pi] = out.split(out.axis(2), m);
   auto [qo, qi] = out.split(out.axis(3), m);
   te::IterVar pob, poi;
+  // Few blocks (a small map in blocks of several rows: 13x13 in one block of 4) leave a parallel
+  // loop over blocks nothing to share: the threads split each block's stages instead (the GEMMs
+  // over (e, nu), the input transform over rows, the output transform over channel blocks), one
+  // launch each per block. On one thread the same code runs.
+  constexpr int64_t kFewBlocks = 4;
+  bool inside = par && block > 0 && (c.tiles_p() + block - 1) / block < kFewBlocks;
   if (block > 0) {
     std::tie(pob, poi) = out.split(po, block);
-    out.reorder({out.axis(0), pob, poi, out.axis(1), qo, pi, qi, out.axis(4)});
+    if (inside) out.reorder({out.axis(0), pob, out.axis(1), poi, qo, pi, qi, out.axis(4)});
+    else out.reorder({out.axis(0), pob, poi, out.axis(1), qo, pi, qi, out.axis(4)});
   } else {
     out.reorder({out.axis(0), po, out.axis(1), qo, pi, qi, out.axis(4)});
   }
   out.unroll(pi);
   out.unroll(qi);
   out.vectorize(out.axis(4));
-  if (par) out.parallel(block > 0 ? pob : po);
+  if (inside) out.parallel(out.axis(1));
+  else if (par) out.parallel(block > 0 ? pob : po);
   if (w.sum.op != w.out.op) in_registers(s[w.sum], out, qo);
   in_registers(s[w.cols], out, qo);
 
@@ -288,7 +296,7 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   mm.unroll(ti);
   mm.vectorize(mm.axis(5));
   if (block > 0) mm.compute_at(out, pob);
-  else if (par) mm.parallel(mm.fuse(mm.axis(0), mm.axis(1)));
+  if ((block == 0 && par) || inside) mm.parallel(mm.fuse(mm.axis(0), mm.axis(1)));
   auto& a = s[acc];
   a.compute_at(mm, to);
   auto [rco, rcu] = a.split(a.reduce_axis(1), unroll);
@@ -306,7 +314,7 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   v.unroll(v.axis(1));
   v.vectorize(v.axis(6));
   if (block > 0) v.compute_at(mm, mm.axis(2));
-  else if (par) v.parallel(v.axis(3));
+  if ((block == 0 && par) || inside) v.parallel(v.axis(3));
   in_registers(s[w.rows], v, v.axis(5));
   if (w.padded.op) {
     auto& pd = s[w.padded];

@@ -336,7 +336,7 @@ INSTANTIATE_TEST_SUITE_P(Blocked, CpuTemplates, ::testing::ValuesIn(testing_util
 // The Winograd kernel on a weight transformed by winograd_weight (as a model build transforms its
 // constant weights) computes what the direct kernel computes on the weight itself: the operator's
 // U layout, the template and the weight transform agree. Odd sizes (partial tiles), padding 1 and
-// 0, an epilogue.
+// 0, an epilogue; one thread and the pool's.
 TEST(Winograd, TheKernelOnTheTransformedWeightMatchesTheDirectKernel) {
   for (const char* shape : {"N=1,C=32,H=11,W=13,K=48,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16,bias=1,residual=1,relu=1",
                             "N=2,C=24,H=10,W=7,K=16,R=3,S=3,stride=1,pad=0,ic_block=8,oc_block=16"}) {
@@ -360,14 +360,27 @@ TEST(Winograd, TheKernelOnTheTransformedWeightMatchesTheDirectKernel) {
       auto config = default_config(w, Target{});
       ASSERT_TRUE(config.ok()) << config.status().to_string();
       EXPECT_EQ(config->template_name, "conv2d_nchwc.cpu.winograd");
-      auto k = jit_kernel(w, *config);
-      ASSERT_TRUE(k.ok()) << k.status().to_string();
-      auto got = want;
-      got.inputs[1].assign(static_cast<size_t>(operators::conv_shape(w).alpha() * operators::conv_shape(w).alpha() * c.K * c.C), 0.f);
-      operators::winograd_weight(operators::conv_shape(w), g.data(), got.inputs[1].data());
-      auto args = got.arg_pointers();
-      ASSERT_EQ((*k)->run(args.data()), 0);
-      EXPECT_EQ(compare(got.output, want.output), "") << w.to_string();
+      // In parallel too: over blocks of rows of tiles, and (a block of 2 rows: one or two blocks
+      // on these maps) inside each block.
+      std::vector<Config> configs = {*config};
+      for (int64_t rows : {1, 2}) {
+        Config parallel = *config;
+        for (auto& [name, value] : parallel.knobs) {
+          if (name == "parallel") value = std::string("outer");
+          if (name == "block_rows") value = rows;
+        }
+        configs.push_back(parallel);
+      }
+      for (const Config& cfg : configs) {
+        auto k = jit_kernel(w, cfg);
+        ASSERT_TRUE(k.ok()) << k.status().to_string();
+        auto got = want;
+        got.inputs[1].assign(static_cast<size_t>(operators::conv_shape(w).alpha() * operators::conv_shape(w).alpha() * c.K * c.C), 0.f);
+        operators::winograd_weight(operators::conv_shape(w), g.data(), got.inputs[1].data());
+        auto args = got.arg_pointers();
+        ASSERT_EQ((*k)->run(args.data()), 0);
+        EXPECT_EQ(compare(got.output, want.output), "") << w.to_string() << " " << cfg.to_json();
+      }
       // The cost model reads the candidate's loop nest like any other.
       auto features = candidate_features(w, Target{}, *config);
       ASSERT_TRUE(features.ok()) << features.status().to_string();
