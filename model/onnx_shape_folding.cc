@@ -38,43 +38,6 @@ bool read_reals(const onnx::TensorProto& t, RealTensor& out) {
   return true;
 }
 
-// The value of a float node of known float inputs, or nothing.
-std::optional<RealTensor> evaluate_real(const onnx::NodeProto& n, const std::map<std::string, RealTensor>& reals,
-                                        const std::map<std::string, IntTensor>& known) {
-  auto in = [&](int i) -> const RealTensor* {
-    if (i >= n.input_size()) return nullptr;
-    auto it = reals.find(n.input(i));
-    return it == reals.end() ? nullptr : &it->second;
-  };
-  const std::string& op = n.op_type();
-  if (op == "Cast") {
-    int64_t to = 0;
-    for (const auto& a : n.attribute())
-      if (a.name() == "to") to = a.i();
-    auto it = known.find(n.input(0));
-    if (to != onnx::TensorProto::FLOAT || it == known.end()) return std::nullopt;
-    return RealTensor{it->second.dims, std::vector<double>(it->second.data.begin(), it->second.data.end())};
-  }
-  if (op == "Ceil" || op == "Floor" || op == "Neg") {
-    const RealTensor* x = in(0);
-    if (!x) return std::nullopt;
-    RealTensor out = *x;
-    for (double& v : out.data) v = op == "Ceil" ? std::ceil(v) : op == "Floor" ? std::floor(v) : -v;
-    return out;
-  }
-  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
-  if (!kBinary.count(op)) return std::nullopt;
-  const RealTensor *a = in(0), *b = in(1);
-  if (!a || !b || (a->data.size() != b->data.size() && a->data.size() != 1 && b->data.size() != 1)) return std::nullopt;
-  RealTensor out = a->data.size() >= b->data.size() ? *a : *b;
-  for (size_t i = 0; i < out.data.size(); ++i) {
-    double x = a->data[a->data.size() == 1 ? 0 : i], y = b->data[b->data.size() == 1 ? 0 : i];
-    out.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : op == "Div" ? x / y
-                : op == "Max" ? std::max(x, y) : std::min(x, y);
-  }
-  return out;
-}
-
 bool read_ints(const onnx::TensorProto& t, IntTensor& out) {
   if (t.data_type() != onnx::TensorProto::INT64 && t.data_type() != onnx::TensorProto::INT32 &&
       t.data_type() != onnx::TensorProto::BOOL)
@@ -102,15 +65,50 @@ std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name
   return {};
 }
 
+// Input `i` of `n` among `values`, or nullptr when it has none there.
+template <typename T>
+const T* input_of(const onnx::NodeProto& n, const std::map<std::string, T>& values, int i) {
+  if (i >= n.input_size()) return nullptr;
+  auto it = values.find(n.input(i));
+  return it == values.end() ? nullptr : &it->second;
+}
+
+// The value of a float node of known float inputs, or nothing.
+std::optional<RealTensor> evaluate_real(const onnx::NodeProto& n, const std::map<std::string, RealTensor>& reals,
+                                        const std::map<std::string, IntTensor>& known) {
+  auto in = [&](int i) { return input_of(n, reals, i); };
+  const std::string& op = n.op_type();
+  if (op == "Cast") {
+    int64_t to = attr_int(n, "to", 0);
+    auto it = known.find(n.input(0));
+    if (to != onnx::TensorProto::FLOAT || it == known.end()) return std::nullopt;
+    return RealTensor{it->second.dims, std::vector<double>(it->second.data.begin(), it->second.data.end())};
+  }
+  if (op == "Ceil" || op == "Floor" || op == "Neg") {
+    const RealTensor* x = in(0);
+    if (!x) return std::nullopt;
+    RealTensor out = *x;
+    for (double& v : out.data) v = op == "Ceil" ? std::ceil(v) : op == "Floor" ? std::floor(v) : -v;
+    return out;
+  }
+  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
+  if (!kBinary.count(op)) return std::nullopt;
+  const RealTensor *a = in(0), *b = in(1);
+  if (!a || !b || (a->data.size() != b->data.size() && a->data.size() != 1 && b->data.size() != 1)) return std::nullopt;
+  RealTensor out = a->data.size() >= b->data.size() ? *a : *b;
+  for (size_t i = 0; i < out.data.size(); ++i) {
+    double x = a->data[a->data.size() == 1 ? 0 : i], y = b->data[b->data.size() == 1 ? 0 : i];
+    out.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : op == "Div" ? x / y
+                : op == "Max" ? std::max(x, y) : std::min(x, y);
+  }
+  return out;
+}
+
 // The value of a folded node, or nothing when its inputs are not all known.
 std::optional<IntTensor> evaluate(const onnx::NodeProto& n, const std::map<std::string, IntTensor>& known,
                                   const std::map<std::string, RealTensor>& reals,
                                   const std::map<std::string, std::vector<int64_t>>& shapes) {
-  auto in = [&](int i) -> const IntTensor* {
-    if (i >= n.input_size()) return nullptr;
-    auto it = known.find(n.input(i));
-    return it == known.end() ? nullptr : &it->second;
-  };
+  auto in = [&](int i) { return input_of(n, known, i); };
   const std::string& op = n.op_type();
   if (op == "Shape") {
     // From opset 15, the dimensions [start, end) only (the dynamo exporter's size of one axis).
