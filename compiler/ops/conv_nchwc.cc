@@ -155,7 +155,11 @@ Config blocked_default(const std::string& name, const Blocked& b, const CpuModel
   // A 40-channel block's 3 vectors in a row of 14 take 7 columns, not 2 (0.77x as fast as the tuned
   // 8 columns: MobileNetV3-Small's 1x1 40->120 at 14x14).
   const std::vector<int64_t> columns = {1, 2, 3, 4, 5, 6, 7, 8, 12, 14};
-  int64_t qr = pick_register_columns(columns, b.Q, oc_vectors, acc, most);
+  // At a stride, half the columns and two channel blocks: a column's input is a broadcast from a
+  // row read at the stride, each then feeding two FMAs (ResNet-50 v1.5's 3x3 128@56 at stride 2:
+  // 230 -> 260 GFLOP/s with 7 x 2 for 14 x 1; its 1x1 256->512 at stride 2, 210 -> 261).
+  int64_t blocks_per_column = b.stride > 1 && b.kb() >= 2 ? 2 : 1;
+  int64_t qr = pick_register_columns(columns, b.Q, oc_vectors * blocks_per_column, acc, most);
   int64_t kr = pick_tile({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, acc / (qr * oc_vectors)));
   if (qr * kr * oc_vectors * 2 <= acc && b.Q * oc_vectors <= most) {
     // No column tile divides the row (17, 13): a tile of the whole row, where one of a column

@@ -311,6 +311,22 @@ TEST(OpLibrary, RegisterColumnsFillTheAccumulatorsTheRowAllows) {
   }
 }
 
+// At a stride, the default takes half the columns and two channel blocks (each input broadcast
+// feeds two FMAs); at stride 1, and with one block of output channels, the columns stay.
+TEST(OpLibrary, StridedConvolutionsTakeTwoChannelBlocksAColumn) {
+  for (auto [w, columns, blocks] : std::vector<std::tuple<const char*, int64_t, int64_t>>{
+           {"conv2d_nchwc:N=1,C=128,H=56,W=56,K=128,R=3,S=3,stride=2,pad=1,ic_block=16,oc_block=16", 7, 2},
+           {"conv2d_nchwc:N=1,C=256,H=56,W=56,K=512,R=1,S=1,stride=2,pad=0,ic_block=16,oc_block=16", 7, 2},
+           {"conv2d_nchwc:N=1,C=128,H=28,W=28,K=128,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16", 14, 1},
+           {"conv2d_nchwc:N=1,C=64,H=56,W=56,K=16,R=3,S=3,stride=2,pad=1,ic_block=16,oc_block=16", 14, 1}}) {
+    auto workload = parse_workload(w);
+    ASSERT_TRUE(workload.ok()) << w;
+    Config c = ops::default_template(*ops::find_op(workload->op), Target{}, *workload)->default_config(*workload, ops::CpuModel{});
+    EXPECT_EQ(ops::knob_list(c, "tile_q")[1], columns) << w;
+    EXPECT_EQ(ops::knob_list(c, "tile_kb")[1], blocks) << w;
+  }
+}
+
 // A long row that only tiles of one column divide (109, prime; 111 = 3 x 37) takes tiles that do
 // not divide it, as many columns as fill the accumulators; a row whole in them (17) stays whole.
 TEST(OpLibrary, LongRowsNoTileDividesTakeTilesWithATail) {
