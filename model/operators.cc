@@ -631,6 +631,27 @@ StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tens
   });
 }
 
+// An index read at run time (held as float32) as a position along an axis of `dim`: a negative
+// one counts from the end; one out of range reads the nearest position instead of memory outside
+// the tensor (ONNX Runtime refuses it).
+Expr index_within(const Expr& index, int64_t dim) {
+  Expr k = ir::cast(ir::Type::i64(), index);
+  k = ir::select(ir::lt(k, ir::int_imm(0)), k + dim, k);
+  return ir::max(ir::min(k, ir::int_imm(dim - 1)), ir::int_imm(0));
+}
+
+// Whether `node` is a reduction the plain schedule may vectorize (mean, sum, max, min, L1, L2, sum
+// of squares), with its input and its axes as written (ReduceSum's an input from opset 13).
+bool reduction_of(const Graph& graph, const Node& node, const Value*& x, std::vector<int64_t>& axes) {
+  static const std::set<std::string> kReductions = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+                                                    "ReduceL1", "ReduceL2", "ReduceSumSquare"};
+  x = node.inputs.empty() ? nullptr : graph.find(node.inputs[0]);
+  if (!kReductions.count(node.op) || !x) return false;
+  axes = node.ints_attr("axes");
+  if (node.op == "ReduceSum" && node.inputs.size() > 1) constant_ints(graph, node, 1, axes);
+  return true;
+}
+
 }  // namespace
 
 bool is_row_wise(const Graph& graph, const Node& node) {
@@ -639,25 +660,17 @@ bool is_row_wise(const Graph& graph, const Node& node) {
   if (kRowWise.count(node.op)) return true;
   const Value* out = node.outputs.empty() ? nullptr : graph.find(node.outputs[0]);
   if (node.op == "Softmax" || node.op == "LogSoftmax") return out && is_last_axis(node.int_attr("axis", -1), out->shape.size());
-  static const std::set<std::string> kReductions = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
-                                                    "ReduceL1", "ReduceL2", "ReduceSumSquare"};
-  const Value* x = node.inputs.empty() ? nullptr : graph.find(node.inputs[0]);
-  std::vector<int64_t> axes = node.ints_attr("axes");
-  // ReduceSum takes its axes as an input from opset 13.
-  if (node.op == "ReduceSum" && node.inputs.size() > 1) constant_ints(graph, node, 1, axes);
-  return kReductions.count(node.op) && x && !x->shape.empty() && axes.size() == 1 &&
+  const Value* x = nullptr;
+  std::vector<int64_t> axes;
+  return reduction_of(graph, node, x, axes) && !x->shape.empty() && axes.size() == 1 &&
          is_last_axis(axes[0], x->shape.size());
 }
 
 bool reduces_along_last_axis_lanes(const Graph& graph, const Node& node) {
-  static const std::set<std::string> kReductions = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
-                                                    "ReduceL1", "ReduceL2", "ReduceSumSquare"};
-  const Value* x = node.inputs.empty() ? nullptr : graph.find(node.inputs[0]);
-  if (!kReductions.count(node.op) || !x || x->shape.size() < 2 || x->shape.back() < 16) return false;
-  std::vector<int64_t> axes = node.ints_attr("axes");
-  if (node.op == "ReduceSum" && node.inputs.size() > 1) constant_ints(graph, node, 1, axes);
+  const Value* x = nullptr;
+  std::vector<int64_t> axes;
   // No axes: all of them.
-  if (axes.empty()) return false;
+  if (!reduction_of(graph, node, x, axes) || x->shape.size() < 2 || x->shape.back() < 16 || axes.empty()) return false;
   for (int64_t a : axes)
     if (normalize_axis(a, x->shape.size()) < 0 || is_last_axis(a, x->shape.size())) return false;
   return true;
@@ -845,14 +858,9 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       std::vector<Expr> where;
       for (size_t d = 0; d < index_rank; ++d) where.push_back(i[static_cast<size_t>(axis) + d]);
       if (where.empty()) where.push_back(ir::int_imm(0));
-      // A negative index counts from the end; one out of range reads the nearest row instead of
-      // memory outside the table (ONNX Runtime refuses it).
-      Expr k = ir::cast(ir::Type::i64(), idx(where));
-      k = ir::select(ir::lt(k, ir::int_imm(0)), k + dim, k);
-      k = ir::max(ir::min(k, ir::int_imm(dim - 1)), ir::int_imm(0));
       std::vector<Expr> at;
       for (size_t d = 0; d < static_cast<size_t>(axis); ++d) at.push_back(i[d]);
-      at.push_back(k);
+      at.push_back(index_within(idx(where), dim));
       for (size_t d = static_cast<size_t>(axis) + 1; d < rank; ++d) at.push_back(i[d - 1 + index_rank]);
       return x(at);
     });
@@ -872,10 +880,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
     const te::Tensor& idx = in[1];
     result = te::compute("out", out, [&](const std::vector<Var>& i) {
       std::vector<Expr> at = as_exprs(i);
-      // As Gather's: negative from the end, out of range clamped rather than read outside.
-      Expr k = ir::cast(ir::Type::i64(), idx(at));
-      k = ir::select(ir::lt(k, ir::int_imm(0)), k + dim, k);
-      at[static_cast<size_t>(axis)] = ir::max(ir::min(k, ir::int_imm(dim - 1)), ir::int_imm(0));
+      at[static_cast<size_t>(axis)] = index_within(idx(at), dim);
       return x(at);
     });
   } else if (op == "GatherND") {
@@ -891,10 +896,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
       for (int64_t d = 0; d < k; ++d) {
         std::vector<Expr> row(i.begin(), i.begin() + static_cast<std::ptrdiff_t>(index_rank - 1));
         row.push_back(ir::int_imm(d));
-        int64_t dim = x.shape()[static_cast<size_t>(d)];
-        Expr v = ir::cast(ir::Type::i64(), idx(row));
-        v = ir::select(ir::lt(v, ir::int_imm(0)), v + dim, v);
-        at.push_back(ir::max(ir::min(v, ir::int_imm(dim - 1)), ir::int_imm(0)));
+        at.push_back(index_within(idx(row), x.shape()[static_cast<size_t>(d)]));
       }
       for (size_t d = index_rank - 1; d < out.size(); ++d) at.push_back(i[d]);
       return x(at);

@@ -270,6 +270,9 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   // launch each per block. On one thread the same code runs.
   constexpr int64_t kFewBlocks = 4;
   bool inside = par && block > 0 && (c.tiles_p() + block - 1) / block < kFewBlocks;
+  // The GEMMs and the input transform share the threads themselves: all of them at once, or
+  // inside each block.
+  bool stages_parallel = (par && block == 0) || inside;
   if (block > 0) {
     std::tie(pob, poi) = out.split(po, block);
     if (inside) out.reorder({out.axis(0), pob, out.axis(1), poi, qo, pi, qi, out.axis(4)});
@@ -296,7 +299,7 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   mm.unroll(ti);
   mm.vectorize(mm.axis(5));
   if (block > 0) mm.compute_at(out, pob);
-  if ((block == 0 && par) || inside) mm.parallel(mm.fuse(mm.axis(0), mm.axis(1)));
+  if (stages_parallel) mm.parallel(mm.fuse(mm.axis(0), mm.axis(1)));
   auto& a = s[acc];
   a.compute_at(mm, to);
   auto [rco, rcu] = a.split(a.reduce_axis(1), unroll);
@@ -314,7 +317,7 @@ StatusOr<Scheduled> winograd_schedule(const Workload& wl, const Config& cfg) {
   v.unroll(v.axis(1));
   v.vectorize(v.axis(6));
   if (block > 0) v.compute_at(mm, mm.axis(2));
-  if ((block == 0 && par) || inside) v.parallel(v.axis(3));
+  if (stages_parallel) v.parallel(v.axis(3));
   in_registers(s[w.rows], v, v.axis(5));
   if (w.padded.op) {
     auto& pd = s[w.padded];

@@ -100,6 +100,7 @@ bool fold_transpose(const Graph& g, Node& outer) {
 // cache set). Applied after the loop over nodes: it adds a node beside each one it rewrites.
 struct Unflattened {
   size_t at;           // The Reshape (first form) or Transpose (second) rewritten.
+  size_t inner;        // The Transpose (first form) or Reshape (second) it reads.
   std::string middle;  // The channels-last view between the two nodes.
   std::vector<int64_t> middle_shape;
 };
@@ -110,7 +111,8 @@ bool is_swap_of_last_two(const Graph& g, const Node& n) {
 
 std::optional<Unflattened> unflatten(const Graph& g, size_t at) {
   const Node& node = g.nodes[at];
-  if (node.outputs.size() != 1 || node.inputs.empty()) return std::nullopt;
+  if ((node.op != "Reshape" && node.op != "Transpose") || node.outputs.size() != 1 || node.inputs.empty())
+    return std::nullopt;
   const Value* out = g.find(node.outputs[0]);
   int p = g.producer(node.inputs[0]);
   if (!out || p < 0) return std::nullopt;
@@ -121,10 +123,10 @@ std::optional<Unflattened> unflatten(const Graph& g, size_t at) {
   const auto& xs = x->shape;
   if (node.op == "Reshape" && is_swap_of_last_two(g, inner) && o.size() == 4 && xs.size() == 3 && o[0] == xs[0] &&
       o[1] == xs[2] && o[2] * o[3] == xs[1])
-    return Unflattened{at, node.outputs[0] + "/channels_last", {o[0], o[2], o[3], o[1]}};
+    return Unflattened{at, static_cast<size_t>(p), node.outputs[0] + "/channels_last", {o[0], o[2], o[3], o[1]}};
   if (is_swap_of_last_two(g, node) && inner.op == "Reshape" && xs.size() == 4 && o.size() == 3 && o[0] == xs[0] &&
       o[2] == xs[1] && o[1] == xs[2] * xs[3])
-    return Unflattened{at, node.outputs[0] + "/channels_last", {xs[0], xs[2], xs[3], xs[1]}};
+    return Unflattened{at, static_cast<size_t>(p), node.outputs[0] + "/channels_last", {xs[0], xs[2], xs[3], xs[1]}};
   return std::nullopt;
 }
 
@@ -135,7 +137,7 @@ int unflatten_transposes(Graph& graph) {
   // From the last back, so that each one's index still holds when it is rewritten.
   for (auto u = found.rbegin(); u != found.rend(); ++u) {
     Node& node = graph.nodes[u->at];
-    const Node& inner = graph.nodes[static_cast<size_t>(graph.producer(node.inputs[0]))];
+    const Node& inner = graph.nodes[u->inner];
     Value middle;
     middle.name = u->middle;
     middle.shape = u->middle_shape;
