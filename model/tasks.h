@@ -64,8 +64,10 @@ StatusOr<Workload> workload_of(const Graph& graph, const Node& node);
 // as Winograd's F(4x4, 3x3) from 12x12 outputs, F(2x2, 3x3) from 8x8 (conv2d_nchwc winograd=m):
 // below, the tiles are few (at 5x5 and 7x7 the transformed weights, 1.8-4x the direct ones,
 // stream from memory for four to sixteen tiles, and the direct kernel skips the padding's taps).
-// nullopt for every other workload. Which form runs is measured, not guessed: extract_tasks makes
-// the form a task beside the direct one, and a build takes the faster (tuner/library_builder.h).
+// nullopt for every other workload. Which form runs is measured where it can be: extract_tasks
+// makes the form a task beside the direct one, and a build takes the faster
+// (tuner/library_builder.h); a build with records of neither takes the form where its default is
+// known to win (common/operators/winograd.h winograd_by_default).
 std::optional<Workload> winograd_form(const Workload& w);
 
 // The forms a build computes workloads in where they are not their own (the key is the canonical

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/operators/operator.h"
+#include "common/operators/winograd.h"
 #include "common/wire/wire.h"
 #include "compiler/build.h"
 #include "compiler/codegen/codegen.h"
@@ -173,10 +174,14 @@ StatusOr<model::ChosenKernel> choose_model_kernel(db::RecordStore& store, const 
   std::vector<std::string> own_warnings;
   StatusOr<model::ChosenKernel> own = choose_kernel(store, w, request, own_warnings);
   if (std::optional<Workload> form = model::winograd_form(w)) {
-    // Untuned (no record: a default and a warning, or with require_tuned an error), it is no choice.
     std::vector<std::string> form_warnings;
     StatusOr<model::ChosenKernel> other = choose_kernel(store, *form, request, form_warnings);
-    if (other.ok() && other->tuned && (!own.ok() || !own->tuned || other->time_s * kClearlyFaster < own->time_s)) {
+    // Measured, the faster form by a clear margin; unmeasured both, the form the defaults' figures
+    // favour (common/operators/winograd.h winograd_by_default).
+    bool measured_faster = other.ok() && other->tuned && (!own.ok() || !own->tuned || other->time_s * kClearlyFaster < own->time_s);
+    bool faster_by_default = other.ok() && !other->tuned && own.ok() && !own->tuned &&
+                             operators::winograd_by_default(operators::conv_shape(*form));
+    if (measured_faster || faster_by_default) {
       other->workload = *form;
       warnings.insert(warnings.end(), form_warnings.begin(), form_warnings.end());
       return other;

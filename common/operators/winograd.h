@@ -33,4 +33,11 @@ const WinogradMatrices& winograd_matrices(int64_t m);
 // `u` holds alpha * alpha * K * C floats.
 void winograd_weight(const ConvShape& c, const float* oihw, float* u);
 
+// Whether a build with no records of a convolution takes its Winograd form `c` (`c.winograd` > 0)
+// rather than the direct kernel: where the form's default config runs well ahead of the direct
+// default on every CPU measured (outputs of 10x10 or more, at most 256 channels each way). Wider
+// layers are left to a tuned build: their transformed weights (4x the direct one for F(4x4))
+// stream from memory and F(4x4)'s rounding grows with the channels (bench/RESULTS.md).
+bool winograd_by_default(const ConvShape& c);
+
 }  // namespace tunefarm::operators

@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "common/operators/operator.h"
+#include "common/operators/winograd.h"
+
 namespace tunefarm {
 
 v1::DType to_proto(DType dtype) {
@@ -161,7 +164,9 @@ std::optional<ModelLatency> model_latency(const v1::Job& job) {
   // A task that is another way to compute another (a convolution's Winograd form) is not a step
   // of its own: the model runs whichever of the two is faster. Progress lists the spec's tasks in
   // its order.
-  std::map<std::string, double> alternative_gflops;
+  // An untuned build computes some of them in their other form (winograd_by_default): the
+  // untuned estimate takes that form's default.
+  std::map<std::string, double> alternative_gflops, untuned_alternative_gflops;
   std::vector<bool> alternative(static_cast<size_t>(progress.tasks_size()), false);
   for (int i = 0; i < progress.tasks_size() && i < job.spec().tasks_size(); ++i) {
     const std::string& of = job.spec().tasks(i).alternative_of();
@@ -169,6 +174,9 @@ std::optional<ModelLatency> model_latency(const v1::Job& job) {
     alternative[static_cast<size_t>(i)] = true;
     double& best = alternative_gflops[of];
     best = std::max(best, progress.tasks(i).best_gflops());
+    if (auto w = from_proto(job.spec().tasks(i).workload());
+        w.ok() && operators::is_conv(*w) && operators::winograd_by_default(operators::conv_shape(*w)))
+      untuned_alternative_gflops[of] = progress.tasks(i).default_gflops();
   }
   for (int i = 0; i < progress.tasks_size(); ++i) {
     if (alternative[static_cast<size_t>(i)]) continue;
@@ -176,11 +184,13 @@ std::optional<ModelLatency> model_latency(const v1::Job& job) {
     if (t.best_gflops() <= 0 || t.flops() <= 0) return std::nullopt;
     double weight = t.weight() > 0 ? t.weight() : 1;
     steps += weight;
-    double best = t.best_gflops();
-    if (auto w = from_proto(t.workload()); w.ok())
+    double best = t.best_gflops(), untuned = t.default_gflops();
+    if (auto w = from_proto(t.workload()); w.ok()) {
       if (auto it = alternative_gflops.find(w->to_string()); it != alternative_gflops.end()) best = std::max(best, it->second);
+      if (auto it = untuned_alternative_gflops.find(w->to_string()); it != untuned_alternative_gflops.end()) untuned = it->second;
+    }
     out.tuned_s += weight * t.flops() / (best * 1e9);
-    if (t.default_gflops() > 0) out.untuned_s += weight * t.flops() / (t.default_gflops() * 1e9);
+    if (untuned > 0) out.untuned_s += weight * t.flops() / (untuned * 1e9);
     else all_defaults = false;
   }
   // The same for tuned and untuned: neither the other steps nor the calls are tuned.

@@ -161,5 +161,34 @@ TEST(Wire, ModelLatencyCountsTheFasterOfAWorkloadAndItsOtherForm) {
   EXPECT_TRUE(model_latency(job).has_value());
 }
 
+// Where an untuned build computes a workload in its other form (a 16x16 map: winograd_by_default),
+// the untuned estimate takes that form's default; a task of another operator that names itself
+// another's form (a hostile spec) is only an alternative.
+TEST(Wire, ModelLatencyOfAnUntunedBuildCountsTheFormItTakes) {
+  const std::string direct = "conv2d_nchwc:N=1,C=16,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16";
+  v1::Job job;
+  auto add = [&](const std::string& text, double best, double def, const std::string& of) {
+    auto w = parse_workload(text);
+    ASSERT_TRUE(w.ok()) << text;
+    v1::TaskProgress* t = job.mutable_progress()->add_tasks();
+    *t->mutable_workload() = to_proto(*w);
+    t->set_flops(1e6);
+    t->set_best_gflops(best);
+    t->set_default_gflops(def);
+    v1::TuneTask* spec = job.mutable_spec()->add_tasks();
+    *spec->mutable_workload() = to_proto(*w);
+    spec->set_alternative_of(of);
+  };
+  add(direct, 10, 8, "");
+  add("dense:M=4,N=16,K=16", 20, 20, "");
+  add(direct + ",winograd=4", 40, 30, direct);
+  add("matmul:M=4,N=16,K=16", 50, 50, "dense:M=4,N=16,K=16");
+  double calls = 2 * kStepCallS;
+  auto latency = model_latency(job);
+  ASSERT_TRUE(latency.has_value());
+  EXPECT_NEAR(latency->tuned_s, 1e6 / 40e9 + 1e6 / 50e9 + calls, 1e-12);
+  EXPECT_NEAR(latency->untuned_s, 1e6 / 30e9 + 1e6 / 20e9 + calls, 1e-12);
+}
+
 }  // namespace
 }  // namespace tunefarm

@@ -195,15 +195,27 @@ TEST_F(ChooseKernel, ADenseRecordFromBeforeWeightPanelsBuildsTheLayerAsMeasured)
 // best record clearly beats the workload's own, or the workload has none; within noise of it the
 // workload's own stands. A library of named workloads never switches (its weights' layout is the
 // caller's).
-TEST_F(ChooseKernel, AModelTakesAWinogradFormWhereItMeasuredClearlyFaster) {
+TEST_F(ChooseKernel, AModelTakesAWinogradFormWhereItMeasuredClearlyFasterOrWhereItsDefaultWins) {
   Workload w = *parse_workload("conv2d_nchwc:N=1,C=16,H=16,W=16,K=16,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16");
   ASSERT_TRUE(model::winograd_form(w).has_value());
   Workload form = *model::winograd_form(w);
   std::vector<std::string> warnings;
+  // Neither measured: a map of 16x16 and 16 channels takes the form (winograd_by_default), its
+  // default said in the warning; 512 channels, or a map of 8x8, keep the direct kernel.
   auto untuned = choose_model_kernel(*store_, w, request_, warnings);
   ASSERT_TRUE(untuned.ok()) << untuned.status().to_string();
   EXPECT_FALSE(untuned->tuned);
-  EXPECT_FALSE(untuned->workload.has_value());
+  ASSERT_TRUE(untuned->workload.has_value());
+  EXPECT_EQ(*untuned->workload, form);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("winograd=4"), std::string::npos) << warnings[0];
+  for (const char* direct : {"conv2d_nchwc:N=1,C=512,H=14,W=14,K=512,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16",
+                             "conv2d_nchwc:N=1,C=64,H=8,W=8,K=64,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16"}) {
+    ASSERT_TRUE(model::winograd_form(*parse_workload(direct)).has_value()) << direct;
+    auto kept = choose_model_kernel(*store_, *parse_workload(direct), request_, warnings);
+    ASSERT_TRUE(kept.ok()) << kept.status().to_string();
+    EXPECT_FALSE(kept->workload.has_value()) << direct;
+  }
 
   record(form, *default_config(form, Target{}), 1e-4);  // the workload itself has no record
   warnings.clear();
