@@ -39,6 +39,11 @@ StatusOr<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const Target&
   if (!target) return invalid_argument(fmt::format("LLVM has no target for triple '{}': {}", info.triple, err));
   llvm::TargetOptions opts;
   opts.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+  // Loops start on a cache line, as functions do (set_attributes): a kernel timed alone and the
+  // same kernel linked among a model's other steps then run the same fetch blocks. At LLVM's 16
+  // bytes one depthwise convolution ran 12.9 us in a tuned MobileNetV3-Small and 10.0 in the
+  // untuned one, the same config's code at another offset.
+  if (info.x86) opts.LoopAlignment = 64;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
       info.triple, info.cpu, info.features, opts, llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOpt::Aggressive));
   if (!tm) return invalid_argument(fmt::format("cannot create a target machine for {} / {}", info.triple, info.cpu));
@@ -135,7 +140,10 @@ class CodeGen {
     fn->addFnAttr(llvm::Attribute::NoUnwind);
     if (!info_.cpu.empty()) fn->addFnAttr("target-cpu", info_.cpu);
     if (!info_.features.empty()) fn->addFnAttr("target-features", info_.features);
-    if (info_.x86) fn->addFnAttr("prefer-vector-width", "512");
+    if (info_.x86) {
+      fn->addFnAttr("prefer-vector-width", "512");
+      fn->setAlignment(llvm::Align(64));
+    }
   }
 
   void begin_function(llvm::Function* fn) {
