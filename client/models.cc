@@ -10,6 +10,7 @@
 
 #include "client/output.h"
 #include "common/input_shape.h"
+#include "common/operators/winograd.h"
 #include "common/wire/wire.h"
 #include "model/onnx_external_data.h"
 #include "tunefarm/v1/tuner.grpc.pb.h"
@@ -41,8 +42,9 @@ int run_tasks(const GlobalFlags& global, const TasksFlags& flags) {
     std::string alternative;
     if (!t.alternative_of().empty()) {
       auto row = row_of.find(t.alternative_of());
-      alternative = fmt::format("  (another way to compute {}: the build takes the faster)",
-                                row == row_of.end() ? t.alternative_of() : fmt::format("row {}", row->second));
+      alternative = fmt::format("  (another way to compute {}: the build takes the faster{})",
+                                row == row_of.end() ? t.alternative_of() : fmt::format("row {}", row->second),
+                                w.ok() && operators::winograd_by_default(*w) ? "; untuned, this one" : "");
     }
     fmt::print("{:>5}  {:>8.3f}  {:>5.1f}%  {}{}\n", t.count(), t.count() * t.flops() / 1e9, 100 * t.share(), text,
                alternative);

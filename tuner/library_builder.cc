@@ -180,7 +180,7 @@ StatusOr<model::ChosenKernel> choose_model_kernel(db::RecordStore& store, const 
     // favour (common/operators/winograd.h winograd_by_default).
     bool measured_faster = other.ok() && other->tuned && (!own.ok() || !own->tuned || other->time_s * kClearlyFaster < own->time_s);
     bool faster_by_default = other.ok() && !other->tuned && own.ok() && !own->tuned &&
-                             operators::winograd_by_default(operators::conv_shape(*form));
+                             operators::winograd_by_default(*form);
     if (measured_faster || faster_by_default) {
       other->workload = *form;
       warnings.insert(warnings.end(), form_warnings.begin(), form_warnings.end());

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/operators/operator.h"
+
 namespace tunefarm::operators {
 
 const WinogradMatrices& winograd_matrices(int64_t m) {
@@ -45,5 +47,7 @@ bool winograd_by_default(const ConvShape& c) {
   constexpr int64_t kMinSide = 10, kMaxChannels = 256;
   return c.winograd > 0 && std::min(c.P, c.Q) >= kMinSide && c.C <= kMaxChannels && c.K <= kMaxChannels;
 }
+
+bool winograd_by_default(const Workload& w) { return is_conv(w) && winograd_by_default(conv_shape(w)); }
 
 }  // namespace tunefarm::operators

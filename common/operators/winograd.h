@@ -39,5 +39,7 @@ void winograd_weight(const ConvShape& c, const float* oihw, float* u);
 // layers are left to a tuned build: their transformed weights (4x the direct one for F(4x4))
 // stream from memory and F(4x4)'s rounding grows with the channels (bench/RESULTS.md).
 bool winograd_by_default(const ConvShape& c);
+// The same for any workload: false for all but such convolutions.
+bool winograd_by_default(const Workload& w);
 
 }  // namespace tunefarm::operators

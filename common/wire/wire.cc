@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "common/operators/operator.h"
 #include "common/operators/winograd.h"
 
 namespace tunefarm {
@@ -175,7 +174,7 @@ std::optional<ModelLatency> model_latency(const v1::Job& job) {
     double& best = alternative_gflops[of];
     best = std::max(best, progress.tasks(i).best_gflops());
     if (auto w = from_proto(job.spec().tasks(i).workload());
-        w.ok() && operators::is_conv(*w) && operators::winograd_by_default(operators::conv_shape(*w)))
+        w.ok() && operators::winograd_by_default(*w))
       untuned_alternative_gflops[of] = progress.tasks(i).default_gflops();
   }
   for (int i = 0; i < progress.tasks_size(); ++i) {

@@ -229,6 +229,11 @@ TEST_F(ServiceTest, AModelsTasksAreTunedAsOneJob) {
   EXPECT_EQ(counted, table["tunable_nodes"].get<int>());
   EXPECT_EQ(counted, 18);  // 17 convolutions and the classifier.
   EXPECT_EQ(other_forms, 1);  // the 3x3 at 16x16, as F(4x4)
+  // The table as people read it says which form an untuned build takes (winograd_by_default).
+  out = tune_client({"--server", tunerd.address(), "tasks", "--model", resnet}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("winograd=4  (another way to compute row"));
+  EXPECT_THAT(out, ::testing::HasSubstr("the build takes the faster; untuned, this one)"));
   // What one run touches (the rotation of the job's candidates) and the other steps' bytes.
   EXPECT_GT(table["run_bytes"].get<double>(), 0);
   EXPECT_LE(table["other_streaming_bytes"].get<double>(), table["other_bytes"].get<double>());
