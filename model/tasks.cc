@@ -254,11 +254,15 @@ std::optional<Workload> winograd_form(const Workload& w) {
   // Below 8 the tiles are few and the transformed weights large (see the header); channels
   // fewer than a vector's leave the batched products too short to pay for the transforms.
   if (side < 8 || c.C < 16 || c.K < 16) return std::nullopt;
-  // F(4x4) multiplies least; F(2x2)'s 4x4 tiles waste less of a small map and its weights are
-  // 16/36 of F(4x4)'s. Their defaults beside the direct one (bench/RESULTS.md, session 17): F(4x4)
-  // 3.1-3.5x at 20x20 to 56x56, 2.11x at 14x14 (F(2x2) 1.90x), 1.85x at 10x10 (F(2x2) 1.90x).
-  // The operator's own check says which convolutions have the form (3x3, stride 1, no dilation).
-  auto form = parse_workload(fmt::format("{},winograd={}", w.to_string(), side >= 12 ? 4 : 2));
+  // F(4x4) multiplies least; F(2x2)'s 4x4 tiles waste less of a small map, its weights are 16/36
+  // of F(4x4)'s and its rounding a tenth. Their defaults beside the direct one (bench/RESULTS.md,
+  // sessions 17 and 26): F(4x4) 3.0-3.7x at 20x20 to 56x56, 2.2x at 256@14x14 (F(2x2) 1.8x),
+  // 1.85x at 10x10 (F(2x2) 1.90x); at 512 channels F(4x4) 0.93x at 14x14 and 1.31x at 28x28,
+  // F(2x2) 1.61x and 2.18x. The operator's own check says which convolutions have the form (3x3,
+  // stride 1, no dilation).
+  constexpr int64_t kMaxChannelsF4 = 256;
+  bool f4 = side >= 12 && c.C <= kMaxChannelsF4 && c.K <= kMaxChannelsF4;
+  auto form = parse_workload(fmt::format("{},winograd={}", w.to_string(), f4 ? 4 : 2));
   if (!form.ok()) return std::nullopt;
   return *form;
 }

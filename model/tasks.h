@@ -61,7 +61,8 @@ bool streams_its_bytes(const std::string& op);
 StatusOr<Workload> workload_of(const Graph& graph, const Node& node);
 
 // The other form a model may compute a workload in: a channel-blocked 3x3 convolution at stride 1
-// as Winograd's F(4x4, 3x3) from 12x12 outputs, F(2x2, 3x3) from 8x8 (conv2d_nchwc winograd=m):
+// as Winograd's F(4x4, 3x3) from 12x12 outputs up to 256 channels each way, F(2x2, 3x3) from 8x8
+// or over more channels (conv2d_nchwc winograd=m):
 // below, the tiles are few (at 5x5 and 7x7 the transformed weights, 1.8-4x the direct ones,
 // stream from memory for four to sixteen tiles, and the direct kernel skips the padding's taps).
 // nullopt for every other workload. Which form runs is measured where it can be: extract_tasks

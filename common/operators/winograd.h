@@ -35,9 +35,9 @@ void winograd_weight(const ConvShape& c, const float* oihw, float* u);
 
 // Whether a build with no records of a convolution takes its Winograd form `c` (`c.winograd` > 0)
 // rather than the direct kernel: where the form's default config runs well ahead of the direct
-// default on every CPU measured (outputs of 10x10 or more, at most 256 channels each way). Wider
-// layers are left to a tuned build: their transformed weights (4x the direct one for F(4x4))
-// stream from memory and F(4x4)'s rounding grows with the channels (bench/RESULTS.md).
+// default (outputs of 10x10 or more; F(4x4) up to 256 channels each way, F(2x2) up to 512).
+// Wider layers are left to a tuned build: their transformed weights (4x the direct one for
+// F(4x4)) stream from memory, and F(4x4)'s rounding grows with the channels (bench/RESULTS.md).
 bool winograd_by_default(const ConvShape& c);
 // The same for any workload: false for all but such convolutions.
 bool winograd_by_default(const Workload& w);

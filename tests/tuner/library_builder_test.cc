@@ -201,7 +201,7 @@ TEST_F(ChooseKernel, AModelTakesAWinogradFormWhereItMeasuredClearlyFasterOrWhere
   Workload form = *model::winograd_form(w);
   std::vector<std::string> warnings;
   // Neither measured: a map of 16x16 and 16 channels takes the form (winograd_by_default), its
-  // default said in the warning; 512 channels, or a map of 8x8, keep the direct kernel.
+  // default said in the warning; 1024 channels, or a map of 8x8, keep the direct kernel.
   auto untuned = choose_model_kernel(*store_, w, request_, warnings);
   ASSERT_TRUE(untuned.ok()) << untuned.status().to_string();
   EXPECT_FALSE(untuned->tuned);
@@ -209,7 +209,7 @@ TEST_F(ChooseKernel, AModelTakesAWinogradFormWhereItMeasuredClearlyFasterOrWhere
   EXPECT_EQ(*untuned->workload, form);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("winograd=4"), std::string::npos) << warnings[0];
-  for (const char* direct : {"conv2d_nchwc:N=1,C=512,H=14,W=14,K=512,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16",
+  for (const char* direct : {"conv2d_nchwc:N=1,C=1024,H=14,W=14,K=1024,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16",
                              "conv2d_nchwc:N=1,C=64,H=8,W=8,K=64,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16"}) {
     ASSERT_TRUE(model::winograd_form(*parse_workload(direct)).has_value()) << direct;
     auto kept = choose_model_kernel(*store_, *parse_workload(direct), request_, warnings);
