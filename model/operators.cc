@@ -1435,7 +1435,8 @@ Computed output_cast_compute(const Value& from, const Value& to) {
 bool is_blockable_elementwise(const std::string& op) {
   static const std::set<std::string> kOps = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "PRelu", "Elu", "Selu", "Relu", "Sigmoid", "HardSigmoid",
                                              "HardSwish", "Swish", "LeakyRelu", "Mish", "Tanh", "Neg", "Abs", "Clip",
-                                             "Celu", "Shrink", "Softsign", "ThresholdedRelu"};
+                                             "Celu", "Shrink", "Softsign", "ThresholdedRelu", "Gelu", "Erf",
+                                             "Softplus", "Exp", "Sqrt"};
   return kOps.count(op) > 0;
 }
 

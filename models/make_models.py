@@ -529,7 +529,7 @@ def transformer_blocks(opset):
 
 def audio_front_ends(opset):
     """Audio models' 1-D convolutions: wav2vec 2.0's feature encoder (a strided Conv1d of the raw
-    wave without padding, GroupNorm with a group per channel, GELU, another strided Conv1d),
+    wave without padding, GroupNorm with a group per channel, GELU, two more strided Conv1d with GELU),
     Whisper's (Conv1d over mel frames, GELU, a Conv1d at stride 2, then channels-last with a
     position embedding and LayerNorm), a Conformer's depthwise Conv1d (kernel 7, padded, groups =
     channels) with SiLU, and wav2vec 2.0's weight-normalized grouped positional Conv1d. GroupNorm as the TorchScript exporter writes it, as GroupNormalization
@@ -552,6 +552,7 @@ def audio_front_ends(opset):
         w = b.node("InstanceNormalization", [w, b.const(scale, "gn_scale"), b.const(shift, "gn_bias")], epsilon=1e-5)
     w = b.gelu(w)
     w = b.gelu(conv1d(w, 16, 16, 3, stride=2, bias=False))
+    w = b.gelu(conv1d(w, 16, 16, 2, stride=2, bias=False))
     w = b.node("GlobalAveragePool", [w])
     m = b.gelu(conv1d(mel, 8, 16, 3, pad=1))
     m = b.gelu(conv1d(m, 16, 16, 3, stride=2, pad=1))

@@ -8,6 +8,7 @@
 #include "model/passes/fuse_row_inputs.h"
 #include "model/passes/group_epilogues.h"
 #include "model/passes/pad_channels.h"
+#include "model/passes/unary_before_views.h"
 
 namespace tunefarm::model {
 
@@ -26,6 +27,9 @@ Status run_passes(Graph& graph) {
   TF_RETURN_IF_ERROR(compose_movement(graph).status());
   // 4. The node chains exporters spell LayerNorm and GELU with become one node each.
   TF_RETURN_IF_ERROR(fuse_patterns(graph).status());
+  //    A unary step after a 1-D convolution's Reshape back from its one-row map runs on the map,
+  //    in the convolution's channel blocks (the GELUs of audio front ends).
+  TF_RETURN_IF_ERROR(unary_before_views(graph).status());
   // 5. A residual Add before a LayerNorm, attention's scale and mask before a Softmax, join it;
   //    before the epilogues, which would take the residual Add into the GEMM before it.
   TF_RETURN_IF_ERROR(fuse_row_inputs(graph).status());

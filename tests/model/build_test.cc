@@ -991,6 +991,23 @@ TEST(ModelBuild, TokensToAMapAndBackMoveWholeChannelBlocks) {
 // GPT-2's block as exported: each Conv1D (a Gemm between Reshapes) is one dense task with its
 // bias, the FFN's gelu_new (written out with Pow and Tanh) and both residual adds in its kernel.
 // Outputs within 1e-4 of ONNX Runtime's.
+// wav2vec 2.0's and Whisper's front ends put a GELU between their 1-D convolutions, which run as
+// 2-D ones over one row: the GELU runs on that row's map in the channel blocks the convolution
+// wrote (unary_before_views), not on the [N, C, L] view in NCHW (each converted twice: 2.4 ms of a
+// 38 ms wav2vec 2.0). Outputs within 1e-4 of ONNX Runtime's.
+TEST(ModelBuild, AGeluBetweenOneDConvolutionsRunsInTheirChannelBlocks) {
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/gelu_blocks";
+  Graph graph;
+  Program program;
+  ASSERT_NO_FATAL_FAILURE(lower_pattern(dir, "audio_front_ends_opset17", graph, program));
+  Movement m = tally_movement(program);
+  // wav2vec's second and third convolutions, each with its GELU as its epilogue, one after the
+  // other in channel blocks (the first one's GroupNorm reads NCHW, as do the Pads of Whisper's).
+  EXPECT_NE(m.steps.find(" Conv epilogue Conv epilogue from NCHWc GlobalAveragePool"), std::string::npos) << m.steps;
+  EXPECT_EQ(m.conversions, 9) << m.steps;
+  builds_and_matches(graph, dir + "/audio_front_ends_opset17.onnx", dir + "/out");
+}
+
 TEST(ModelBuild, Gpt2ConvOneDLayersTakeTheirGeluAndResidualsIntoTheirKernels) {
   std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/gpt2";
   Graph graph;

@@ -14,6 +14,7 @@
 #include "model/passes/group_epilogues.h"
 #include "model/passes/pad_channels.h"
 #include "model/passes/passes.h"
+#include "model/passes/unary_before_views.h"
 
 namespace tunefarm::model {
 namespace {
@@ -99,6 +100,44 @@ void gelu_chain(GraphBuilder& b, float one) {
   b.node("Mul", {"m", "half"}, "y");
   b.g.inputs = {"x"};
   b.g.outputs = {"y"};
+}
+
+// conv [1, 8, 1, 6] -> Reshape [1, 8, 6] -> Gelu -> Reshape [1, 8, 1, 6] -> conv: the Gelu runs on
+// the map and both Reshapes go; a Reshape's output read twice, or a graph output, keeps its place.
+TEST(UnaryBeforeViews, AGeluBetweenTwoRowMapsRunsOnTheMap) {
+  GraphBuilder b;
+  b.value("x", {1, 8, 1, 6});
+  b.value("flat", {1, 8, 6});
+  b.value("g", {1, 8, 6});
+  b.value("row", {1, 8, 1, 6});
+  b.value("y", {1, 8, 1, 6});
+  b.g.inputs = {"x"};
+  b.g.outputs = {"y"};
+  b.node("Reshape", {"x", "s3"}, "flat");
+  b.node("Gelu", {"flat"}, "g");
+  b.node("Reshape", {"g", "s4"}, "row");
+  b.node("Relu", {"row"}, "y");
+  auto moved = unary_before_views(b.g);
+  ASSERT_TRUE(moved.ok()) << moved.status().to_string();
+  EXPECT_EQ(*moved, 1);
+  EXPECT_EQ(ops_of(b.g), (std::vector<std::string>{"Gelu", "Relu"}));
+  EXPECT_EQ(b.g.nodes[0].inputs[0], "x");
+  EXPECT_EQ(b.g.nodes[1].inputs[0], b.g.nodes[0].outputs[0]);
+  ASSERT_NE(b.g.find(b.g.nodes[0].outputs[0]), nullptr);
+  EXPECT_EQ(b.g.find(b.g.nodes[0].outputs[0])->shape, (std::vector<int64_t>{1, 8, 1, 6}));
+
+  GraphBuilder twice;
+  twice.value("x", {1, 8, 1, 6});
+  twice.value("flat", {1, 8, 6});
+  twice.value("g", {1, 8, 6});
+  twice.g.inputs = {"x"};
+  twice.g.outputs = {"g", "flat"};
+  twice.node("Reshape", {"x", "s3"}, "flat");
+  twice.node("Gelu", {"flat"}, "g");
+  moved = unary_before_views(twice.g);
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(*moved, 0);
+  EXPECT_EQ(ops_of(twice.g), (std::vector<std::string>{"Reshape", "Gelu"}));
 }
 
 TEST(FusePatterns, AnErfChainBecomesOneGeluNode) {
