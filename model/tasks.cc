@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/operators/operator.h"
+#include "common/operators/winograd.h"
 #include "compiler/ops/op.h"
 #include "model/passes/group_epilogues.h"
 #include "model/passes/passes.h"
@@ -260,8 +261,7 @@ std::optional<Workload> winograd_form(const Workload& w) {
   // 1.85x at 10x10 (F(2x2) 1.90x); at 512 channels F(4x4) 0.93x at 14x14 and 1.31x at 28x28,
   // F(2x2) 1.61x and 2.18x. The operator's own check says which convolutions have the form (3x3,
   // stride 1, no dilation).
-  constexpr int64_t kMaxChannelsF4 = 256;
-  bool f4 = side >= 12 && c.C <= kMaxChannelsF4 && c.K <= kMaxChannelsF4;
+  bool f4 = side >= 12 && c.C <= operators::kWinogradF4MaxChannels && c.K <= operators::kWinogradF4MaxChannels;
   auto form = parse_workload(fmt::format("{},winograd={}", w.to_string(), f4 ? 4 : 2));
   if (!form.ok()) return std::nullopt;
   return *form;

@@ -44,12 +44,12 @@ void winograd_weight(const ConvShape& c, const float* oihw, float* u) {
 // channels, 2.2x at 256@14x14; F(2x2) 1.6-2.2x at 10x10 to 28x28 with 64-512 channels (1.19x at
 // 512@7x7, its 16.8 MB of weights warm). At 512 channels F(4x4) ran 0.93x at 14x14 and 1.31x at
 // 28x28, its outputs up to 1.7e-3 from the direct sum (F(2x2)'s within 8.4e-5).
-bool winograd_by_default(const ConvShape& c) {
+bool winograd_by_default(const Workload& w) {
+  if (!is_conv(w)) return false;
+  const ConvShape c = conv_shape(w);
   constexpr int64_t kMinSide = 10;
-  const int64_t max_channels = c.winograd == 4 ? 256 : 512;
+  const int64_t max_channels = c.winograd == 4 ? kWinogradF4MaxChannels : 512;
   return c.winograd > 0 && std::min(c.P, c.Q) >= kMinSide && c.C <= max_channels && c.K <= max_channels;
 }
-
-bool winograd_by_default(const Workload& w) { return is_conv(w) && winograd_by_default(conv_shape(w)); }
 
 }  // namespace tunefarm::operators

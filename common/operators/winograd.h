@@ -33,13 +33,16 @@ const WinogradMatrices& winograd_matrices(int64_t m);
 // `u` holds alpha * alpha * K * C floats.
 void winograd_weight(const ConvShape& c, const float* oihw, float* u);
 
-// Whether a build with no records of a convolution takes its Winograd form `c` (`c.winograd` > 0)
+// The most channels (either way) F(4x4) is the form for: wider, F(2x2) (model/tasks.h
+// winograd_form), whose weights are 16/36 of F(4x4)'s and its rounding a tenth.
+constexpr int64_t kWinogradF4MaxChannels = 256;
+
+// Whether a build with no records of a convolution takes its Winograd form `w` (winograd > 0)
 // rather than the direct kernel: where the form's default config runs well ahead of the direct
-// default (outputs of 10x10 or more; F(4x4) up to 256 channels each way, F(2x2) up to 512).
-// Wider layers are left to a tuned build: their transformed weights (4x the direct one for
+// default (outputs of 10x10 or more; F(4x4) up to kWinogradF4MaxChannels each way, F(2x2) up to
+// 512). Wider layers are left to a tuned build: their transformed weights (4x the direct one for
 // F(4x4)) stream from memory, and F(4x4)'s rounding grows with the channels (bench/RESULTS.md).
-bool winograd_by_default(const ConvShape& c);
-// The same for any workload: false for all but such convolutions.
+// False for every other workload.
 bool winograd_by_default(const Workload& w);
 
 }  // namespace tunefarm::operators

@@ -1,19 +1,19 @@
 #include "model/passes/unary_before_views.h"
 
 #include <algorithm>
-#include <set>
 #include <string>
 #include <utility>
+
+#include "model/operators.h"
 
 namespace tunefarm::model {
 namespace {
 
-// Steps that compute each element from that element alone, with no other tensor operand.
+// A step that computes each element from that element alone and runs in channel blocks: moved
+// above the Reshape, it reads the convolution's blocks.
 bool unary_elementwise(const Node& node) {
-  static const std::set<std::string> kOps = {"Relu", "Gelu", "Sigmoid", "Tanh", "Erf", "Exp", "Softplus", "Sqrt",
-                                             "HardSwish", "HardSigmoid", "LeakyRelu", "Elu", "Selu", "Mish", "Neg",
-                                             "Abs", "Celu", "Softsign", "ThresholdedRelu", "Shrink"};
-  return kOps.count(node.op) > 0 && node.inputs.size() == 1 && node.outputs.size() == 1 && node.epilogue.empty();
+  return is_blockable_elementwise(node.op) && node.inputs.size() == 1 && node.outputs.size() == 1 &&
+         node.epilogue.empty();
 }
 
 }  // namespace
