@@ -664,7 +664,12 @@ StatusOr<Program> lower_graph(Graph graph, const WorkloadForms& forms) {
     bool is_input = std::count(graph.inputs.begin(), graph.inputs.end(), out) > 0;
     if (it == p.storage_of.end() && !is_input) continue;
     std::string from = it == p.storage_of.end() ? out : it->second;
-    if (it != p.storage_of.end()) p.storage_of.erase(it);
+    if (it != p.storage_of.end()) {
+      // The steps before read the view where it lies; the caller's buffer holds it only after the
+      // copy, last (an exporter's output that later steps also read, as a 1-D convolution's).
+      for (Step& step : p.steps) std::replace(step.tensors.begin(), step.tensors.end(), out, from);
+      p.storage_of.erase(it);
+    }
     const Value* v = graph.find(from);
     if (!v) return invalid_argument(fmt::format("model output '{}' has no value", out));
     Computed c = copy_compute(*v, out);

@@ -695,6 +695,18 @@ def argmax_heads():
                     helper.make_tensor_value_info(kept, TensorProto.BOOL, [1, 5, 4, 6])], ir_version=None)
 
 
+def view_outputs():
+    """An output that is a view (a Reshape) of another value and that later steps read too: the
+    steps read it before the build copies it into the caller's buffer."""
+    b = Builder(47, opset=17)
+    flat = b.node("Reshape", ["x", b.const(np.array([1, 16, 20], np.int64), "flat_shape")])
+    row = b.node("Reshape", [b.node("Relu", [flat]), b.const(np.array([1, 16, 1, 20], np.int64), "row_shape")])
+    y = b.node("Conv", [row, b.weight((16, 16, 1, 3), 48)], kernel_shape=[1, 3], pads=[0, 1, 0, 1])
+    return b.model("view_outputs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 1, 20])],
+                   [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 1, 20]),
+                    helper.make_tensor_value_info(flat, TensorProto.FLOAT, [1, 16, 20])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -915,7 +927,8 @@ def exporter_patterns(out_dir):
     for model in (convnext_stages(small=True), gpt2_block(small=True), llama_block(small=True, opset=17),
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
-                  tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn(), zoo_operators()):
+                  tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn(), zoo_operators(),
+                  view_outputs()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
