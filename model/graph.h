@@ -36,6 +36,7 @@ struct Attribute {
   std::string s;
   std::vector<int64_t> ints;
   std::vector<float> floats;
+  std::vector<std::string> strings;  // A recurrent operator's activations.
 };
 
 // An elementwise operation folded into the operator before it, applied to its output in order.

@@ -80,6 +80,7 @@ Attribute read_attribute(const onnx::AttributeProto& a) {
   out.s = a.s();
   out.ints.assign(a.ints().begin(), a.ints().end());
   out.floats.assign(a.floats().begin(), a.floats().end());
+  out.strings.assign(a.strings().begin(), a.strings().end());
   // A one-value tensor (ConstantOfShape's fill) as a number.
   if (a.has_t()) {
     Value v;

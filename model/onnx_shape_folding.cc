@@ -84,14 +84,15 @@ std::optional<RealTensor> evaluate_real(const onnx::NodeProto& n, const std::map
     if (to != onnx::TensorProto::FLOAT || it == known.end()) return std::nullopt;
     return RealTensor{it->second.dims, std::vector<double>(it->second.data.begin(), it->second.data.end())};
   }
-  if (op == "Ceil" || op == "Floor" || op == "Neg") {
+  if (op == "Ceil" || op == "Floor" || op == "Neg" || op == "Sqrt") {
     const RealTensor* x = in(0);
     if (!x) return std::nullopt;
     RealTensor out = *x;
-    for (double& v : out.data) v = op == "Ceil" ? std::ceil(v) : op == "Floor" ? std::floor(v) : -v;
+    for (double& v : out.data) v = op == "Ceil" ? std::ceil(v) : op == "Floor" ? std::floor(v) : op == "Sqrt" ? std::sqrt(v) : -v;
     return out;
   }
-  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
+  // Pow: DINOv2's side of the patch grid, the square root of its patch count (256 ** 0.5).
+  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"};
   if (!kBinary.count(op)) return std::nullopt;
   const RealTensor *a = in(0), *b = in(1);
   if (!a || !b || (a->data.size() != b->data.size() && a->data.size() != 1 && b->data.size() != 1)) return std::nullopt;
@@ -99,7 +100,7 @@ std::optional<RealTensor> evaluate_real(const onnx::NodeProto& n, const std::map
   for (size_t i = 0; i < out.data.size(); ++i) {
     double x = a->data[a->data.size() == 1 ? 0 : i], y = b->data[b->data.size() == 1 ? 0 : i];
     out.data[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : op == "Div" ? x / y
-                : op == "Max" ? std::max(x, y) : std::min(x, y);
+                : op == "Max" ? std::max(x, y) : op == "Pow" ? std::pow(x, y) : std::min(x, y);
   }
   return out;
 }

@@ -550,7 +550,7 @@ StatusOr<te::Tensor> average_pool(const Node& node, const te::Tensor& x, const s
 }
 
 // Resize (and opset 9's Upsample) of an NCHW tensor's rows and columns, as ONNX Runtime computes
-// it: nearest (each nearest_mode) or bilinear, every coordinate_transformation_mode but
+// it: nearest (each nearest_mode), bilinear or bicubic, every coordinate_transformation_mode but
 // tf_crop_and_resize; the output's shape from shape inference, the scale from the scales input or
 // the sizes.
 // `xs` and `out` are the NCHW shapes; with `block` > 0, `x` holds the input in NCHW[block]c and the
@@ -565,7 +565,8 @@ StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tens
   std::string mode = text("mode", "nearest"), transform = text("coordinate_transformation_mode", "half_pixel"),
               nearest = text("nearest_mode", "round_prefer_floor");
   if (node.op == "Upsample") transform = "asymmetric", nearest = "floor";
-  if (mode != "nearest" && mode != "linear") return unsupported(node, fmt::format("mode '{}' is not supported", mode));
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return unsupported(node, fmt::format("mode '{}' is not supported", mode));
   static const std::set<std::string> kTransforms = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                                                     "tf_half_pixel_for_nn", "half_pixel_symmetric"};
   if (!kTransforms.count(transform))
@@ -613,6 +614,45 @@ StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tens
     };
     return te::compute("out", shape, [&](const std::vector<Var>& i) {
       return read(i, pick(source(i[2], xs[2], out[2], scale[2]), xs[2]), pick(source(i[3], xs[3], out[3], scale[3]), xs[3]));
+    });
+  }
+  if (mode == "cubic") {
+    // Keys' cubic convolution over the four inputs around the coordinate (not clamped), at
+    // distances 1 + t, t, 1 - t and 2 - t where t is its fraction; the inputs past an edge read
+    // the edge, or with exclude_outside weigh nothing and the others are scaled to sum to one.
+    // PyTorch's bicubic interpolation (DINOv2's position embeddings) is this with a = -0.75.
+    double a = node.float_attr("cubic_coeff_a", -0.75f);
+    bool exclude = node.int_attr("exclude_outside", 0) != 0;
+    struct Cubic {
+      Expr index[4], weight[4];
+    };
+    auto cubic = [&](Expr at, int64_t in, int64_t o, double s) {
+      Expr v = source(at, in, o, s);
+      Expr first = floor_of(v);
+      Expr t = v - ir::cast(ir::Type::f32(), first);
+      auto near = [&](Expr d) { return (f32(a + 2) * d - f32(a + 3)) * d * d + f32(1); };
+      auto far = [&](Expr d) { return ((f32(a) * d - f32(5 * a)) * d + f32(8 * a)) * d - f32(4 * a); };
+      Cubic c{{}, {far(f32(1) + t), near(t), near(f32(1) - t), far(f32(2) - t)}};
+      Expr total = f32(0);
+      for (int k = 0; k < 4; ++k) {
+        Expr i = first + (k - 1);
+        c.index[k] = clamp(i, in);
+        if (exclude) c.weight[k] = ir::select(ir::logical_and(ir::ge(i, ir::int_imm(0)), ir::lt(i, ir::int_imm(in))), c.weight[k], f32(0));
+        total = total + c.weight[k];
+      }
+      if (exclude)
+        for (Expr& w : c.weight) w = w / total;
+      return c;
+    };
+    return te::compute("out", shape, [&](const std::vector<Var>& i) {
+      Cubic r = cubic(i[2], xs[2], out[2], scale[2]), c = cubic(i[3], xs[3], out[3], scale[3]);
+      Expr sum = f32(0);
+      for (int y = 0; y < 4; ++y) {
+        Expr row = f32(0);
+        for (int k = 0; k < 4; ++k) row = row + read(i, r.index[y], c.index[k]) * c.weight[k];
+        sum = sum + row * r.weight[y];
+      }
+      return sum;
     });
   }
   // Bilinear: the coordinate clamped into the input, its two neighbours and the weight of the second.

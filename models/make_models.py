@@ -606,7 +606,8 @@ def symbolic_sizes():
     18): one axis by Shape with start and end, the element count by Size, divided into the target
     of a Reshape; and a patch count as the TorchScript exporter writes MobileViT's, in float
     Constant nodes: int(ceil(6.0 / 2.0) * 2.0) / 2; and a Reshape's target through Identity, as the
-    TorchScript exporter shares one (Swin V2's qkv bias)."""
+    TorchScript exporter shares one (Swin V2's qkv bias); and the side of a square grid of patches
+    as the TorchScript exporter writes DINOv2's, int(4.0 ** 0.5)."""
     b = Builder(67, opset=18, constant_nodes=True)
     tokens = b.node("Shape", ["x"], start=1, end=2)
     count = b.node("Size", ["x"])
@@ -620,10 +621,15 @@ def symbolic_sizes():
     shape = b.node("Concat", [b.const(np.array([1], np.int64), "one"), patches, b.const(np.array([2, 4], np.int64), "rest")], axis=0)
     split = b.node("Sigmoid", [b.node("Reshape", ["x", shape])])
     flat = b.node("Relu", [b.node("Reshape", ["x", b.node("Identity", [b.const(np.array([24], np.int64), "flat")])])])
+    side = b.node("Cast", [b.node("Pow", [b.const(np.float32(4.0), "patches"), b.const(np.float32(0.5), "half")])],
+                  to=TensorProto.INT64)
+    side = b.node("Unsqueeze", [side, b.const(np.array([0], np.int64), "axes")])
+    grid = b.node("Tanh", [b.node("Reshape", ["x", b.node("Concat", [side, b.const(np.array([12], np.int64), "row")], axis=0)])])
     return b.model("symbolic_sizes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 4])],
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [6, 4]),
                     helper.make_tensor_value_info(split, TensorProto.FLOAT, [1, 3, 2, 4]),
-                    helper.make_tensor_value_info(flat, TensorProto.FLOAT, [24])], ir_version=None)
+                    helper.make_tensor_value_info(flat, TensorProto.FLOAT, [24]),
+                    helper.make_tensor_value_info(grid, TensorProto.FLOAT, [2, 12])], ir_version=None)
 
 
 def yolo_head():
@@ -707,6 +713,57 @@ def view_outputs():
                     helper.make_tensor_value_info(flat, TensorProto.FLOAT, [1, 16, 20])], ir_version=None)
 
 
+def recurrent():
+    """Recurrent layers as the exporters write nn.LSTM and nn.GRU (opset 14): a bidirectional LSTM
+    with initial states, peepholes and sequence_lens of the whole sequence, its Y, Y_h and Y_c read;
+    a GRU with linear_before_reset (PyTorch's) over a batch of two, one without it in reverse, and
+    a plain RNN, each read through its Y or Y_h alone."""
+    b = Builder(71, opset=14)
+    seq, batch, inputs, hidden = 5, 1, 6, 8
+
+    def w(*shape):
+        return b.const((0.4 * b.rng.standard_normal(shape)).astype(np.float32))
+
+    h0 = w(2, batch, hidden)
+    c0 = w(2, batch, hidden)
+    lens = b.const(np.full(batch, seq, np.int32), "lens")
+    y, y_h, y_c = b.node("LSTM", ["x", w(2, 4 * hidden, inputs), w(2, 4 * hidden, hidden), w(2, 8 * hidden), lens, h0, c0,
+                                  w(2, 3 * hidden)], outputs=3, hidden_size=hidden, direction="bidirectional")
+    pair = b.node("Concat", ["x", b.node("Neg", ["x"])], axis=1)
+    g = b.node("GRU", [pair, w(1, 3 * hidden, inputs), w(1, 3 * hidden, hidden), w(1, 6 * hidden)], outputs=2,
+               hidden_size=hidden, linear_before_reset=1)
+    _, g_rev = b.node("GRU", ["x", w(1, 3 * hidden, inputs), w(1, 3 * hidden, hidden), w(1, 6 * hidden)], outputs=2,
+                      hidden_size=hidden, direction="reverse")
+    r = b.node("RNN", ["x", w(1, hidden, inputs), w(1, hidden, hidden)], outputs=2, hidden_size=hidden)
+    return b.model("recurrent", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, batch, inputs])],
+                   [helper.make_tensor_value_info(y, TensorProto.FLOAT, [seq, 2, batch, hidden]),
+                    helper.make_tensor_value_info(y_h, TensorProto.FLOAT, [2, batch, hidden]),
+                    helper.make_tensor_value_info(y_c, TensorProto.FLOAT, [2, batch, hidden]),
+                    helper.make_tensor_value_info(g[0], TensorProto.FLOAT, [seq, 1, 2, hidden]),
+                    helper.make_tensor_value_info(g_rev, TensorProto.FLOAT, [1, batch, hidden]),
+                    helper.make_tensor_value_info(r[0], TensorProto.FLOAT, [seq, 1, batch, hidden])], ir_version=None)
+
+
+def broadcast_matmuls():
+    """Batched MatMuls whose batches broadcast: Falcon's multi-query attention (every head's queries
+    by one head of keys, [1, 4, 8, 16] by [1, 1, 16, 8]), the same with the right side of a higher
+    rank, both sides broadcasting ([4, 8, 16] by [2, 1, 16, 8]) and a matrix by a batch."""
+    b = Builder(73, opset=17)
+    keys = b.node("Relu", ["k"])
+    shared = b.node("MatMul", ["q", keys])
+    raised = b.node("MatMul", [b.node("Reshape", ["q", b.const(np.array([4, 8, 16], np.int64), "heads")]), keys])
+    both = b.node("MatMul", [b.node("Reshape", ["q", b.const(np.array([4, 8, 16], np.int64), "heads")]),
+                             b.node("Concat", [keys, b.node("Neg", [keys])], axis=0)])
+    batch = b.node("MatMul", [b.weight((8, 16), 16), b.node("Reshape", [b.node("Concat", [keys, keys, keys], axis=1),
+                                                                      b.const(np.array([3, 16, 8], np.int64), "batch")])])
+    return b.model("broadcast_matmuls", [helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 4, 8, 16]),
+                                         helper.make_tensor_value_info("k", TensorProto.FLOAT, [1, 1, 16, 8])],
+                   [helper.make_tensor_value_info(shared, TensorProto.FLOAT, [1, 4, 8, 8]),
+                    helper.make_tensor_value_info(raised, TensorProto.FLOAT, [1, 4, 8, 8]),
+                    helper.make_tensor_value_info(both, TensorProto.FLOAT, [2, 4, 8, 8]),
+                    helper.make_tensor_value_info(batch, TensorProto.FLOAT, [3, 8, 8])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -773,7 +830,7 @@ def vision_operators(opset):
     BatchNormalization before ReLU (no convolution to fold it into) and its 2x2 AveragePool,
     Inception's 3x3 AveragePool at stride 1 (padding not counted), YOLO's nearest 2x Resize (by
     scales) and Concat with an earlier map, a segmentation head's bilinear Resize to a size
-    (half_pixel, and align_corners), SRGAN's PRelu and pixel shuffle (DepthToSpace, CRD), ELU, SELU,
+    (half_pixel, and align_corners), bicubic Resize (PyTorch's and TensorFlow's), SRGAN's PRelu and pixel shuffle (DepthToSpace, CRD), ELU, SELU,
     Sum of three, Tile, the max of three, GroupNorm as the TorchScript exporter writes it (Reshape
     to groups, InstanceNormalization, Reshape back, Mul and Add per channel), ConvTranspose (U-Net's
     2x2 at stride 2, DCGAN's 4x4 at stride 2 with padding), Softplus, Log and a LogSoftmax head;
@@ -804,7 +861,12 @@ def vision_operators(opset):
                                                                           b.const(np.array([4], np.int64), "e"),
                                                                           b.const(np.array([1], np.int64), "a")]),
                                                      b.const(np.array([1, 2, 1, 1], np.int64), "repeats")])])
-    y = b.node("Max", [y, wide, corners])
+    # Bicubic as PyTorch exports it (a = -0.75, edges repeated) and as TensorFlow's (a = -0.5, the
+    # inputs past the edge left out).
+    cubic = b.node("Resize", [y, "", "", size], mode="cubic", coordinate_transformation_mode="half_pixel")
+    tf_cubic = b.node("Resize", [y, "", "", size], mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1,
+                      coordinate_transformation_mode="pytorch_half_pixel")
+    y = b.node("Max", [y, wide, corners, cubic, tf_cubic])
     # GroupNorm (2 groups of 4 channels) as the TorchScript exporter writes it, and from opset 21 as
     # the GroupNormalization operator (onnx's checker refuses opset 18's form, deprecated in 21).
     g = b.node("Reshape", [y, b.const(np.array([1, 2, -1], np.int64), "shape")])
@@ -928,7 +990,7 @@ def exporter_patterns(out_dir):
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
                   tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn(), zoo_operators(),
-                  view_outputs()):
+                  view_outputs(), recurrent(), broadcast_matmuls()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)

@@ -6,6 +6,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "model/tasks.h"
 
@@ -30,6 +31,8 @@ class Decomposer {
     if (node.op == "GroupNormalization") return group_norm(node);
     if (node.op == "MaxPool" || node.op == "AveragePool") return pool_padding(node);
     if (node.op == "Attention") return attention(node);
+    if (node.op == "LSTM" || node.op == "GRU" || node.op == "RNN") return recurrent(node);
+    if (node.op == "MatMul") return broadcast_matmul(node);
     return std::vector<Node>{};
   }
 
@@ -115,6 +118,286 @@ class Decomposer {
     value(name + "/scaled", x->shape);
     out.push_back(derived(node, name + "/scaled", "Mul", {name + "/back", scale_c}, name + "/scaled"));
     out.push_back(derived(node, name + "/shifted", "Add", {name + "/scaled", bias_c}, node.outputs[0]));
+    return out;
+  }
+
+  // A batched MatMul whose operands' batches differ and broadcast (Falcon's multi-query attention:
+  // every head's queries by the one head of keys, [1, 4, 64, 64] by [1, 1, 64, 64]): a right side
+  // of one batch becomes the [K, N] matrix all the left side's rows share (one GEMM of batch x M
+  // rows, copying nothing); otherwise each operand that broadcasts is expanded to the output's batch.
+  StatusOr<std::vector<Node>> broadcast_matmul(const Node& node) {
+    if (node.inputs.size() != 2 || node.outputs.size() != 1) return std::vector<Node>{};
+    const Value* a = graph_.find(node.inputs[0]);
+    const Value* b = graph_.find(node.inputs[1]);
+    const Value* y = graph_.find(node.outputs[0]);
+    if (!a || !b || !y || a->shape.size() < 2 || b->shape.size() < 3 || y->shape.size() < 2) return std::vector<Node>{};
+    std::vector<int64_t> a_batch(a->shape.begin(), a->shape.end() - 2), b_batch(b->shape.begin(), b->shape.end() - 2),
+        y_batch(y->shape.begin(), y->shape.end() - 2);
+    if (a_batch == b_batch) return std::vector<Node>{};
+    int64_t k = b->shape[b->shape.size() - 2], n = b->shape.back();
+    std::vector<Node> out;
+    if (b->elements() == k * n) {
+      std::string matrix = node.name + "/rhs_matrix";
+      value(matrix, {k, n});
+      out.push_back(derived(node, matrix, "Reshape", {b->name, constant(matrix + "/shape", {k, n})}, matrix));
+      if (a->shape.size() == y->shape.size()) {
+        out.push_back(derived(node, node.name + "/shared", "MatMul", {a->name, matrix}, node.outputs[0]));
+        return out;
+      }
+      std::vector<int64_t> product_shape = a->shape;
+      product_shape.back() = n;
+      std::string product = node.name + "/product";
+      value(product, product_shape);
+      out.push_back(derived(node, product, "MatMul", {a->name, matrix}, product));
+      out.push_back(derived(node, node.name + "/ranked", "Reshape", {product, constant(product + "/shape", y->shape)}, node.outputs[0]));
+      return out;
+    }
+    std::vector<std::string> operands;
+    for (const Value* v : {a, b}) {
+      std::vector<int64_t> batch(v->shape.begin(), v->shape.end() - 2);
+      if (batch == y_batch) {
+        operands.push_back(v->name);
+        continue;
+      }
+      std::vector<int64_t> full = y_batch;
+      full.push_back(v->shape[v->shape.size() - 2]);
+      full.push_back(v->shape.back());
+      std::string expanded = node.name + (v == a ? "/lhs_expanded" : "/rhs_expanded");
+      value(expanded, full);
+      out.push_back(derived(node, expanded, "Expand", {v->name, constant(expanded + "/shape", full)}, expanded));
+      operands.push_back(expanded);
+    }
+    out.push_back(derived(node, node.name + "/batched", "MatMul", operands, node.outputs[0]));
+    return out;
+  }
+
+  // LSTM, GRU and RNN unrolled over their (static) sequence: the input's share of every gate for
+  // all the time steps as one MatMul by the transposed input weights (W^T, the biases that add
+  // outside a gate's product folded in), then per step and direction the recurrent product
+  // MatMul(H, R^T) added to that step's rows, the gates sliced from it, and their activations
+  // (the defaults only: sigmoid gates, tanh states), peepholes and state updates as elementwise
+  // nodes; Y, Y_h and Y_c assembled by Concat and Reshape where something reads them. The first
+  // step of a direction without an initial state reads no recurrent product. Refused: other
+  // activations, clip, input_forget, sequence lengths that differ from the sequence, weights
+  // computed at run time, and sequences of more than kMaxRecurrentSteps steps (directions
+  // included), whose unrolled nodes would each be a step of the built model.
+  static constexpr int64_t kMaxRecurrentSteps = 512;
+
+  StatusOr<std::vector<Node>> recurrent(const Node& node) {
+    const std::string& op = node.op;
+    auto refuse = [&](const std::string& why) { return invalid_argument(fmt::format("node '{}' ({}): {}", node.name, op, why)); };
+    auto given = [&](size_t i) { return node.inputs.size() > i && !node.inputs[i].empty(); };
+    auto read = [&](size_t o) {
+      return node.outputs.size() > o && !node.outputs[o].empty() &&
+             (graph_.readers(node.outputs[o]) > 0 || std::count(graph_.outputs.begin(), graph_.outputs.end(), node.outputs[o]));
+    };
+    const int64_t gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
+    if (!given(0) || !given(1) || !given(2)) return refuse("expects X, W and R");
+    TF_ASSIGN_OR_RETURN(const Value* x, graph_.value_of(node, node.inputs[0]));
+    std::string direction = node.attributes.count("direction") ? node.attributes.at("direction").s : "forward";
+    if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+      return refuse(fmt::format("direction '{}' is not forward, reverse nor bidirectional", direction));
+    const int64_t dirs = direction == "bidirectional" ? 2 : 1;
+    const int64_t hidden = node.int_attr("hidden_size", 0);
+    const bool batch_first = node.int_attr("layout", 0) != 0;
+    if (x->shape.size() != 3 || hidden < 1) return refuse("expects X of [sequence, batch, input] and a hidden_size");
+    const int64_t seq = x->shape[batch_first ? 1 : 0], batch = x->shape[batch_first ? 0 : 1], inputs = x->shape[2];
+    if (seq * dirs > kMaxRecurrentSteps)
+      return refuse(fmt::format("{} steps{} unrolled: at most {} are supported", seq, dirs > 1 ? " in two directions" : "",
+                                kMaxRecurrentSteps));
+    std::vector<std::string> defaults = op == "LSTM" ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                                        : op == "GRU" ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                      : std::vector<std::string>{"Tanh"};
+    if (node.attributes.count("activations")) {
+      const auto& acts = node.attributes.at("activations").strings;
+      for (size_t k = 0; k < acts.size(); ++k)
+        if (acts[k] != defaults[k % defaults.size()])
+          return refuse(fmt::format("activation '{}' is not supported (only {})", acts[k], fmt::join(defaults, ", ")));
+    }
+    if (node.attributes.count("clip")) return refuse("clip is not supported");
+    if (node.int_attr("input_forget", 0) != 0) return refuse("input_forget is not supported");
+    if (given(4)) {
+      const Value* lens = graph_.find(node.inputs[4]);
+      bool whole = lens && lens->constant && !lens->is_float && static_cast<int64_t>(lens->ints.size()) == lens->elements() &&
+                   std::all_of(lens->ints.begin(), lens->ints.end(), [&](int64_t n) { return n == seq; });
+      if (!whole) return refuse("sequence_lens other than the whole sequence are not supported");
+    }
+    // A constant input as floats of the expected count.
+    auto weights = [&](size_t i, int64_t count, const char* what) -> StatusOr<const std::vector<float>*> {
+      const Value* v = graph_.find(node.inputs[i]);
+      if (!v || !v->constant || !v->is_float || static_cast<int64_t>(v->floats.size()) != count)
+        return refuse(fmt::format("its {} must be a constant of {} values", what, count));
+      return &v->floats;
+    };
+    const int64_t g_h = gates * hidden;
+    TF_ASSIGN_OR_RETURN(const std::vector<float>* w, weights(1, dirs * g_h * inputs, "W"));
+    TF_ASSIGN_OR_RETURN(const std::vector<float>* r, weights(2, dirs * g_h * hidden, "R"));
+    std::vector<float> zero_bias(static_cast<size_t>(dirs * 2 * g_h), 0.f);
+    const std::vector<float>* b = &zero_bias;
+    if (given(3)) {
+      TF_ASSIGN_OR_RETURN(b, weights(3, dirs * 2 * g_h, "B"));
+    }
+    const std::vector<float>* peep = nullptr;
+    if (op == "LSTM" && given(7)) {
+      TF_ASSIGN_OR_RETURN(peep, weights(7, dirs * 3 * hidden, "P"));
+    }
+    // GRU's linear_before_reset (PyTorch's form) adds R's bias of the new gate inside the reset.
+    const bool reset_after = op == "GRU" && node.int_attr("linear_before_reset", 0) != 0;
+
+    const std::string& name = node.name;
+    std::vector<Node> out;
+    // A node writing a fresh value of `shape`, named after the unrolled node.
+    auto add = [&](const std::string& part, const std::string& kind, std::vector<std::string> in, std::vector<int64_t> shape) {
+      std::string v = name + "/" + part;
+      value(v, shape);
+      out.push_back(derived(node, v, kind, std::move(in), v));
+      return v;
+    };
+    const std::vector<int64_t> row = {batch, hidden};
+    std::string xs = node.inputs[0];
+    if (batch_first && batch > 1) {
+      xs = add("x_time_major", "Transpose", {xs}, {seq, batch, inputs});
+      out.back().attributes["perm"].ints = {1, 0, 2};
+    }
+    std::string x_rows = add("x_rows", "Reshape", {xs, constant(name + "/x_rows/shape", {seq * batch, inputs})}, {seq * batch, inputs});
+    // An initial state's rows for direction d, or none.
+    auto initial = [&](size_t i, int64_t d) -> std::string {
+      if (!given(i)) return "";
+      std::string part = fmt::format("{}{}", i == 5 ? "h0_" : "c0_", d);
+      std::string s = add(part + "_slice", "Slice", {node.inputs[i], constant(name + "/" + part + "/starts", {d}),
+                                                     constant(name + "/" + part + "/ends", {d + 1}), constant(name + "/" + part + "/axes", {0})},
+                          {1, batch, hidden});
+      return add(part, "Reshape", {s, constant(name + "/" + part + "/shape", row)}, row);
+    };
+    std::vector<std::vector<std::string>> ys(static_cast<size_t>(dirs), std::vector<std::string>(static_cast<size_t>(seq)));
+    std::vector<std::string> last_h, last_c;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const std::string p = fmt::format("d{}/", d);
+      auto at = [](const std::vector<float>& v, int64_t i) { return v[static_cast<size_t>(i)]; };
+      // W^T [inputs, gates x hidden] and the bias added to X W^T; R^T split where GRU's new gate
+      // reads the reset state.
+      std::vector<float> wt(static_cast<size_t>(inputs * g_h)), bias(static_cast<size_t>(g_h)), rh_bias;
+      for (int64_t j = 0; j < g_h; ++j) {
+        for (int64_t k = 0; k < inputs; ++k) wt[static_cast<size_t>(k * g_h + j)] = at(*w, (d * g_h + j) * inputs + k);
+        bool inside_reset = reset_after && j >= 2 * hidden;
+        bias[static_cast<size_t>(j)] = at(*b, d * 2 * g_h + j) + (inside_reset ? 0.f : at(*b, d * 2 * g_h + g_h + j));
+        if (inside_reset) rh_bias.push_back(at(*b, d * 2 * g_h + g_h + j));
+      }
+      // GRU without linear_before_reset multiplies (r * H) by the new gate's R: its own product.
+      const bool split_new_gate = op == "GRU" && !reset_after;
+      const int64_t fused_cols = split_new_gate ? 2 * hidden : g_h;
+      std::vector<float> rt(static_cast<size_t>(hidden * fused_cols)), rt_new;
+      for (int64_t j = 0; j < fused_cols; ++j)
+        for (int64_t k = 0; k < hidden; ++k) rt[static_cast<size_t>(k * fused_cols + j)] = at(*r, (d * g_h + j) * hidden + k);
+      if (split_new_gate)
+        for (int64_t k = 0; k < hidden; ++k)
+          for (int64_t j = 0; j < hidden; ++j) rt_new.push_back(at(*r, (d * g_h + 2 * hidden + j) * hidden + k));
+      std::string wt_c = float_constant(name + "/" + p + "wt", {inputs, g_h}, std::move(wt));
+      std::string bias_c = float_constant(name + "/" + p + "bias", {g_h}, std::move(bias));
+      std::string rt_c = float_constant(name + "/" + p + "rt", {hidden, fused_cols}, std::move(rt));
+      std::string rt_new_c = split_new_gate ? float_constant(name + "/" + p + "rt_new", {hidden, hidden}, std::move(rt_new)) : "";
+      std::string rh_bias_c = reset_after ? float_constant(name + "/" + p + "rh_bias", {hidden}, std::move(rh_bias)) : "";
+      auto peephole = [&](int64_t k) {
+        std::vector<float> v(peep->begin() + (d * 3 + k) * hidden, peep->begin() + (d * 3 + k + 1) * hidden);
+        return float_constant(fmt::format("{}/{}p{}", name, p, k), {hidden}, std::move(v));
+      };
+      std::string xw = add(p + "xw", "MatMul", {x_rows, wt_c}, {seq * batch, g_h});
+      xw = add(p + "xw_bias", "Add", {xw, bias_c}, {seq * batch, g_h});
+      std::string h = initial(5, d), c = op == "LSTM" ? initial(6, d) : "";
+      for (int64_t s = 0; s < seq; ++s) {
+        const int64_t t = d == 1 || direction == "reverse" ? seq - 1 - s : s;
+        const std::string q = fmt::format("{}t{}/", p, t);
+        auto slice_of = [&](const std::string& v, int64_t axis, int64_t begin, int64_t end, const std::string& part,
+                            std::vector<int64_t> shape) {
+          return add(q + part, "Slice", {v, constant(name + "/" + q + part + "/starts", {begin}), constant(name + "/" + q + part + "/ends", {end}),
+                                         constant(name + "/" + q + part + "/axes", {axis})},
+                     std::move(shape));
+        };
+        std::string xt = slice_of(xw, 0, t * batch, (t + 1) * batch, "x", {batch, g_h});
+        std::string hr = h.empty() ? "" : add(q + "hr", "MatMul", {h, rt_c}, {batch, fused_cols});
+        auto gate = [&](int64_t k, const std::string& part) {
+          std::string v = slice_of(xt, 1, k * hidden, (k + 1) * hidden, part + "_x", row);
+          if (hr.empty() || k * hidden >= fused_cols || (reset_after && k == 2)) return v;
+          return add(q + part + "_sum", "Add", {v, slice_of(hr, 1, k * hidden, (k + 1) * hidden, part + "_h", row)}, row);
+        };
+        auto unary = [&](const std::string& kind, const std::string& v, const std::string& part) { return add(q + part, kind, {v}, row); };
+        auto binary = [&](const std::string& kind, const std::string& a, const std::string& bv, const std::string& part) {
+          return add(q + part, kind, {a, bv}, row);
+        };
+        if (op == "LSTM") {
+          std::string gi = gate(0, "i"), go = gate(1, "o"), gf = gate(2, "f"), gc = gate(3, "c");
+          if (peep && !c.empty()) {
+            gi = binary("Add", gi, binary("Mul", c, peephole(0), "i_peep"), "i_peeped");
+            gf = binary("Add", gf, binary("Mul", c, peephole(2), "f_peep"), "f_peeped");
+          }
+          std::string i = unary("Sigmoid", gi, "i"), cc = unary("Tanh", gc, "cc");
+          std::string next = binary("Mul", i, cc, "ic");
+          if (!c.empty()) next = binary("Add", binary("Mul", unary("Sigmoid", gf, "f"), c, "fc"), next, "c");
+          c = next;
+          if (peep) go = binary("Add", go, binary("Mul", c, peephole(1), "o_peep"), "o_peeped");
+          h = binary("Mul", unary("Sigmoid", go, "o"), unary("Tanh", c, "c_tanh"), "h");
+        } else if (op == "GRU") {
+          std::string z = unary("Sigmoid", gate(0, "z"), "z"), rg = unary("Sigmoid", gate(1, "r"), "r");
+          std::string n = gate(2, "n");
+          if (reset_after) {
+            std::string rec = hr.empty() ? rh_bias_c : binary("Add", slice_of(hr, 1, 2 * hidden, 3 * hidden, "n_h", row), rh_bias_c, "n_rec");
+            n = binary("Add", n, hr.empty() ? add(q + "n_reset", "Mul", {rg, rec}, row) : binary("Mul", rg, rec, "n_reset"), "n_sum");
+          } else if (!h.empty()) {
+            n = binary("Add", n, add(q + "n_rec", "MatMul", {binary("Mul", rg, h, "rh"), rt_new_c}, row), "n_sum");
+          }
+          n = unary("Tanh", n, "n");
+          // (1 - z) n + z H = n + z (H - n); H is zero before the first step.
+          std::string carry = h.empty() ? add(q + "neg_n", "Neg", {n}, row) : binary("Sub", h, n, "carry");
+          h = binary("Add", n, binary("Mul", z, carry, "z_carry"), "h");
+        } else {
+          h = unary("Tanh", gate(0, "a"), "h");
+        }
+        ys[static_cast<size_t>(d)][static_cast<size_t>(t)] = h;
+      }
+      last_h.push_back(h);
+      last_c.push_back(c);
+    }
+    // The outputs in their layouts: Y [seq, dirs, batch, hidden] (batch first: [batch, seq, dirs,
+    // hidden]); Y_h and Y_c [dirs, batch, hidden] ([batch, dirs, hidden]).
+    auto finish = [&](const std::string& v, std::vector<int64_t> shape, std::vector<int64_t> perm, const std::string& output) {
+      if (batch == 1 || !batch_first) {
+        std::vector<int64_t> final_shape(perm.size());
+        for (size_t k = 0; k < perm.size(); ++k) final_shape[k] = shape[static_cast<size_t>(perm[k])];
+        if (!batch_first) final_shape = shape;
+        out.push_back(derived(node, output + "/reshape", "Reshape", {v, constant(output + "/shape", final_shape)}, output));
+        return;
+      }
+      std::string shaped = add(output + "/time_major", "Reshape", {v, constant(output + "/shape", shape)}, shape);
+      Node tr = derived(node, output + "/transpose", "Transpose", {shaped}, output);
+      tr.attributes["perm"].ints = std::move(perm);
+      out.push_back(std::move(tr));
+    };
+    if (read(0)) {
+      std::vector<std::string> parts;
+      for (int64_t d = 0; d < dirs; ++d) {
+        std::string all = add(fmt::format("y{}", d), "Concat", ys[static_cast<size_t>(d)], {seq * batch, hidden});
+        out.back().attributes["axis"].i = 0;
+        parts.push_back(add(fmt::format("y{}_4d", d), "Reshape", {all, constant(fmt::format("{}/y{}_4d/shape", name, d), {seq, 1, batch, hidden})},
+                            {seq, 1, batch, hidden}));
+      }
+      std::string y = parts[0];
+      if (dirs > 1) {
+        y = add("y", "Concat", parts, {seq, dirs, batch, hidden});
+        out.back().attributes["axis"].i = 1;
+      }
+      finish(y, {seq, dirs, batch, hidden}, {2, 0, 1, 3}, node.outputs[0]);
+    }
+    for (size_t o : {size_t{1}, size_t{2}}) {
+      if (!read(o)) continue;
+      if (o == 2 && op != "LSTM") return refuse("has no Y_c output");
+      const auto& states = o == 1 ? last_h : last_c;
+      std::string all = states[0];
+      if (dirs > 1) {
+        all = add(o == 1 ? "y_h" : "y_c", "Concat", states, {dirs * batch, hidden});
+        out.back().attributes["axis"].i = 0;
+      }
+      finish(all, {dirs, batch, hidden}, {1, 0, 2}, node.outputs[o]);
+    }
     return out;
   }
 

@@ -111,6 +111,23 @@ void for_each_index(const std::vector<int64_t>& shape, const std::function<void(
   }
 }
 
+// GatherElements' and ScatterElements' position in x of index i of `indices`: i with its `axis`
+// coordinate replaced by the index there (negative from the end). Out of range clears `inside`.
+int64_t position_along(const Value& x, const Value& indices, int64_t axis, int64_t flat, const std::vector<int64_t>& i,
+                       bool& inside) {
+  int64_t f = 0;
+  for (size_t d = 0; d < i.size(); ++d) {
+    int64_t at = i[d];
+    if (static_cast<int64_t>(d) == axis) {
+      at = indices.ints[static_cast<size_t>(flat)];
+      if (at < 0) at += x.shape[d];
+    }
+    if (at < 0 || at >= x.shape[d]) inside = false;
+    f = f * x.shape[d] + std::clamp<int64_t>(at, 0, x.shape[d] - 1);
+  }
+  return f;
+}
+
 // The computations on constants alone that exporters write for attention masks (Swin's shifted
 // windows: ConstantOfShape, Slice, ScatterND, Sub, Equal, Not, Where), evaluated here so that the
 // built model reads their result as a weight. Small tensors only.
@@ -118,8 +135,8 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
   static const std::set<std::string> kUnary = {"Not", "Neg", "Abs", "Sqrt", "Exp", "Log", "Floor", "Ceil", "Reciprocal", "Sin", "Cos"};
   static const std::set<std::string> kBinary = {"Where", "Equal", "Sub", "Add", "Mul", "Div", "Mod", "Less",
                                                 "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Pow", "Min", "Max"};
-  static const std::set<std::string> kOthers = {"ConstantOfShape", "Slice", "ScatterND", "Expand", "Concat", "Gather",
-                                                "Range", "GatherElements", "Trilu"};
+  static const std::set<std::string> kOthers = {"ConstantOfShape", "Slice", "ScatterND", "ScatterElements", "Expand",
+                                                "Concat", "Gather", "Range", "GatherElements", "Trilu"};
   static const std::set<std::string> kReductions = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2",
                                                     "ReduceSumSquare"};
   if ((!kUnary.count(node.op) && !kBinary.count(node.op) && !kOthers.count(node.op) && !kReductions.count(node.op)) ||
@@ -202,18 +219,30 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
     if (idx.is_float || idx.shape != out.shape || x.shape.size() != out.shape.size() || axis < 0 ||
         axis >= static_cast<int64_t>(x.shape.size()))
       return false;
-    size_t a = static_cast<size_t>(axis);
     bool inside = true;
     for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
-      std::vector<int64_t> at = i;
-      int64_t k = idx.ints[static_cast<size_t>(flat)];
-      at[a] = k < 0 ? k + x.shape[a] : k;
-      int64_t f = 0;
-      for (size_t d = 0; d < at.size(); ++d) {
-        if (at[d] < 0 || at[d] >= x.shape[d]) inside = false;
-        f = f * x.shape[d] + std::clamp<int64_t>(at[d], 0, x.shape[d] - 1);
-      }
-      data[flat] = element(x, f);
+      data[flat] = element(x, position_along(x, idx, axis, flat, i, inside));
+    });
+    if (!inside) return false;
+  } else if (op == "ScatterElements") {
+    // data with updates[i] written where i, its position along `axis` taken from indices[i], lies
+    // (BEiT's relative position index, built with select_scatter). Later updates of one position
+    // win, or combine by the reduction.
+    if (in.size() != 3 || in[1]->is_float) return false;
+    const Value &x = *in[0], &idx = *in[1], &upd = *in[2];
+    int64_t axis = node.int_attr("axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(x.shape.size());
+    std::string reduction = node.attributes.count("reduction") ? node.attributes.at("reduction").s : "none";
+    if (x.elements() != static_cast<int64_t>(data.size()) || idx.shape != upd.shape || idx.shape.size() != x.shape.size() ||
+        axis < 0 || axis >= static_cast<int64_t>(x.shape.size()) ||
+        (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min"))
+      return false;
+    for (size_t i = 0; i < data.size(); ++i) data[i] = element(x, static_cast<int64_t>(i));
+    bool inside = true;
+    for_each_index(idx.shape, [&](int64_t flat, const std::vector<int64_t>& i) {
+      double v = element(upd, flat), &to = data[static_cast<size_t>(position_along(x, idx, axis, flat, i, inside))];
+      to = reduction == "add" ? to + v : reduction == "mul" ? to * v : reduction == "max" ? std::max(to, v)
+         : reduction == "min" ? std::min(to, v) : v;
     });
     if (!inside) return false;
   } else if (op == "Slice" || op == "Gather" || op == "Concat") {

@@ -568,6 +568,54 @@ TEST(Decompose, AttentionWithACacheOrSoftcapIsRefusedByName) {
   }
 }
 
+// An LSTM unrolls into MatMuls and elementwise nodes, and what it cannot be is refused by name:
+// another activation, clip, sequence lengths shorter than the sequence, weights computed at run
+// time, a sequence too long to unroll.
+TEST(Decompose, AnLstmUnrollsOrIsRefusedByName) {
+  auto decomposed = [](const std::function<void(GraphBuilder&, Node&)>& change, std::vector<std::string>* ops = nullptr) {
+    GraphBuilder b;
+    b.value("x", {3, 1, 2});
+    b.value("y", {3, 1, 1, 4});
+    b.constant("w", {1, 16, 2}, std::vector<float>(32, 0.1f));
+    b.constant("r", {1, 16, 4}, std::vector<float>(64, 0.1f));
+    b.node("LSTM", {"x", "w", "r"}, "y").attributes["hidden_size"].i = 4;
+    b.g.inputs = {"x"};
+    b.g.outputs = {"y"};
+    change(b, b.g.nodes.back());
+    Status s = decompose(b.g).status();
+    if (ops) *ops = ops_of(b.g);
+    return s;
+  };
+  std::vector<std::string> ops;
+  ASSERT_TRUE(decomposed([](GraphBuilder&, Node&) {}, &ops).ok());
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "LSTM"), 0);
+  // The input's product for all three steps at once, the recurrent one from the second step on;
+  // the input and output gates every step, the forget gate once there is a cell state to forget.
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "MatMul"), 3);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Sigmoid"), 2 + 3 * 2);
+  std::vector<Status> refusals = {
+      decomposed([](GraphBuilder&, Node& n) { n.attributes["activations"].strings = {"Sigmoid", "Relu", "Tanh"}; }),
+      decomposed([](GraphBuilder&, Node& n) { n.attributes["clip"].f = 3.f; }),
+      decomposed([](GraphBuilder& b, Node& n) {
+        b.value("lens", {1});
+        b.g.values["lens"].constant = true;
+        b.g.values["lens"].is_float = false;
+        b.g.values["lens"].ints = {2};
+        n.inputs = {"x", "w", "r", "", "lens"};
+      }),
+      decomposed([](GraphBuilder& b, Node& n) {
+        b.value("computed", {1, 16, 2});
+        n.inputs[1] = "computed";
+      }),
+      decomposed([](GraphBuilder& b, Node&) { b.value("x", {600, 1, 2}); })};
+  for (size_t i = 0; i < refusals.size(); ++i) {
+    EXPECT_FALSE(refusals[i].ok()) << "case " << i;
+    EXPECT_NE(refusals[i].message().find("node 'y_node' (LSTM)"), std::string::npos) << refusals[i].message();
+  }
+  EXPECT_NE(refusals[0].message().find("activation 'Relu'"), std::string::npos) << refusals[0].message();
+  EXPECT_NE(refusals[4].message().find("600 steps"), std::string::npos) << refusals[4].message();
+}
+
 // Tables computed from constants fold (a rotary embedding's Cos and Sin of its angles, a scale's
 // Pow, T5's Log and Floor of position buckets); Max of three inputs stays a node.
 TEST(FoldConstants, MathOfConstantsFolds) {
@@ -648,6 +696,35 @@ TEST(FoldConstants, TriluOfAConstantFolds) {
   EXPECT_TRUE(b.g.nodes.empty());
   EXPECT_EQ(b.g.find("upper")->floats, (std::vector<float>{0, 1, 1, 0, 0, 1, 0, 0, 0}));
   EXPECT_EQ(b.g.find("lower")->floats, (std::vector<float>{1, 0, 0, 1, 1, 0, 1, 1, 1}));
+}
+
+// ScatterElements of constants folds (BEiT's relative position index, written by select_scatter):
+// each update lands where its index along the axis says, a reduction combines, an index out of
+// range leaves the node to fail where it runs.
+TEST(FoldConstants, ScatterElementsOfConstantsFolds) {
+  GraphBuilder b;
+  b.constant("data", {2, 3}, std::vector<float>(6, 1.f));
+  b.constant("updates", {2, 2}, {5, 6, 7, 8});
+  for (const char* name : {"indices", "far"}) {
+    b.constant(name, {2, 2}, {});
+    b.g.values[name].is_float = false;
+  }
+  b.g.values["indices"].ints = {2, 0, -1, 1};
+  b.g.values["far"].ints = {3, 0, 0, 0};
+  for (const char* v : {"replaced", "added", "outside"}) b.value(v, {2, 3});
+  b.node("ScatterElements", {"data", "indices", "updates"}, "replaced").attributes["axis"].i = 1;
+  Node& add = b.node("ScatterElements", {"data", "indices", "updates"}, "added");
+  add.attributes["axis"].i = 1;
+  add.attributes["reduction"].s = "add";
+  b.node("ScatterElements", {"data", "far", "updates"}, "outside").attributes["axis"].i = 1;
+  b.g.outputs = {"replaced", "added", "outside"};
+  auto folded = fold_constants(b.g);
+  ASSERT_TRUE(folded.ok());
+  EXPECT_EQ(*folded, 2);
+  ASSERT_EQ(b.g.nodes.size(), 1u);
+  EXPECT_EQ(b.g.nodes[0].outputs[0], "outside");
+  EXPECT_EQ(b.g.find("replaced")->floats, (std::vector<float>{6, 1, 5, 1, 8, 7}));
+  EXPECT_EQ(b.g.find("added")->floats, (std::vector<float>{7, 1, 6, 1, 9, 8}));
 }
 
 // A residual Add of two computed tensors joins the LayerNorm after it (its scale and bias after the
