@@ -741,6 +741,30 @@ class Decomposer {
     return std::vector<Node>{pad, conv};
   }
 
+  // A depthwise convolution with `multiplier` filters per channel (PiT's pooling, FastViT's stem:
+  // [C*M, 1, R, S] weights over C channels in C groups) as the depthwise convolution of one filter
+  // per channel over the input with each channel repeated M times (Reshape, Expand, Reshape):
+  // output channel k reads input channel k / M either way.
+  StatusOr<std::vector<Node>> depthwise_multiplier(const Node& node, const Value& x, int64_t multiplier) {
+    const std::vector<int64_t>& s = x.shape;
+    std::string name = node.name + "/repeated";
+    std::vector<int64_t> rows = {s[0], s[1], 1, s[2] * s[3]}, wide = {s[0], s[1], multiplier, s[2] * s[3]},
+                         repeated = {s[0], s[1] * multiplier, s[2], s[3]};
+    std::vector<Node> out;
+    value(name + "/rows", rows);
+    out.push_back(derived(node, name + "/rows", "Reshape", {x.name, constant(name + "/rows/shape", rows)}, name + "/rows"));
+    value(name + "/wide", wide);
+    out.push_back(derived(node, name + "/wide", "Expand", {name + "/rows", constant(name + "/wide/shape", wide)}, name + "/wide"));
+    value(name, repeated);
+    out.push_back(derived(node, name, "Reshape", {name + "/wide", constant(name + "/shape", repeated)}, name));
+    Node conv = node;
+    conv.inputs[0] = name;
+    conv.attributes["group"].i = s[1] * multiplier;
+    conv.sources = {node.name};
+    out.push_back(std::move(conv));
+    return out;
+  }
+
   StatusOr<std::vector<Node>> grouped_conv(const Node& node) {
     int64_t groups = node.int_attr("group", 1);
     // A batch of one runs as one step over its groups (model/tasks.h grouped_conv_groups).
@@ -750,6 +774,7 @@ class Decomposer {
     TF_ASSIGN_OR_RETURN(const Value* y, graph_.value_of(node, node.outputs.at(0)));
     if (x->shape.size() != 4 || w->shape.size() != 4 || !w->constant || w->floats.empty()) return std::vector<Node>{};
     int64_t c = x->shape[1], k = w->shape[0];
+    if (groups == c && k > c && k % c == 0) return depthwise_multiplier(node, *x, k / c);
     // One input channel per group is a depthwise convolution, which has its own template.
     if (c % groups != 0 || k % groups != 0 || c / groups == 1) return std::vector<Node>{};
     const Value* bias = node.inputs.size() > 2 && !node.inputs[2].empty() ? graph_.find(node.inputs[2]) : nullptr;

@@ -136,7 +136,8 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
   static const std::set<std::string> kBinary = {"Where", "Equal", "Sub", "Add", "Mul", "Div", "Mod", "Less",
                                                 "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Pow", "Min", "Max"};
   static const std::set<std::string> kOthers = {"ConstantOfShape", "Slice", "ScatterND", "ScatterElements", "Expand",
-                                                "Concat", "Gather", "Range", "GatherElements", "Trilu"};
+                                                "Concat", "Gather", "Range", "GatherElements", "Trilu",
+                                                "BatchNormalization"};
   static const std::set<std::string> kReductions = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2",
                                                     "ReduceSumSquare"};
   if ((!kUnary.count(node.op) && !kBinary.count(node.op) && !kOthers.count(node.op) && !kReductions.count(node.op)) ||
@@ -178,6 +179,21 @@ bool evaluate(const Graph& g, const Node& node, Value& out) {
       data[i] = op == "Not" ? v == 0 : op == "Neg" ? -v : op == "Abs" ? std::abs(v) : op == "Sqrt" ? std::sqrt(v)
               : op == "Exp" ? std::exp(v) : op == "Log" ? std::log(v) : op == "Floor" ? std::floor(v)
               : op == "Ceil" ? std::ceil(v) : op == "Reciprocal" ? 1.0 / v : op == "Sin" ? std::sin(v) : std::cos(v);
+    }
+  } else if (op == "BatchNormalization") {
+    // Weight standardization (NFNet's ScaledStdConv2d: F.batch_norm over the weight's rows, its
+    // mean and variance ReduceMeans of the weight): (x - mean) / sqrt(var + epsilon) * scale + bias
+    // per index of axis 1.
+    const Value& x = *in[0];
+    if (in.size() != 5 || x.shape.size() < 2 || x.shape != out.shape || node.int_attr("training_mode", 0) != 0) return false;
+    int64_t channels = x.shape[1], inner = x.elements() / (x.shape[0] * channels);
+    for (size_t k = 1; k < 5; ++k)
+      if (!in[k] || in[k]->elements() != channels) return false;
+    double epsilon = node.float_attr("epsilon", 1e-5f);
+    for (size_t i = 0; i < data.size(); ++i) {
+      int64_t c = static_cast<int64_t>(i) / inner % channels;
+      data[i] = (element(x, static_cast<int64_t>(i)) - element(*in[3], c)) / std::sqrt(element(*in[4], c) + epsilon) *
+                    element(*in[1], c) + element(*in[2], c);
     }
   } else if (op == "Trilu") {
     // Causal masks: the part of each matrix on and above (upper) or below the k-th diagonal kept.
