@@ -764,6 +764,27 @@ def broadcast_matmuls():
                     helper.make_tensor_value_info(batch, TensorProto.FLOAT, [3, 8, 8])], ir_version=None)
 
 
+def timm_convolutions():
+    """Convolutions as timm's models write them (the dynamo exporter, opset 18): NFNet's weight
+    standardization, the weight's rows normalized by a BatchNormalization whose mean and variance
+    are ReduceMeans of the weight itself, and PiT's and FastViT's depthwise convolution with two
+    filters per channel."""
+    b = Builder(79, opset=18)
+    rows = b.node("Reshape", [b.weight((8, 4, 3, 3), 36), b.const(np.array([1, 8, 36], np.int64), "rows")], allowzero=1)
+    axes = b.const(np.array([0, 2], np.int64), "axes")
+    mean = b.node("ReduceMean", [rows, axes], keepdims=0)
+    centered = b.node("Sub", [rows, b.node("ReduceMean", [rows, axes], keepdims=1)])
+    var = b.node("ReduceMean", [b.node("Mul", [centered, centered]), axes], keepdims=0)
+    gain = b.const((1 + 0.1 * b.rng.standard_normal(8)).astype(np.float32), "gain")
+    std = b.node("BatchNormalization", [rows, gain, b.const(np.zeros(8, np.float32), "zero"), mean, var], epsilon=1e-5)
+    weight = b.node("Reshape", [std, b.const(np.array([8, 4, 3, 3], np.int64), "oihw")], allowzero=1)
+    y = b.node("Conv", ["x", weight], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    y = b.node("Conv", [y, b.weight((16, 1, 3, 3), 9), b.const(np.full(16, 0.1, np.float32), "bias")], kernel_shape=[3, 3],
+               strides=[2, 2], pads=[1, 1, 1, 1], group=8)
+    return b.model("timm_convolutions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 12, 12])],
+                   [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 6, 6])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -990,7 +1011,7 @@ def exporter_patterns(out_dir):
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
                   tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn(), zoo_operators(),
-                  view_outputs(), recurrent(), broadcast_matmuls()):
+                  view_outputs(), recurrent(), broadcast_matmuls(), timm_convolutions()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
