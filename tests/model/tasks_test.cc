@@ -315,7 +315,7 @@ TEST(ModelTasks, BatchNormalizationFoldsIntoTheConvolutionWeights) {
 }
 
 // A grouped convolution (RegNet, ResNeXt) runs as one group's convolution per group: one task,
-// counted once per group. A depthwise convolution with several filters per channel is refused by name.
+// counted once per group; a depthwise convolution with several filters per channel, as one filter per repeated channel.
 TEST(ModelTasks, GroupedConvolutionsAreAConvolutionPerGroup) {
   ModelBuilder m;
   m.input("x", {1, 4, 8, 8});
@@ -355,10 +355,14 @@ TEST(ModelTasks, GroupedConvolutionsAreAConvolutionPerGroup) {
   d.output("y", {1, 8, 6, 6});
   auto dg = import_onnx(d.bytes(), "multiplier.onnx");
   ASSERT_TRUE(dg.ok()) << dg.status().to_string();
-  auto refused = extract_tasks(*dg);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(refused.status().message(), HasSubstr("node 'multiplier_conv' (Conv)"));
-  EXPECT_THAT(refused.status().message(), HasSubstr("4 groups"));
+  // Two filters per channel (PiT, FastViT): a depthwise convolution of one filter per channel over
+  // the input's channels each repeated twice.
+  auto multiplier = extract_tasks(*dg);
+  ASSERT_TRUE(multiplier.ok()) << multiplier.status().to_string();
+  ASSERT_EQ(multiplier->tasks.size(), 1u);
+  EXPECT_EQ(multiplier->tasks[0].workload.op.rfind("depthwise_conv2d", 0), 0u) << multiplier->tasks[0].workload.op;
+  EXPECT_EQ(multiplier->tasks[0].workload.param("C"), 8);
+  EXPECT_EQ(multiplier->tasks[0].nodes, (std::vector<std::string>{"multiplier_conv"}));
 }
 
 // Nothing is tuned for a model the build cannot run: the table is refused, naming every node.
