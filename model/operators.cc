@@ -680,6 +680,28 @@ Expr index_within(const Expr& index, int64_t dim) {
   return ir::max(ir::min(k, ir::int_imm(dim - 1)), ir::int_imm(0));
 }
 
+// A reduction's term of x, summed (or its maximum taken) over the reduced axes: the minimum is the
+// negated maximum of the negated input; L1, L2 and the sum of squares sum |x| or x^2.
+Expr reduction_term(const std::string& op, const Expr& v) {
+  if (op == "ReduceMin") return f32(0) - v;
+  if (op == "ReduceL1") return ir::max(v, f32(0) - v);
+  if (op == "ReduceL2" || op == "ReduceSumSquare") return v * v;
+  return v;
+}
+
+// What the sum (or maximum) of `count` terms becomes: L2's square root (F.normalize's norm in
+// sentence embeddings and CLIP), the mean, the minimum's sign back.
+Expr reduction_result(const std::string& op, const Expr& total, double count) {
+  if (op == "ReduceL2") return ir::call(ir::Type::f32(), "sqrt", {total});
+  if (op == "ReduceMean" || op == "GlobalAveragePool") return total * f32(1.0 / count);
+  if (op == "ReduceMin") return f32(0) - total;
+  return total;
+}
+
+bool reduction_finishes(const std::string& op) {
+  return op == "ReduceL2" || op == "ReduceMean" || op == "GlobalAveragePool" || op == "ReduceMin";
+}
+
 // Whether `node` is a reduction the plain schedule may vectorize (mean, sum, max, min, L1, L2, sum
 // of squares), with its input and its axes as written (ReduceSum's an input from opset 13).
 bool reduction_of(const Graph& graph, const Node& node, const Value*& x, std::vector<int64_t>& axes) {
@@ -783,21 +805,11 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
         count *= static_cast<double>(x.shape()[d]);
       }
     auto read = [&](const std::vector<Var>& i) { return read_reduced(x, reduced, keep, i, vars_of(axes_iter)); };
-    // A reduction is a stage of its own; the minimum is the negated maximum of the negated input.
-    // L1, L2 and the sum of squares sum |x| or x^2 (L2 then its square root: F.normalize's norm in
-    // sentence embeddings and CLIP); LogSumExp sums e^(x - max) after a stage of the maxima.
+    // A reduction is a stage of its own (reduction_term, reduction_result); LogSumExp sums
+    // e^(x - max) after a stage of the maxima.
     bool is_max = op == "ReduceMax", is_min = op == "ReduceMin", log_sum_exp = op == "ReduceLogSumExp";
-    double scale = op == "ReduceMean" ? 1.0 / count : is_min ? -1.0 : 1.0;
-    auto term = [&](Expr v) {
-      if (is_min) return f32(0) - v;
-      if (op == "ReduceL1") return ir::max(v, f32(0) - v);
-      if (op == "ReduceL2" || op == "ReduceSumSquare") return v * v;
-      return v;
-    };
-    auto finish = [&](Expr v) {
-      if (op == "ReduceL2") return ir::call(ir::Type::f32(), "sqrt", {v});
-      return scale == 1.0 ? v : v * f32(scale);
-    };
+    auto term = [&](Expr v) { return reduction_term(op, v); };
+    auto finish = [&](Expr v) { return reduction_result(op, v, count); };
     if (rank > 0 && axes_iter.size() == 1 && reduced[rank - 1] && !log_sum_exp) {
       // The last axis alone: a statistic of rows, across the row's lanes (RMSNorm's mean of squares
       // written out, a pooling over tokens).
@@ -821,7 +833,7 @@ StatusOr<Computed> operator_compute(const Graph& graph, const Node& node) {
         if (is_max || is_min) return te::max_reduce(term(read(i)), axes_iter);
         return te::sum(term(read(i)), axes_iter);
       });
-      result = scale == 1.0 && op != "ReduceL2" ? total : te::compute("out", out, [&](const std::vector<Var>& i) { return finish(total(as_exprs(i))); });
+      result = !reduction_finishes(op) ? total : te::compute("out", out, [&](const std::vector<Var>& i) { return finish(total(as_exprs(i))); });
     }
   } else if (op == "Slice") {
     size_t rank = x.shape().size();
@@ -1487,10 +1499,11 @@ bool is_per_channel(const Value& v, int64_t channels) {
   return d[1] == channels;
 }
 
-bool averages_rows_and_columns(const Node& node) {
-  if (node.op == "GlobalAveragePool") return true;
-  if (node.op != "ReduceMean") return false;
-  std::vector<int64_t> axes = node.ints_attr("axes");
+bool reduces_rows_and_columns(const Graph& graph, const Node& node) {
+  if (node.op == "GlobalAveragePool" || node.op == "GlobalMaxPool") return true;
+  const Value* x = nullptr;
+  std::vector<int64_t> axes;
+  if (!reduction_of(graph, node, x, axes) || x->shape.size() != 4) return false;
   for (int64_t& a : axes) a = normalize_axis(a, 4);
   std::sort(axes.begin(), axes.end());
   return axes == std::vector<int64_t>{2, 3};
@@ -1607,13 +1620,13 @@ StatusOr<Computed> blocked_concat_compute(const Graph& graph, const Node& node, 
   return Computed{ops::ComputeDef{in, concat(in, blocked_shape(d, block), 1)}, names};
 }
 
-StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block) {
+StatusOr<Computed> blocked_spatial_reduce_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block) {
   TF_ASSIGN_OR_RETURN(const Value* x_value, graph.value_of(node, node.inputs.at(0)));
   TF_ASSIGN_OR_RETURN(const Value* out_value, graph.value_of(node, node.outputs[0]));
   std::vector<int64_t> xd = dims_of(*x_value), od = dims_of(*out_value);
-  bool keep = node.op != "ReduceMean" || node.int_attr("keepdims", 1) != 0;
-  auto refuse = [&] { return unsupported(node, "not an average over the rows and columns of an NCHW tensor in channel blocks"); };
-  if (!averages_rows_and_columns(node) || xd.size() != 4 || xd[1] % block != 0) return refuse();
+  bool keep = node.op.rfind("Global", 0) == 0 || node.int_attr("keepdims", 1) != 0;
+  auto refuse = [&] { return unsupported(node, "not a reduction over the rows and columns of an NCHW tensor in channel blocks"); };
+  if (!reduces_rows_and_columns(graph, node) || xd.size() != 4 || xd[1] % block != 0) return refuse();
   // Without kept dimensions ([N, C], a classifier's input) the means lie as [N, C, 1, 1] in
   // blocks does: in channel order.
   std::vector<int64_t> kept = {xd[0], xd[1], 1, 1};
@@ -1622,12 +1635,23 @@ StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& 
   te::Tensor x = te::placeholder("in", blocked_shape(xd, block));
   auto r = te::reduce_axis(h, "r");
   auto s = te::reduce_axis(w, "s");
-  // One stage, the scale inside the sum: the sum accumulates in registers, in lanes of the block
-  // (ops::plain_schedule), where a stage of sums before the scaling ran scalar through memory
-  // (ShuffleNetV2's mean over 1024 channels at 7x7: 0.08 ms, ONNX Runtime's 0.01).
+  // One stage where it can be, the scale inside the sum: the sum accumulates in registers, in
+  // lanes of the block (ops::plain_schedule), where a stage of sums before the scaling ran scalar
+  // through memory (ShuffleNetV2's mean over 1024 channels at 7x7: 0.08 ms, ONNX Runtime's
+  // 0.01). L2's square root is a stage after the sum (ConvNeXt V2's global response norm over
+  // 160 channels at 40x40 ran its reduction scalar in NCHW: 0.4 ms; ONNX Runtime 0.06).
+  const std::string& op = node.op;
+  bool mean = op == "ReduceMean" || op == "GlobalAveragePool";
+  bool most = op == "ReduceMax" || op == "GlobalMaxPool" || op == "ReduceMin";
   te::Tensor out = te::compute("out", blocked_shape(kept, block), [&](const std::vector<Var>& i) {
-    return te::sum(x(i[0], i[1], r->var, s->var, i[4]) * f32(1.0 / double(h * w)), {r, s});
+    Expr v = reduction_term(op, x(i[0], i[1], r->var, s->var, i[4]));
+    if (most) return te::max_reduce(v, {r, s});
+    return te::sum(mean ? reduction_result(op, v, double(h * w)) : v, {r, s});
   });
+  if (reduction_finishes(op) && !mean)
+    out = te::compute("result", blocked_shape(kept, block), [&](const std::vector<Var>& i) {
+      return reduction_result(op, out(as_exprs(i)), double(h * w));
+    });
   return Computed{ops::ComputeDef{{x}, out}, {in, node.outputs[0]}};
 }
 

@@ -71,9 +71,10 @@ bool is_blockable_elementwise(const std::string& op);
 // [C, 1, 1] or [1, C, 1, 1] (a [C] broadcasts along the columns instead).
 bool is_per_channel(const Value& v, int64_t channels);
 
-// Whether `node` averages an NCHW tensor over its rows and columns: GlobalAveragePool, or
-// ReduceMean over axes 2 and 3 (with or without kept dimensions).
-bool averages_rows_and_columns(const Node& node);
+// Whether `node` reduces an NCHW tensor over its rows and columns: GlobalAveragePool,
+// GlobalMaxPool, or a ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2 or
+// ReduceSumSquare over axes 2 and 3 (with or without kept dimensions).
+bool reduces_rows_and_columns(const Graph& graph, const Node& node);
 
 // Elementwise `node` over NCHW[block]c: `inputs` names the values the step reads for the node's
 // operands (Clip: the first only), each blocked as [N, C/b, H, W, b] — a per-channel tensor
@@ -99,9 +100,9 @@ StatusOr<Computed> blocked_resize_compute(const Graph& graph, const Node& node, 
 StatusOr<Computed> blocked_concat_compute(const Graph& graph, const Node& node, const std::vector<std::string>& inputs,
                                           int64_t block);
 
-// GlobalAveragePool, or ReduceMean over the rows and columns keeping them, of `in` kept in
-// NCHW[block]c, written as [N, C/b, 1, 1, b]: the window sums in the lanes of the block.
-StatusOr<Computed> blocked_average_pool_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
+// A reduction over the rows and columns (reduces_rows_and_columns) of `in` kept in NCHW[block]c,
+// written as [N, C/b, 1, 1, b]: the window's terms accumulate in the lanes of the block.
+StatusOr<Computed> blocked_spatial_reduce_compute(const Graph& graph, const Node& node, const std::string& in, int64_t block);
 
 // The element type a model's input or output of `dtype` other than float32 is passed in: int64,
 // int32, or bool as a byte; nullopt for the types a built model does not take or give.

@@ -306,15 +306,15 @@ class Lowering {
     return v && r && v->shape == r->shape ? it->second : 0;
   }
 
-  // Elementwise steps and spatial averages over blocked values stay in the blocks (a network's
+  // Elementwise steps and spatial reductions over blocked values stay in the blocks (a network's
   // activations, squeeze-and-excitation's pooling, gate and channel scaling between convolutions),
   // instead of a conversion to NCHW and back around each. False where the node is not such a step.
   StatusOr<bool> stay_blocked(const Node& node) {
     if (node.inputs.empty() || node.inputs[0].empty()) return false;
-    if (node.op == "GlobalAveragePool" || node.op == "ReduceMean") {
+    if (reduces_rows_and_columns(graph_, node)) {
       int64_t b = block_of(node.inputs[0]);
       if (b == 0) return false;
-      auto c = blocked_average_pool_compute(graph_, node, p_.storage(node.inputs[0]), b);
+      auto c = blocked_spatial_reduce_compute(graph_, node, p_.storage(node.inputs[0]), b);
       if (!c.ok()) return false;
       add_step(node.name, node.op, *c, true);
       // A mean without kept dimensions, [N, C], lies in channel order: NCHW.

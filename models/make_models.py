@@ -785,6 +785,34 @@ def timm_convolutions():
                    [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 6, 6])], ir_version=None)
 
 
+def spatial_reductions():
+    """Reductions over rows and columns of convolutions' outputs (opset 18, axes as inputs):
+    ConvNeXt V2's global response norm (ReduceL2 over H and W, its mean over channels, the input
+    scaled by it), ReduceMax, ReduceMin, ReduceSum, ReduceL1, ReduceSumSquare and GlobalMaxPool as
+    channel gates, over 32 channels and over 24 (padded to whole vectors), and a ReduceMax without
+    kept dimensions read as [N, C]."""
+    b = Builder(83, opset=18)
+    hw = b.const(np.array([2, 3], np.int64), "hw")
+    y = b.conv_bn("x", 8, 32, 3)
+    g = b.node("ReduceL2", [y, hw], keepdims=1)
+    n = b.node("Div", [g, b.node("Add", [b.node("ReduceMean", [g, b.const(np.array([1], np.int64), "c")], keepdims=1),
+                                         b.const(np.float32(1e-6), "eps")])])
+    gamma = b.const((0.5 * b.rng.standard_normal((1, 32, 1, 1))).astype(np.float32), "gamma")
+    y = b.node("Add", [y, b.node("Mul", [gamma, b.node("Mul", [y, n])])])
+    for op in ("ReduceMax", "ReduceMin", "ReduceSum", "ReduceL1", "ReduceSumSquare"):
+        gate = b.node("Sigmoid", [b.node(op, [y, hw], keepdims=1)])
+        y = b.node("Mul", [y, gate])
+    y = b.node("Mul", [y, b.node("Tanh", [b.node("GlobalMaxPool", [y])])])
+    z = b.conv_bn(y, 32, 24, 1)
+    z = b.node("Mul", [z, b.node("Sigmoid", [b.node("ReduceMin", [z, hw], keepdims=1)])])
+    z = b.node("Mul", [z, b.node("Sigmoid", [b.node("ReduceL2", [z, hw], keepdims=1)])])
+    out = b.conv_bn(z, 24, 16, 1, act=None)
+    flat = b.node("ReduceMax", [y, hw], keepdims=0)
+    return b.model("spatial_reductions", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 16, 10, 10]),
+                    helper.make_tensor_value_info(flat, TensorProto.FLOAT, [1, 32])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -1011,7 +1039,7 @@ def exporter_patterns(out_dir):
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
                   tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn(), zoo_operators(),
-                  view_outputs(), recurrent(), broadcast_matmuls(), timm_convolutions()):
+                  view_outputs(), recurrent(), broadcast_matmuls(), timm_convolutions(), spatial_reductions()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)

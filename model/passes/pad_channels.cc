@@ -39,10 +39,11 @@ bool channelwise_binary(const std::string& op) {
   return kOps.count(op) > 0;
 }
 
-// Pooling, and a mean over rows and columns (with or without kept dimensions).
-bool pooling(const Node& node) {
-  static const std::set<std::string> kOps = {"MaxPool", "AveragePool", "GlobalMaxPool"};
-  return kOps.count(node.op) > 0 || averages_rows_and_columns(node);
+// Pooling, and a reduction over rows and columns (with or without kept dimensions): zeros in,
+// zeros out.
+bool pooling(const Graph& graph, const Node& node) {
+  static const std::set<std::string> kOps = {"MaxPool", "AveragePool"};
+  return kOps.count(node.op) > 0 || reduces_rows_and_columns(graph, node);
 }
 
 std::vector<int64_t> with_channels(std::vector<int64_t> shape, int64_t channels) {
@@ -62,7 +63,7 @@ class ChannelPadder {
       if (node.op == "Conv") {
         done = conv(node);
       } else if (node.outputs.size() == 1 && !node.inputs.empty() && padded_.count(node.inputs[0]) &&
-                 (channelwise_unary(node.op) || pooling(node))) {
+                 (channelwise_unary(node.op) || pooling(g_, node))) {
         done = channelwise(node);
       } else if (channelwise_binary(node.op) && node.outputs.size() == 1) {
         done = binary(node);

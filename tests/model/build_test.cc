@@ -1011,6 +1011,25 @@ TEST(ModelBuild, AGeluBetweenOneDConvolutionsRunsInTheirChannelBlocks) {
   builds_and_matches(graph, dir + "/audio_front_ends_opset17.onnx", dir + "/out");
 }
 
+// Reductions over rows and columns run in the convolutions' channel blocks, as the spatial mean
+// does: ConvNeXt V2's global response norm (ReduceL2), max, min, sum, L1, sum of squares and
+// GlobalMaxPool gates, over 32 channels and over 24 padded to 32. Only the response norm's mean
+// over channels and the ReduceMax that is the model's [N, C] output read NCHW.
+TEST(ModelBuild, SpatialReductionsRunInChannelBlocks) {
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/spatial_reductions";
+  Graph graph;
+  Program program;
+  ASSERT_NO_FATAL_FAILURE(lower_pattern(dir, "spatial_reductions", graph, program));
+  Movement m = tally_movement(program);
+  int blocked = 0;
+  for (const Step& step : program.steps)
+    if (step.op.rfind("Reduce", 0) == 0 || step.op == "GlobalMaxPool")
+      blocked += step.tensors.size() == 2 && step.compute.output.shape().size() == 5;
+  EXPECT_EQ(blocked, 9) << m.steps;
+  EXPECT_LE(m.conversions, 3) << m.steps;
+  builds_and_matches(graph, dir + "/spatial_reductions.onnx", dir + "/built");
+}
+
 TEST(ModelBuild, Gpt2ConvOneDLayersTakeTheirGeluAndResidualsIntoTheirKernels) {
   std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/gpt2";
   Graph graph;
