@@ -664,6 +664,20 @@ StatusOr<te::Tensor> resize(const Graph& graph, const Node& node, const te::Tens
     Expr first = ir::cast(ir::Type::i64(), v);
     return Taps{first, ir::min(first + 1, ir::int_imm(in - 1)), v - ir::cast(ir::Type::f32(), first)};
   };
+  if (block == 0 && out[2] > xs[2]) {
+    // Upsampling NCHW rows (a segmentation head's 8x): each input row's columns first, a stage of
+    // [N, C, H, OW] whose reads gather along the row, then every output row from two of those rows
+    // in contiguous vectors. Computed per output, the columns' gathers ran for every output row
+    // (DeepLabV3's 21 classes from 32x32 to 256x256: 2.1 ms, ONNX Runtime's 0.9).
+    te::Tensor columns = te::compute("columns", {xs[0], xs[1], xs[2], out[3]}, [&](const std::vector<Var>& i) {
+      Taps c = taps(i[3], xs[3], out[3], scale[3]);
+      return x(i[0], i[1], i[2], c.first) * (f32(1) - c.weight) + x(i[0], i[1], i[2], c.second) * c.weight;
+    });
+    return te::compute("out", shape, [&](const std::vector<Var>& i) {
+      Taps r = taps(i[2], xs[2], out[2], scale[2]);
+      return columns(i[0], i[1], r.first, i[3]) * (f32(1) - r.weight) + columns(i[0], i[1], r.second, i[3]) * r.weight;
+    });
+  }
   return te::compute("out", shape, [&](const std::vector<Var>& i) {
     Taps r = taps(i[2], xs[2], out[2], scale[2]), c = taps(i[3], xs[3], out[3], scale[3]);
     auto row = [&](Expr y) { return read(i, y, c.first) * (f32(1) - c.weight) + read(i, y, c.second) * c.weight; };

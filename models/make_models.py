@@ -813,6 +813,20 @@ def spatial_reductions():
                     helper.make_tensor_value_info(flat, TensorProto.FLOAT, [1, 32])], ir_version=None)
 
 
+def segmentation_heads():
+    """A segmentation head's bilinear upsampling of its class scores to the image, in NCHW (21
+    classes, no vector block): 8x (half_pixel, by sizes), and by align_corners to a size that is
+    no multiple of the input's."""
+    b = Builder(89, opset=18)
+    size = b.const(np.array([1, 21, 64, 64], np.int64), "sizes")
+    up = b.node("Resize", ["scores", "", "", size], mode="linear", coordinate_transformation_mode="half_pixel")
+    odd = b.const(np.array([1, 21, 30, 17], np.int64), "odd")
+    corners = b.node("Resize", ["scores", "", "", odd], mode="linear", coordinate_transformation_mode="align_corners")
+    return b.model("segmentation_heads", [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 21, 8, 8])],
+                   [helper.make_tensor_value_info(up, TensorProto.FLOAT, [1, 21, 64, 64]),
+                    helper.make_tensor_value_info(corners, TensorProto.FLOAT, [1, 21, 30, 17])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -1039,7 +1053,8 @@ def exporter_patterns(out_dir):
                   llama_block(small=True, opset=18), attention_operator(23), attention_operator(newest),
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
                   tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn(), zoo_operators(),
-                  view_outputs(), recurrent(), broadcast_matmuls(), timm_convolutions(), spatial_reductions()):
+                  view_outputs(), recurrent(), broadcast_matmuls(), timm_convolutions(), spatial_reductions(),
+                  segmentation_heads()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)
