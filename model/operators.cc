@@ -539,13 +539,15 @@ StatusOr<te::Tensor> average_pool(const Node& node, const te::Tensor& x, const s
   });
   auto r = te::reduce_axis(kernel[0], "r");
   auto s = te::reduce_axis(kernel[1], "s");
-  te::Tensor total = te::compute("total", out, [&](const std::vector<Var>& i) {
-    return te::sum(padded(i[0], i[1], i[2] * strides[0] + r->var, i[3] * strides[1] + s->var), {r, s});
-  });
+  // The output is the reduction, each term scaled by the window's count: the plain schedule runs
+  // it in lanes along the row, the window's sums inside. A stage of sums before the division ran
+  // scalar through memory (PoolFormer's 3x3 pooling at 56x56 over 64 channels: 0.7 ms, ONNX
+  // Runtime's 0.02).
   return te::compute("out", out, [&](const std::vector<Var>& i) {
     Expr n = window_count(i[2], strides[0], kernel[0], pads[0], h, pads[2], include_pad) *
              window_count(i[3], strides[1], kernel[1], pads[1], w, pads[3], include_pad);
-    return total(as_exprs(i)) / ir::cast(ir::Type::f32(), n);
+    Expr scale = f32(1) / ir::cast(ir::Type::f32(), n);
+    return te::sum(padded(i[0], i[1], i[2] * strides[0] + r->var, i[3] * strides[1] + s->var) * scale, {r, s});
   });
 }
 
