@@ -1,6 +1,7 @@
 #include "model/operators.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -1346,6 +1347,20 @@ Computed to_blocked_compute(const Value& from, const std::string& to, int64_t bl
   te::Tensor in = te::placeholder("in", d);
   te::Tensor out = te::compute("out", {d[0], d[1] / block, d[2], d[3], block},
                                [&](const std::vector<Var>& i) { return in(i[0], Expr(i[1]) * block + Expr(i[4]), i[2], i[3]); });
+  return Computed{ops::ComputeDef{{in}, out}, {from.name, to}};
+}
+
+Computed reblocked_compute(const Value& from, const std::string& to, int64_t from_block, int64_t block) {
+  std::vector<int64_t> d = dims_of(from);
+  te::Tensor in = te::placeholder("in", {d[0], d[1] / from_block, d[2], d[3], from_block});
+  // Written as [N, C/b, H, W, b/g, g] (the same bytes as NCHW[b]c) with g the blocks' greatest
+  // common divisor: a run of g channels never straddles a block of either, so the innermost axis
+  // copies g contiguous lanes (a lane's block and offset computed per channel were gathers).
+  int64_t g = std::gcd(from_block, block);
+  te::Tensor out = te::compute("out", {d[0], d[1] / block, d[2], d[3], block / g, g}, [&](const std::vector<Var>& i) {
+    Expr run = Expr(i[1]) * block + Expr(i[4]) * g;
+    return in(i[0], run / from_block, i[2], i[3], run % from_block + Expr(i[5]));
+  });
   return Computed{ops::ComputeDef{{in}, out}, {from.name, to}};
 }
 

@@ -46,6 +46,9 @@ StatusOr<Computed> epilogue_compute(const Graph& graph, const Node& node, const 
 // Values keep their logical NCHW shape in the graph: the layout is the program's to know.
 Computed to_blocked_compute(const Value& from, const std::string& to, int64_t block);
 Computed from_blocked_compute(const Value& from, const std::string& to, int64_t block);
+// `from`, held in NCHW[from_block]c, in NCHW[block]c: one pass where NCHW and back were two
+// (GhostNet's modules concatenate blocks of 8 or 24 that the next convolution reads in 16s).
+Computed reblocked_compute(const Value& from, const std::string& to, int64_t from_block, int64_t block);
 
 // A Slice of a range of channels (step 1) of a value in NCHW[block]c, written in NCHW in one pass:
 // a padded convolution's channels without its padding (model/passes/pad_channels.h), a split in

@@ -827,6 +827,20 @@ def segmentation_heads():
                     helper.make_tensor_value_info(corners, TensorProto.FLOAT, [1, 21, 30, 17])], ir_version=None)
 
 
+def ghost_modules():
+    """GhostNet's modules: a 1x1 convolution to half the channels and a depthwise 3x3 of its
+    output, concatenated (8 + 8, then 24 + 24), read by the next convolution in blocks of 16."""
+    b = Builder(97, opset=18)
+    y = "x"
+    for cin, half in ((16, 8), (16, 24)):
+        primary = b.conv_bn(y, cin, half, 1)
+        cheap = b.conv_bn(primary, half, half, 3, groups=half)
+        y = b.node("Concat", [primary, cheap], axis=1)
+    y = b.conv_bn(y, 48, 16, 1, act=None)
+    return b.model("ghost_modules", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 10, 10])],
+                   [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 10, 10])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -1054,7 +1068,7 @@ def exporter_patterns(out_dir):
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
                   tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn(), zoo_operators(),
                   view_outputs(), recurrent(), broadcast_matmuls(), timm_convolutions(), spatial_reductions(),
-                  segmentation_heads()):
+                  segmentation_heads(), ghost_modules()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)

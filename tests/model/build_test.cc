@@ -1030,6 +1030,21 @@ TEST(ModelBuild, SpatialReductionsRunInChannelBlocks) {
   builds_and_matches(graph, dir + "/spatial_reductions.onnx", dir + "/built");
 }
 
+// GhostNet's concatenations of blocks of 8 and of 24 reach the next convolutions' blocks of 16
+// in one pass each, not through NCHW and back.
+TEST(ModelBuild, ValuesInOtherBlocksAreReblockedInOnePass) {
+  std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/ghost_modules";
+  Graph graph;
+  Program program;
+  ASSERT_NO_FATAL_FAILURE(lower_pattern(dir, "ghost_modules", graph, program));
+  Movement m = tally_movement(program);
+  int reblocked = 0;
+  for (const Step& step : program.steps) reblocked += step.op == "reblock NCHWc";
+  EXPECT_EQ(reblocked, 2) << m.steps;
+  EXPECT_EQ(m.steps.find("from NCHWc Conv"), std::string::npos) << m.steps;
+  builds_and_matches(graph, dir + "/ghost_modules.onnx", dir + "/built");
+}
+
 TEST(ModelBuild, Gpt2ConvOneDLayersTakeTheirGeluAndResidualsIntoTheirKernels) {
   std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/gpt2";
   Graph graph;
