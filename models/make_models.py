@@ -841,6 +841,21 @@ def ghost_modules():
                    [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 10, 10])], ir_version=None)
 
 
+def atrous_pyramid():
+    """DeepLabV3's atrous spatial pyramid over a small map: 3x3 convolutions over 160 channels at
+    rates 12 and 6 over 16x16 (most taps reading padding: run by region) and 2 (run whole), the
+    branches summed."""
+    b = Builder(101, opset=17)
+    branches = []
+    for rate in (12, 6, 2):
+        y = b.node("Conv", ["x", b.weight((160, 160, 3, 3), 1440), b.const(np.full(160, 0.1, np.float32), "bias")],
+                   kernel_shape=[3, 3], dilations=[rate, rate], pads=[rate] * 4)
+        branches.append(b.node("Relu", [y]))
+    out = b.node("Sum", branches)
+    return b.model("atrous_pyramid", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 160, 16, 16])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 160, 16, 16])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -1068,7 +1083,7 @@ def exporter_patterns(out_dir):
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
                   tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn(), zoo_operators(),
                   view_outputs(), recurrent(), broadcast_matmuls(), timm_convolutions(), spatial_reductions(),
-                  segmentation_heads(), ghost_modules()):
+                  segmentation_heads(), ghost_modules(), atrous_pyramid()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)

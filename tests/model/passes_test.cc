@@ -616,6 +616,41 @@ TEST(Decompose, AnLstmUnrollsOrIsRefusedByName) {
   EXPECT_NE(refusals[4].message().find("600 steps"), std::string::npos) << refusals[4].message();
 }
 
+// A dilated convolution whose taps mostly read padding (an atrous rate of 12 over 16x16) becomes a
+// convolution per region of the output where the same taps read the input, concatenated: the
+// middle 8x8 is the center tap alone. One whose taps mostly read the input stays.
+TEST(Decompose, ADilatedConvolutionReadingMostlyPaddingIsSplitByRegion) {
+  auto decomposed = [](int64_t rate, std::vector<std::string>& ops, Graph& g) {
+    GraphBuilder b;
+    b.value("x", {1, 128, 16, 16});
+    b.value("y", {1, 128, 16, 16});
+    b.constant("w", {128, 128, 3, 3}, std::vector<float>(128 * 128 * 9, 0.5f));
+    Node& conv = b.node("Conv", {"x", "w"}, "y");
+    conv.attributes["dilations"].ints = {rate, rate};
+    conv.attributes["pads"].ints = {rate, rate, rate, rate};
+    conv.attributes["kernel_shape"].ints = {3, 3};
+    b.g.inputs = {"x"};
+    b.g.outputs = {"y"};
+    ASSERT_TRUE(decompose(b.g).ok());
+    ops = ops_of(b.g);
+    g = b.g;
+  };
+  std::vector<std::string> ops;
+  Graph g;
+  decomposed(12, ops, g);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Conv"), 9);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Concat"), 4);
+  const Node* middle = nullptr;
+  for (const Node& n : g.nodes)
+    if (n.name == "y_node/region1_1") middle = &n;
+  ASSERT_NE(middle, nullptr);
+  EXPECT_EQ(middle->attributes.at("kernel_shape").ints, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(g.find(middle->inputs[0])->shape, (std::vector<int64_t>{1, 128, 8, 8}));
+  EXPECT_EQ(g.find(middle->inputs[1])->floats.size(), 128u * 128u);
+  decomposed(1, ops, g);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Conv"}));
+}
+
 // Tables computed from constants fold (a rotary embedding's Cos and Sin of its angles, a scale's
 // Pow, T5's Log and Floor of position buckets); Max of three inputs stays a node.
 TEST(FoldConstants, MathOfConstantsFolds) {
