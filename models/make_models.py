@@ -856,6 +856,32 @@ def atrous_pyramid():
                    [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 160, 16, 16])], ir_version=None)
 
 
+def video_convolutions():
+    """Video networks' 3-D convolutions over a clip of 6 frames (R3D, R(2+1)D): 3x3x3 with padding
+    and its batch norm, R(2+1)D's 1x3x3 at stride (1, 2, 2) and 3x1x1 at stride (2, 1, 1), a
+    grouped 3x3x3, a residual Add, and the mean over the clip."""
+    b = Builder(103, opset=17)
+
+    def conv3d(x, cin, cout, k, stride=(1, 1, 1), pad=(0, 0, 0), groups=1):
+        w = b.weight((cout, cin // groups) + k, cin // groups * int(np.prod(k)))
+        return b.node("Conv", [x, w, b.const(np.full(cout, 0.05, np.float32), "bias")], kernel_shape=list(k), strides=list(stride),
+                      pads=list(pad) * 2, group=groups)
+
+    y = conv3d("clip", 3, 16, (3, 3, 3), pad=(1, 1, 1))
+    y = b.node("BatchNormalization", [y, b.const((1 + 0.1 * b.rng.standard_normal(16)).astype(np.float32), "bn_scale"),
+                                      b.const((0.1 * b.rng.standard_normal(16)).astype(np.float32), "bn_bias"),
+                                      b.const((0.1 * b.rng.standard_normal(16)).astype(np.float32), "bn_mean"),
+                                      b.const((1 + 0.1 * b.rng.random(16)).astype(np.float32), "bn_var")], epsilon=1e-5)
+    y = b.node("Relu", [y])
+    z = b.node("Relu", [conv3d(y, 16, 16, (1, 3, 3), stride=(1, 2, 2), pad=(0, 1, 1))])
+    z = b.node("Relu", [conv3d(z, 16, 32, (3, 1, 1), stride=(2, 1, 1), pad=(1, 0, 0))])
+    g = conv3d(z, 32, 32, (3, 3, 3), pad=(1, 1, 1), groups=4)
+    z = b.node("Relu", [b.node("Add", [z, g])])
+    out = b.node("ReduceMean", [z], axes=[2, 3, 4], keepdims=0)
+    return b.model("video_convolutions", [helper.make_tensor_value_info("clip", TensorProto.FLOAT, [1, 3, 6, 12, 12])],
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 32])], ir_version=None)
+
+
 def opt_embeddings():
     """OPT's and Bloom's inputs as the TorchScript exporter writes them (opset 17): token embeddings
     by Gather, learned positions from the attention mask by CumSum (positions = cumsum(mask) * mask
@@ -1083,7 +1109,7 @@ def exporter_patterns(out_dir):
                   opt_embeddings(), audio_front_ends(17), audio_front_ends(21), rounding(), argmax_heads(),
                   tf_convolutions(), padding_modes(), reductions(), yolo_head(), symbolic_sizes(), mix_ffn(), zoo_operators(),
                   view_outputs(), recurrent(), broadcast_matmuls(), timm_convolutions(), spatial_reductions(),
-                  segmentation_heads(), ghost_modules(), atrous_pyramid()):
+                  segmentation_heads(), ghost_modules(), atrous_pyramid(), video_convolutions()):
         path = os.path.join(out_dir, model.graph.name + ".onnx")
         save_with_external_data(model, path)
         print(path)

@@ -23,6 +23,8 @@ class Decomposer {
     if (node.op == "Conv") {
       TF_ASSIGN_OR_RETURN(std::vector<Node> as_2d, conv1d(node));
       if (!as_2d.empty()) return as_2d;
+      TF_ASSIGN_OR_RETURN(std::vector<Node> frames, conv3d(node));
+      if (!frames.empty()) return frames;
       TF_ASSIGN_OR_RETURN(std::vector<Node> padded, uneven_padding(node));
       if (!padded.empty()) return padded;
       std::vector<Node> regions = dilated_regions(node);
@@ -629,6 +631,92 @@ class Decomposer {
   // must not grow) -> [N, C, 1, L] -> Conv with a 1 x k kernel, the stride and dilation on both axes
   // (the one row's output is one row whatever they are) -> [N, K, 1, L'] -> [N, K, L']. Bias, groups
   // and the activations after it stay the 2-D Conv's.
+  // A 3-D convolution of one clip (video networks: R3D, R(2+1)D; 3-D U-Nets) as 2-D convolutions
+  // over its frames: the clip depth-major with its frames as the batch ([D, C, H, W], padded in
+  // depth), for each depth tap the frames it reads (a Slice, strided by the depth stride) through
+  // that tap's 2-D weight, the taps' outputs summed, and the result back to [1, K, D', H', W'].
+  // Each 2-D convolution is rewritten in turn (uneven padding, groups over a batch).
+  StatusOr<std::vector<Node>> conv3d(const Node& node) {
+    if (node.inputs.size() < 2 || node.outputs.size() != 1) return std::vector<Node>{};
+    const Value* x = graph_.find(node.inputs[0]);
+    const Value* w = graph_.find(node.inputs[1]);
+    const Value* y = graph_.find(node.outputs[0]);
+    if (!x || !w || !y || x->shape.size() != 5 || w->shape.size() != 5 || y->shape.size() != 5) return std::vector<Node>{};
+    auto refuse = [&](const std::string& why) { return invalid_argument(fmt::format("node '{}' (Conv): {}", node.name, why)); };
+    std::string auto_pad = node.attributes.count("auto_pad") ? node.attributes.at("auto_pad").s : "NOTSET";
+    if (x->shape[0] != 1) return refuse("a 3-D convolution over a batch of more than one clip is not supported");
+    if (!w->constant || static_cast<int64_t>(w->floats.size()) != w->elements()) return refuse("its weight must be a constant");
+    if (auto_pad != "NOTSET" && auto_pad != "VALID") return refuse("auto_pad is not supported for 3-D convolutions");
+    auto three = [&](const char* key, int64_t fallback) {
+      std::vector<int64_t> v = node.ints_attr(key);
+      return v.empty() ? std::vector<int64_t>(3, fallback) : v;
+    };
+    std::vector<int64_t> strides = three("strides", 1), dilations = three("dilations", 1), pads = node.ints_attr("pads");
+    if (pads.empty() || auto_pad == "VALID") pads = std::vector<int64_t>(6, 0);
+    if (strides.size() != 3 || dilations.size() != 3 || pads.size() != 6) return refuse("strides, dilations or pads are not 3-D");
+    const int64_t c = x->shape[1], depth = x->shape[2] + pads[0] + pads[3], k = w->shape[0], taps = w->shape[2];
+    const int64_t frames = y->shape[2], h = x->shape[3], wd = x->shape[4];
+    const std::string& name = node.name;
+    std::vector<Node> out;
+    std::string clip = name + "/frames";
+    value(clip + "/t", {1, x->shape[2], c, h, wd});
+    Node t = derived(node, clip + "/t", "Transpose", {x->name}, clip + "/t");
+    t.attributes["perm"].ints = {0, 2, 1, 3, 4};
+    out.push_back(std::move(t));
+    value(clip, {x->shape[2], c, h, wd});
+    out.push_back(derived(node, clip, "Reshape", {clip + "/t", constant(clip + "/shape", {x->shape[2], c, h, wd})}, clip));
+    if (pads[0] != 0 || pads[3] != 0) {
+      std::string padded = name + "/padded";
+      value(padded, {depth, c, h, wd});
+      out.push_back(derived(node, padded, "Pad", {clip, constant(padded + "/pads", {pads[0], 0, 0, 0, pads[3], 0, 0, 0})}, padded));
+      clip = padded;
+    }
+    std::vector<std::string> partials;
+    const int64_t per_tap = w->shape[3] * w->shape[4];
+    for (int64_t d = 0; d < taps; ++d) {
+      std::string tap = fmt::format("{}/tap{}", name, d);
+      std::string in = clip;
+      int64_t first = d * dilations[0], last = first + (frames - 1) * strides[0];
+      if (first != 0 || last != depth - 1 || strides[0] != 1) {
+        in = tap + "/frames";
+        value(in, {frames, c, h, wd});
+        out.push_back(derived(node, in, "Slice",
+                              {clip, constant(in + "/starts", {first}), constant(in + "/ends", {last + 1}),
+                               constant(in + "/axes", {0}), constant(in + "/steps", {strides[0]})},
+                              in));
+      }
+      std::vector<float> weight;
+      for (int64_t o = 0; o < k * w->shape[1]; ++o)
+        weight.insert(weight.end(), w->floats.begin() + (o * taps + d) * per_tap, w->floats.begin() + (o * taps + d + 1) * per_tap);
+      std::vector<std::string> inputs = {in, float_constant(tap + "/weight", {k, w->shape[1], w->shape[3], w->shape[4]}, std::move(weight))};
+      if (d == 0 && node.inputs.size() > 2 && !node.inputs[2].empty()) inputs.push_back(node.inputs[2]);
+      value(tap, {frames, k, y->shape[3], y->shape[4]});
+      Node conv = derived(node, tap, "Conv", inputs, tap);
+      conv.attributes["kernel_shape"].ints = {w->shape[3], w->shape[4]};
+      conv.attributes["strides"].ints = {strides[1], strides[2]};
+      conv.attributes["dilations"].ints = {dilations[1], dilations[2]};
+      conv.attributes["pads"].ints = {pads[1], pads[2], pads[4], pads[5]};
+      conv.attributes["group"].i = node.int_attr("group", 1);
+      TF_ASSIGN_OR_RETURN(std::vector<Node> rewritten, rewrite(conv));
+      if (rewritten.empty()) rewritten.push_back(std::move(conv));
+      for (Node& n : rewritten) out.push_back(std::move(n));
+      partials.push_back(tap);
+    }
+    std::string sum = partials[0];
+    if (partials.size() > 1) {
+      sum = name + "/sum";
+      value(sum, {frames, k, y->shape[3], y->shape[4]});
+      out.push_back(derived(node, sum, "Sum", partials, sum));
+    }
+    std::string back = name + "/back";
+    value(back, {1, frames, k, y->shape[3], y->shape[4]});
+    out.push_back(derived(node, back, "Reshape", {sum, constant(back + "/shape", {1, frames, k, y->shape[3], y->shape[4]})}, back));
+    Node tb = derived(node, name + "/channels", "Transpose", {back}, y->name);
+    tb.attributes["perm"].ints = {0, 2, 1, 3, 4};
+    out.push_back(std::move(tb));
+    return out;
+  }
+
   StatusOr<std::vector<Node>> conv1d(const Node& node) {
     if (node.inputs.size() < 2 || node.outputs.size() != 1) return std::vector<Node>{};
     TF_ASSIGN_OR_RETURN(const Value* x, graph_.value_of(node, node.inputs[0]));

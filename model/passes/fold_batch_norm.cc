@@ -73,7 +73,8 @@ StatusOr<int> fold_batch_norm(Graph& graph) {
     Node& conv = graph.nodes[conv_index];
     Value* weight = graph.find(conv.inputs.size() > 1 ? conv.inputs[1] : "");
     const Value* params[4];
-    bool constant = weight && weight->constant && weight->shape.size() == 4;
+    // 1-D, 2-D and 3-D convolutions: one weight per output channel first.
+    bool constant = weight && weight->constant && weight->shape.size() >= 3;
     for (int p = 0; p < 4; ++p) {
       params[p] = graph.find(bn.inputs[p + 1]);
       constant = constant && params[p] && params[p]->constant && params[p]->is_float;

@@ -830,7 +830,8 @@ TEST(ModelBuild, ChannelsNoBlockDividesRunPaddedToWholeVectors) {
 // LayerNormalization, GELU (the operator and the tanh form), the model zoo's LRN and rarer
 // activations, LSTM, GRU and RNN unrolled, batched MatMuls that broadcast, timm's standardized
 // weights and depthwise convolutions of two filters a channel, a segmentation head's upsampling,
-// atrous convolutions run by region: built, outputs within 1e-4 of ONNX Runtime's.
+// atrous convolutions run by region, video networks' 3-D convolutions over frames: built, outputs
+// within 1e-4 of ONNX Runtime's.
 TEST(ModelBuild, ExportersPatternsMatchOnnxRuntime) {
   std::string dir = tunefarm::testing::scratch_dir() + "/model_build_test/patterns";
   std::string error = testing::write_exporter_patterns(dir);
@@ -843,7 +844,7 @@ TEST(ModelBuild, ExportersPatternsMatchOnnxRuntime) {
                            "tf_convolutions", "padding_modes", "reductions", "yolo_head",
                            "symbolic_sizes", "zoo_operators", "view_outputs", "recurrent",
                            "broadcast_matmuls", "timm_convolutions", "segmentation_heads",
-                           "atrous_pyramid"}) {
+                           "atrous_pyramid", "video_convolutions"}) {
     std::string file = dir + "/" + name + ".onnx";
     auto graph = import_onnx_file(file);
     ASSERT_TRUE(graph.ok()) << graph.status().to_string();
