@@ -859,7 +859,8 @@ def atrous_pyramid():
 def video_convolutions():
     """Video networks' 3-D convolutions over a clip of 6 frames (R3D, R(2+1)D): 3x3x3 with padding
     and its batch norm, R(2+1)D's 1x3x3 at stride (1, 2, 2) and 3x1x1 at stride (2, 1, 1), a
-    grouped 3x3x3, a residual Add, and the mean over the clip."""
+    grouped 3x3x3, a residual Add, and the mean over the clip; a 3-D U-Net's pooling and
+    resizing."""
     b = Builder(103, opset=17)
 
     def conv3d(x, cin, cout, k, stride=(1, 1, 1), pad=(0, 0, 0), groups=1):
@@ -878,8 +879,17 @@ def video_convolutions():
     g = conv3d(z, 32, 32, (3, 3, 3), pad=(1, 1, 1), groups=4)
     z = b.node("Relu", [b.node("Add", [z, g])])
     out = b.node("ReduceMean", [z], axes=[2, 3, 4], keepdims=0)
+    # A 3-D U-Net's pooling and upsampling: 2x2x2 max pooling, S3D's 3x3x3 at stride 1 padded in
+    # depth, an average over 2x2x2, then nearest and trilinear resizing back.
+    p = b.node("MaxPool", [y], kernel_shape=[2, 2, 2], strides=[2, 2, 2])
+    p = b.node("MaxPool", [p], kernel_shape=[3, 3, 3], strides=[1, 1, 1], pads=[1, 1, 1, 1, 1, 1])
+    a = b.node("AveragePool", [y], kernel_shape=[2, 2, 2], strides=[2, 2, 2])
+    up = b.node("Resize", [b.node("Add", [p, a]), "", b.const(np.array([1, 1, 2, 2, 2], np.float32), "scales")], mode="nearest")
+    smooth = b.node("Resize", [a, "", "", b.const(np.array([1, 16, 6, 12, 12], np.int64), "sizes")], mode="linear")
+    unet = b.node("Concat", [up, smooth, y], axis=1)
     return b.model("video_convolutions", [helper.make_tensor_value_info("clip", TensorProto.FLOAT, [1, 3, 6, 12, 12])],
-                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 32])], ir_version=None)
+                   [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 32]),
+                    helper.make_tensor_value_info(unet, TensorProto.FLOAT, [1, 48, 6, 12, 12])], ir_version=None)
 
 
 def opt_embeddings():

@@ -33,7 +33,11 @@ class Decomposer {
     if (node.op == "Einsum") return einsum(node);
     if (node.op == "ConvTranspose") return upsampling_conv(node);
     if (node.op == "GroupNormalization") return group_norm(node);
-    if (node.op == "MaxPool" || node.op == "AveragePool") return pool_padding(node);
+    if (node.op == "MaxPool" || node.op == "AveragePool") {
+      TF_ASSIGN_OR_RETURN(std::vector<Node> frames, pool3d(node));
+      return frames.empty() ? pool_padding(node) : frames;
+    }
+    if (node.op == "Resize") return resize3d(node);
     if (node.op == "Attention") return attention(node);
     if (node.op == "LSTM" || node.op == "GRU" || node.op == "RNN") return recurrent(node);
     if (node.op == "MatMul") return broadcast_matmul(node);
@@ -658,13 +662,7 @@ class Decomposer {
     const int64_t frames = y->shape[2], h = x->shape[3], wd = x->shape[4];
     const std::string& name = node.name;
     std::vector<Node> out;
-    std::string clip = name + "/frames";
-    value(clip + "/t", {1, x->shape[2], c, h, wd});
-    Node t = derived(node, clip + "/t", "Transpose", {x->name}, clip + "/t");
-    t.attributes["perm"].ints = {0, 2, 1, 3, 4};
-    out.push_back(std::move(t));
-    value(clip, {x->shape[2], c, h, wd});
-    out.push_back(derived(node, clip, "Reshape", {clip + "/t", constant(clip + "/shape", {x->shape[2], c, h, wd})}, clip));
+    std::string clip = clip_frames(node, *x, out);
     if (pads[0] != 0 || pads[3] != 0) {
       std::string padded = name + "/padded";
       value(padded, {depth, c, h, wd});
@@ -675,16 +673,7 @@ class Decomposer {
     const int64_t per_tap = w->shape[3] * w->shape[4];
     for (int64_t d = 0; d < taps; ++d) {
       std::string tap = fmt::format("{}/tap{}", name, d);
-      std::string in = clip;
-      int64_t first = d * dilations[0], last = first + (frames - 1) * strides[0];
-      if (first != 0 || last != depth - 1 || strides[0] != 1) {
-        in = tap + "/frames";
-        value(in, {frames, c, h, wd});
-        out.push_back(derived(node, in, "Slice",
-                              {clip, constant(in + "/starts", {first}), constant(in + "/ends", {last + 1}),
-                               constant(in + "/axes", {0}), constant(in + "/steps", {strides[0]})},
-                              in));
-      }
+      std::string in = tap_frames(node, clip, {depth, c, h, wd}, d * dilations[0], frames, strides[0], out);
       std::vector<float> weight;
       for (int64_t o = 0; o < k * w->shape[1]; ++o)
         weight.insert(weight.end(), w->floats.begin() + (o * taps + d) * per_tap, w->floats.begin() + (o * taps + d + 1) * per_tap);
@@ -708,12 +697,158 @@ class Decomposer {
       value(sum, {frames, k, y->shape[3], y->shape[4]});
       out.push_back(derived(node, sum, "Sum", partials, sum));
     }
-    std::string back = name + "/back";
-    value(back, {1, frames, k, y->shape[3], y->shape[4]});
-    out.push_back(derived(node, back, "Reshape", {sum, constant(back + "/shape", {1, frames, k, y->shape[3], y->shape[4]})}, back));
-    Node tb = derived(node, name + "/channels", "Transpose", {back}, y->name);
-    tb.attributes["perm"].ints = {0, 2, 1, 3, 4};
-    out.push_back(std::move(tb));
+    frames_clip(node, sum, *y, out);
+    return out;
+  }
+
+  // A clip [1, C, D, H, W] as its frames, [D, C, H, W] (depth-major, the frames a batch): the
+  // nodes that write it into `out`, and its name.
+  std::string clip_frames(const Node& node, const Value& x, std::vector<Node>& out) {
+    const std::vector<int64_t>& s = x.shape;
+    std::string clip = node.name + "/frames";
+    value(clip + "/t", {1, s[2], s[1], s[3], s[4]});
+    Node t = derived(node, clip + "/t", "Transpose", {x.name}, clip + "/t");
+    t.attributes["perm"].ints = {0, 2, 1, 3, 4};
+    out.push_back(std::move(t));
+    value(clip, {s[2], s[1], s[3], s[4]});
+    out.push_back(derived(node, clip, "Reshape", {clip + "/t", constant(clip + "/shape", {s[2], s[1], s[3], s[4]})}, clip));
+    return clip;
+  }
+
+  // Frames [D', K, H', W'] back to the clip `y` [1, K, D', H', W'].
+  void frames_clip(const Node& node, const std::string& frames, const Value& y, std::vector<Node>& out) {
+    const std::vector<int64_t>& s = y.shape;
+    std::string back = node.name + "/back";
+    value(back, {1, s[2], s[1], s[3], s[4]});
+    out.push_back(derived(node, back, "Reshape", {frames, constant(back + "/shape", {1, s[2], s[1], s[3], s[4]})}, back));
+    Node t = derived(node, node.name + "/channels", "Transpose", {back}, y.name);
+    t.attributes["perm"].ints = {0, 2, 1, 3, 4};
+    out.push_back(std::move(t));
+  }
+
+  // The frames of `clip` ([depth, ...]) that depth tap `tap` of a window reads for `count` outputs
+  // `stride` apart: a Slice, or the clip itself where that is all of it.
+  std::string tap_frames(const Node& node, const std::string& clip, const std::vector<int64_t>& shape, int64_t tap,
+                         int64_t count, int64_t stride, std::vector<Node>& out) {
+    int64_t first = tap, last = first + (count - 1) * stride;
+    if (first == 0 && last == shape[0] - 1 && stride == 1) return clip;
+    std::string in = fmt::format("{}/tap{}/frames", node.name, tap);
+    std::vector<int64_t> sliced = shape;
+    sliced[0] = count;
+    value(in, sliced);
+    out.push_back(derived(node, in, "Slice",
+                          {clip, constant(in + "/starts", {first}), constant(in + "/ends", {last + 1}), constant(in + "/axes", {0}),
+                           constant(in + "/steps", {stride})},
+                          in));
+    return in;
+  }
+
+  // 3-D max and average pooling of one clip (a 3-D U-Net's 2x2x2, S3D's 1x3x3): the window's rows
+  // and columns pooled per frame (the frames a batch, as conv3d), then the maximum or mean of the
+  // depth taps' frames. Frames padded in depth read the lowest float (max) or zeros counted in the
+  // mean (count_include_pad); dilations in depth, ceil_mode reaching past the frames and a mean
+  // that leaves padded frames out are refused.
+  StatusOr<std::vector<Node>> pool3d(const Node& node) {
+    const Value* x = graph_.find(node.inputs.at(0));
+    const Value* y = node.outputs.empty() ? nullptr : graph_.find(node.outputs[0]);
+    if (!x || !y || x->shape.size() != 5 || y->shape.size() != 5 || node.outputs.size() != 1) return std::vector<Node>{};
+    auto refuse = [&](const std::string& why) { return invalid_argument(fmt::format("node '{}' ({}): {}", node.name, node.op, why)); };
+    std::vector<int64_t> kernel = node.ints_attr("kernel_shape"), strides = node.ints_attr("strides"), pads = node.ints_attr("pads"),
+                         dilations = node.ints_attr("dilations");
+    if (strides.empty()) strides = {1, 1, 1};
+    if (pads.empty()) pads = std::vector<int64_t>(6, 0);
+    if (dilations.empty()) dilations = {1, 1, 1};
+    bool max = node.op == "MaxPool";
+    if (x->shape[0] != 1) return refuse("3-D pooling over a batch of more than one clip is not supported");
+    if (kernel.size() != 3 || strides.size() != 3 || pads.size() != 6 || dilations.size() != 3)
+      return refuse("kernel_shape, strides, pads or dilations are not 3-D");
+    if (node.attributes.count("auto_pad") && node.attributes.at("auto_pad").s != "NOTSET") return refuse("auto_pad is not supported");
+    if (dilations[0] != 1) return refuse("dilation in depth is not supported");
+    bool include_pad = node.int_attr("count_include_pad", 0) != 0;
+    if (!max && !include_pad && (pads[0] != 0 || pads[3] != 0))
+      return refuse("an average over padded frames that leaves the padding out of its count is not supported");
+    int64_t depth = x->shape[2] + pads[0] + pads[3], frames = y->shape[2];
+    if ((frames - 1) * strides[0] + kernel[0] > depth) return refuse("windows reach past the frames (ceil_mode in depth)");
+    std::vector<Node> out;
+    std::string clip = clip_frames(node, *x, out);
+    std::vector<int64_t> shape = {depth, x->shape[1], x->shape[3], x->shape[4]};
+    if (pads[0] != 0 || pads[3] != 0) {
+      std::string padded = node.name + "/padded";
+      value(padded, shape);
+      std::vector<std::string> in = {clip, constant(padded + "/pads", {pads[0], 0, 0, 0, pads[3], 0, 0, 0})};
+      if (max) in.push_back(float_constant(padded + "/lowest", {}, {std::numeric_limits<float>::lowest()}));
+      out.push_back(derived(node, padded, "Pad", in, padded));
+      clip = padded;
+    }
+    std::string pooled = node.name + "/pooled";
+    shape = {depth, x->shape[1], y->shape[3], y->shape[4]};
+    value(pooled, shape);
+    Node pool = derived(node, pooled, node.op, {clip}, pooled);
+    pool.attributes = node.attributes;
+    pool.attributes["kernel_shape"].ints = {kernel[1], kernel[2]};
+    pool.attributes["strides"].ints = {strides[1], strides[2]};
+    pool.attributes["pads"].ints = {pads[1], pads[2], pads[4], pads[5]};
+    if (node.attributes.count("dilations")) pool.attributes["dilations"].ints = {dilations[1], dilations[2]};
+    TF_ASSIGN_OR_RETURN(std::vector<Node> rewritten, pool_padding(pool));
+    if (rewritten.empty()) rewritten.push_back(std::move(pool));
+    for (Node& n : rewritten) out.push_back(std::move(n));
+    std::vector<std::string> taps;
+    for (int64_t t = 0; t < kernel[0]; ++t) taps.push_back(tap_frames(node, pooled, shape, t, frames, strides[0], out));
+    std::vector<int64_t> frames_shape = {frames, x->shape[1], y->shape[3], y->shape[4]};
+    std::string result = taps[0];
+    if (taps.size() > 1) {
+      result = node.name + "/taps";
+      value(result, frames_shape);
+      out.push_back(derived(node, result, max ? "Max" : "Sum", taps, result));
+      if (!max) {
+        std::string mean = node.name + "/mean";
+        value(mean, frames_shape);
+        out.push_back(derived(node, mean, "Mul", {result, float_constant(mean + "/scale", {}, {1.f / float(kernel[0])})}, mean));
+        result = mean;
+      }
+    }
+    frames_clip(node, result, *y, out);
+    return out;
+  }
+
+  // Resize of a clip's depth, rows and columns (a 3-D U-Net's upsampling): separable in each mode,
+  // the rows and columns resized as [N, C*D, H, W], then the depth as the rows of
+  // [N, C, D, H'*W'] (its columns by a scale of 1, which leaves them as they are).
+  StatusOr<std::vector<Node>> resize3d(const Node& node) {
+    const Value* x = graph_.find(node.inputs.at(0));
+    const Value* y = node.outputs.size() == 1 ? graph_.find(node.outputs[0]) : nullptr;
+    if (!x || !y || x->shape.size() != 5 || y->shape.size() != 5) return std::vector<Node>{};
+    const std::vector<int64_t>&xs = x->shape, &ys = y->shape;
+    if (xs[0] != ys[0] || xs[1] != ys[1])
+      return invalid_argument(fmt::format("node '{}' (Resize): only the depth, rows and columns of a clip are resized", node.name));
+    std::vector<float> scales;
+    if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
+      const Value* v = graph_.find(node.inputs[2]);
+      if (v && v->constant && v->is_float && v->floats.size() == 5) scales = v->floats;
+    }
+    std::vector<Node> out;
+    auto resize = [&](const std::string& in, const std::string& name, std::vector<int64_t> shape, std::vector<float> by) {
+      value(name, shape);
+      Node r = derived(node, name, "Resize", {in}, name);
+      r.attributes = node.attributes;
+      if (!by.empty()) {
+        r.inputs = {in, "", float_constant(name + "/scales", {4}, std::move(by))};
+      } else {
+        r.inputs = {in, "", "", constant(name + "/sizes", shape)};
+      }
+      out.push_back(std::move(r));
+    };
+    std::string planes = node.name + "/planes";
+    value(planes, {xs[0], xs[1] * xs[2], xs[3], xs[4]});
+    out.push_back(derived(node, planes, "Reshape", {x->name, constant(planes + "/shape", {xs[0], xs[1] * xs[2], xs[3], xs[4]})}, planes));
+    resize(planes, planes + "/resized", {xs[0], xs[1] * xs[2], ys[3], ys[4]},
+           scales.empty() ? std::vector<float>{} : std::vector<float>{1.f, 1.f, scales[3], scales[4]});
+    std::string depth = node.name + "/depth";
+    value(depth, {xs[0], xs[1], xs[2], ys[3] * ys[4]});
+    out.push_back(derived(node, depth, "Reshape", {planes + "/resized", constant(depth + "/shape", {xs[0], xs[1], xs[2], ys[3] * ys[4]})}, depth));
+    resize(depth, depth + "/resized", {xs[0], xs[1], ys[2], ys[3] * ys[4]},
+           scales.empty() ? std::vector<float>{} : std::vector<float>{1.f, 1.f, scales[2], 1.f});
+    out.push_back(derived(node, node.name + "/clip", "Reshape", {depth + "/resized", constant(node.name + "/clip/shape", ys)}, y->name));
     return out;
   }
 
