@@ -658,6 +658,8 @@ class Decomposer {
     std::vector<int64_t> strides = three("strides", 1), dilations = three("dilations", 1), pads = node.ints_attr("pads");
     if (pads.empty() || auto_pad == "VALID") pads = std::vector<int64_t>(6, 0);
     if (strides.size() != 3 || dilations.size() != 3 || pads.size() != 6) return refuse("strides, dilations or pads are not 3-D");
+    if (!positive(strides) || !positive(dilations) || std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p < 0; }))
+      return refuse("strides and dilations must be positive and pads not negative");
     const int64_t c = x->shape[1], depth = x->shape[2] + pads[0] + pads[3], k = w->shape[0], taps = w->shape[2];
     const int64_t frames = y->shape[2], h = x->shape[3], wd = x->shape[4];
     const std::string& name = node.name;
@@ -699,6 +701,10 @@ class Decomposer {
     }
     frames_clip(node, sum, *y, out);
     return out;
+  }
+
+  static bool positive(const std::vector<int64_t>& v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t x) { return x > 0; });
   }
 
   // A clip [1, C, D, H, W] as its frames, [D, C, H, W] (depth-major, the frames a batch): the
@@ -763,6 +769,9 @@ class Decomposer {
     if (kernel.size() != 3 || strides.size() != 3 || pads.size() != 6 || dilations.size() != 3)
       return refuse("kernel_shape, strides, pads or dilations are not 3-D");
     if (node.attributes.count("auto_pad") && node.attributes.at("auto_pad").s != "NOTSET") return refuse("auto_pad is not supported");
+    if (!positive(kernel) || !positive(strides) || !positive(dilations) ||
+        std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p < 0; }))
+      return refuse("kernel_shape, strides and dilations must be positive and pads not negative");
     if (dilations[0] != 1) return refuse("dilation in depth is not supported");
     bool include_pad = node.int_attr("count_include_pad", 0) != 0;
     if (!max && !include_pad && (pads[0] != 0 || pads[3] != 0))
