@@ -155,10 +155,14 @@ Config blocked_default(const std::string& name, const Blocked& b, const CpuModel
   // A 40-channel block's 3 vectors in a row of 14 take 7 columns, not 2 (0.77x as fast as the tuned
   // 8 columns: MobileNetV3-Small's 1x1 40->120 at 14x14).
   const std::vector<int64_t> columns = {1, 2, 3, 4, 5, 6, 7, 8, 12, 14};
-  // At a stride, half the columns and two channel blocks: a column's input is a broadcast from a
-  // row read at the stride, each then feeding two FMAs (ResNet-50 v1.5's 3x3 128@56 at stride 2:
-  // 230 -> 260 GFLOP/s with 7 x 2 for 14 x 1; its 1x1 256->512 at stride 2, 210 -> 261).
-  int64_t blocks_per_column = b.stride > 1 && b.kb() >= 2 ? 2 : 1;
+  // Half the columns and two channel blocks: each input broadcast then feeds two FMAs, 9 vector
+  // loads per 14 FMAs instead of 15, under the two loads a cycle that feed two FMAs. At a stride
+  // (a column's input read at the stride): ResNet-50 v1.5's 3x3 128@56 at stride 2, 230 -> 260
+  // GFLOP/s with 7 x 2 for 14 x 1; its 1x1 256->512, 210 -> 261. With AVX-512 at stride 1 too,
+  // where the output channels pair up: 1.09-1.20x on ten ResNet-50 and FCN layers (an AMD EPYC
+  // Zen 5, bench/RESULTS.md session 27); an odd count of blocks would leave one block a column.
+  bool pairs = b.kb() >= 2 && (b.stride > 1 || (cpu.lanes == 16 && b.kb() % 2 == 0));
+  int64_t blocks_per_column = pairs ? 2 : 1;
   int64_t qr = pick_register_columns(columns, b.Q, oc_vectors * blocks_per_column, acc, most);
   int64_t kr = pick_tile({1, 2, 3, 4}, b.kb(), std::max<int64_t>(1, acc / (qr * oc_vectors)));
   if (qr * kr * oc_vectors * 2 <= acc && b.Q * oc_vectors <= most) {

@@ -311,13 +311,16 @@ TEST(OpLibrary, RegisterColumnsFillTheAccumulatorsTheRowAllows) {
   }
 }
 
-// At a stride, the default takes half the columns and two channel blocks (each input broadcast
-// feeds two FMAs); at stride 1, and with one block of output channels, the columns stay.
-TEST(OpLibrary, StridedConvolutionsTakeTwoChannelBlocksAColumn) {
+// The default takes half the columns and two channel blocks (each input broadcast feeds two
+// FMAs) at a stride, and with AVX-512 at stride 1 where the blocks pair up; with one block of
+// output channels, or an odd count at stride 1, the columns stay.
+TEST(OpLibrary, ConvolutionsTakeTwoChannelBlocksAColumnWhereTheyPairUp) {
   for (auto [w, columns, blocks] : std::vector<std::tuple<const char*, int64_t, int64_t>>{
            {"conv2d_nchwc:N=1,C=128,H=56,W=56,K=128,R=3,S=3,stride=2,pad=1,ic_block=16,oc_block=16", 7, 2},
            {"conv2d_nchwc:N=1,C=256,H=56,W=56,K=512,R=1,S=1,stride=2,pad=0,ic_block=16,oc_block=16", 7, 2},
-           {"conv2d_nchwc:N=1,C=128,H=28,W=28,K=128,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16", 14, 1},
+           {"conv2d_nchwc:N=1,C=128,H=28,W=28,K=128,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16", 7, 2},
+           {"conv2d_nchwc:N=1,C=2048,H=28,W=28,K=512,R=1,S=1,stride=1,pad=0,ic_block=16,oc_block=16", 7, 2},
+           {"conv2d_nchwc:N=1,C=128,H=28,W=28,K=48,R=3,S=3,stride=1,pad=1,ic_block=16,oc_block=16", 14, 1},
            {"conv2d_nchwc:N=1,C=64,H=56,W=56,K=16,R=3,S=3,stride=2,pad=1,ic_block=16,oc_block=16", 14, 1}}) {
     auto workload = parse_workload(w);
     ASSERT_TRUE(workload.ok()) << w;
