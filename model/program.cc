@@ -148,16 +148,17 @@ class Lowering {
   // A value holding `name` in NCHW[b]c.
   StatusOr<std::string> blocked(const Node& node, const std::string& name, int64_t b) {
     const std::string root = p_.storage(name);
-    if (auto it = block_.find(root); it != block_.end() && it->second == b) return root;
+    auto held = block_.find(root);
+    if (held != block_.end() && held->second == b) return root;
     // Held in other blocks, and nothing has read it in NCHW yet: straight from those blocks.
-    if (auto it = block_.find(root); it != block_.end() && b > 1 && !graph_.find(root + "/nchw")) {
+    if (held != block_.end() && b > 1 && !graph_.find(root + "/nchw")) {
       const Value* r = graph_.find(root);
       const Value* v = graph_.find(name);
       std::string to = fmt::format("{}/nchw{}c", root, b);
       if (r && v && r->shape == v->shape && r->shape.size() == 4 && r->shape[1] % b == 0) {
         if (!graph_.find(to)) {
           add_value(to, r->shape);
-          add_step(node.name, "reblock NCHWc", reblocked_compute(*r, to, it->second, b), true);
+          add_step(node.name, "reblock NCHWc", reblocked_compute(*r, to, held->second, b), true);
         }
         block_[to] = b;
         return to;

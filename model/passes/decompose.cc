@@ -196,8 +196,7 @@ class Decomposer {
     auto refuse = [&](const std::string& why) { return invalid_argument(fmt::format("node '{}' ({}): {}", node.name, op, why)); };
     auto given = [&](size_t i) { return node.inputs.size() > i && !node.inputs[i].empty(); };
     auto read = [&](size_t o) {
-      return node.outputs.size() > o && !node.outputs[o].empty() &&
-             (graph_.readers(node.outputs[o]) > 0 || std::count(graph_.outputs.begin(), graph_.outputs.end(), node.outputs[o]));
+      return node.outputs.size() > o && !node.outputs[o].empty() && graph_.readers(node.outputs[o]) > 0;
     };
     const int64_t gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
     if (!given(0) || !given(1) || !given(2)) return refuse("expects X, W and R");
@@ -423,7 +422,7 @@ class Decomposer {
     if (!given(0) || !given(1) || !given(2) || node.outputs.empty()) return refuse("expects Q, K and V");
     if (given(4) || given(5) || given(6)) return refuse("a KV cache (past_key, past_value, nonpad_kv_seqlen) is not supported");
     for (size_t o = 1; o < node.outputs.size(); ++o)
-      if (!node.outputs[o].empty() && (graph_.readers(node.outputs[o]) > 0 || std::count(graph_.outputs.begin(), graph_.outputs.end(), node.outputs[o])))
+      if (!node.outputs[o].empty() && graph_.readers(node.outputs[o]) > 0)
         return refuse("its present_key, present_value and qk_matmul_output are not supported");
     if (node.float_attr("softcap", 0.f) != 0.f) return refuse("softcap is not supported");
     TF_ASSIGN_OR_RETURN(const Value* q, graph_.value_of(node, node.inputs[0]));
@@ -732,13 +731,13 @@ class Decomposer {
     out.push_back(std::move(t));
   }
 
-  // The frames of `clip` ([depth, ...]) that depth tap `tap` of a window reads for `count` outputs
-  // `stride` apart: a Slice, or the clip itself where that is all of it.
-  std::string tap_frames(const Node& node, const std::string& clip, const std::vector<int64_t>& shape, int64_t tap,
+  // The frames of `clip` ([depth, ...]) a depth tap of a window reads for `count` outputs `stride`
+  // apart, from frame `first`: a Slice, or the clip itself where that is all of it.
+  std::string tap_frames(const Node& node, const std::string& clip, const std::vector<int64_t>& shape, int64_t first,
                          int64_t count, int64_t stride, std::vector<Node>& out) {
-    int64_t first = tap, last = first + (count - 1) * stride;
+    int64_t last = first + (count - 1) * stride;
     if (first == 0 && last == shape[0] - 1 && stride == 1) return clip;
-    std::string in = fmt::format("{}/tap{}/frames", node.name, tap);
+    std::string in = fmt::format("{}/tap{}/frames", node.name, first);
     std::vector<int64_t> sliced = shape;
     sliced[0] = count;
     value(in, sliced);
